@@ -1,0 +1,155 @@
+//! Compiles `device/` to one sm_90a PTX module with rustc's own NVPTX backend and embeds it
+//! (`OUT_DIR/mkernel.ptx`, included by `host/gpu/module.rs`).
+//!
+//! The device build is a nested cargo invocation with its own target directory, run under the
+//! toolchain pinned in rust-toolchain.toml, with the host build's compiler variables removed (they
+//! would point it at the host's `core`). The link step is `device/ptx-link.sh`; its hash is part
+//! of the device rustflags, so changing it (or any flag here) rebuilds the module.
+use std::collections::hash_map::DefaultHasher;
+use std::env;
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "nvptx64-nvidia-cuda";
+const CPU: &str = "sm_90a";
+const INSTALL_HINT: &str = "scripts/setup.sh installs it, or: rustup toolchain install \
+     nightly-2026-05-20 --profile minimal -c rust-src -c llvm-tools";
+
+fn main() {
+    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+    for p in ["device/src", "device/Cargo.toml", "device/ptx-link.sh", "rust-toolchain.toml", "Cargo.toml", "build.rs"] {
+        println!("cargo:rerun-if-changed={}", root.join(p).display());
+    }
+    println!("cargo:rerun-if-env-changed=MKERNEL_DEVICE_TOOLCHAIN");
+
+    let toolchain = env::var("MKERNEL_DEVICE_TOOLCHAIN").unwrap_or_else(|_| pinned_toolchain(&root));
+    let sysroot = sysroot(&toolchain);
+    let llvm_bin = sysroot.join("lib/rustlib").join(host_triple()).join("bin");
+    for tool in ["llvm-link", "opt", "llc"] {
+        if !llvm_bin.join(tool).exists() {
+            fail(&format!("`{tool}` missing from {}: the `llvm-tools` component of {toolchain} is not installed; {INSTALL_HINT}", llvm_bin.display()));
+        }
+    }
+    if !sysroot.join("lib/rustlib/src/rust/library/core").exists() {
+        fail(&format!("the `rust-src` component of {toolchain} is not installed (needed by -Zbuild-std=core); {INSTALL_HINT}"));
+    }
+
+    let linker = root.join("device/ptx-link.sh");
+    let link_hash = {
+        let mut h = DefaultHasher::new();
+        fs::read(&linker).unwrap_or_else(|e| fail(&format!("reading {}: {e}", linker.display()))).hash(&mut h);
+        h.finish()
+    };
+    let rustflags = [
+        format!("-Ctarget-cpu={CPU}"),
+        format!("-Clinker={}", linker.display()),
+        format!("--cfg=mkernel_link=\"{link_hash:016x}\""),
+    ];
+
+    // target/<profile>/build/mkernel-*/out -> target/ptx-build (shared by debug and release).
+    let target_dir = out_dir.ancestors().nth(4).map(|p| p.join("ptx-build")).unwrap_or_else(|| out_dir.join("ptx-build"));
+    let mut cmd = Command::new("cargo");
+    for (k, _) in env::vars() {
+        let drop = k.starts_with("CARGO_") && k != "CARGO_HOME"
+            || k.starts_with("RUSTC")
+            || k.starts_with("RUSTDOC")
+            || matches!(k.as_str(), "RUSTFLAGS" | "RUSTUP_TOOLCHAIN" | "TARGET" | "HOST" | "OUT_DIR" | "PROFILE" | "OPT_LEVEL" | "DEBUG" | "NUM_JOBS");
+        if drop {
+            cmd.env_remove(&k);
+        }
+    }
+    cmd.env("RUSTUP_TOOLCHAIN", &toolchain)
+        .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
+        .env("MKERNEL_LLVM_BIN", &llvm_bin)
+        .args(["rustc", "--lib", "--crate-type", "cdylib", "--profile", "ptx", "--target", TARGET, "-Zbuild-std=core", "--message-format=short"])
+        .arg("--manifest-path")
+        .arg(root.join("device/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir);
+    let status = cmd.status().unwrap_or_else(|e| fail(&format!("could not run cargo for the device crate: {e}; {INSTALL_HINT}")));
+    if !status.success() {
+        fail("the device crate failed to build for nvptx64-nvidia-cuda (errors above)");
+    }
+    let built = target_dir.join(TARGET).join("ptx/mkernel_device.ptx");
+    let ptx = fs::read_to_string(&built).unwrap_or_else(|e| fail(&format!("reading {}: {e}", built.display())));
+    let ptx = apply_launch_bounds(&ptx).unwrap_or_else(|e| fail(&e));
+    if !ptx.contains(&format!(".target {CPU}")) {
+        fail(&format!("the device module does not target {CPU}"));
+    }
+    fs::write(out_dir.join("mkernel.ptx"), ptx).unwrap();
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("mkernel build: {msg}");
+    panic!("mkernel build: {msg}");
+}
+
+fn host_triple() -> String {
+    env::var("HOST").unwrap()
+}
+
+fn pinned_toolchain(root: &Path) -> String {
+    let text = fs::read_to_string(root.join("rust-toolchain.toml")).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("channel").map(|v| v.trim_start_matches([' ', '=']).trim().trim_matches('"').to_string()))
+        .unwrap_or_else(|| fail("rust-toolchain.toml names no channel"))
+}
+
+fn sysroot(toolchain: &str) -> PathBuf {
+    let out = Command::new("rustc")
+        .env_remove("RUSTC")
+        .env("RUSTUP_TOOLCHAIN", toolchain)
+        .args(["--print", "sysroot"])
+        .output()
+        .unwrap_or_else(|e| fail(&format!("could not run rustc ({e}); {INSTALL_HINT}")));
+    if !out.status.success() {
+        fail(&format!("toolchain {toolchain} is not usable: {}; {INSTALL_HINT}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// Rewrite each `// @mkernel.launch_bounds maxntid=N minnctapersm=M` marker (emitted by the
+/// `launch_bounds!` macro inside a kernel) into `.maxntid N, 1, 1` / `.minnctapersm M` on its
+/// `.entry`. A kernel that uses `setmaxnreg` without bounds is an error: ptxas would ignore it.
+fn apply_launch_bounds(ptx: &str) -> Result<String, String> {
+    let lines: Vec<&str> = ptx.lines().collect();
+    let mut entries: Vec<(String, usize, usize)> = Vec::new(); // (name, first line, line of "{")
+    for (i, l) in lines.iter().enumerate() {
+        if let Some(rest) = l.split(".entry ").nth(1).filter(|_| l.contains(".entry ")) {
+            let name = rest.split('(').next().unwrap_or("").trim().to_string();
+            let brace = (i..lines.len()).find(|&j| lines[j].trim() == "{").ok_or(format!("no body for {name}"))?;
+            entries.push((name, i, brace));
+        }
+    }
+    let mut inserts: Vec<(usize, String)> = Vec::new();
+    for (k, (name, start, brace)) in entries.iter().enumerate() {
+        let end = entries.get(k + 1).map(|e| e.1).unwrap_or(lines.len());
+        let body = &lines[*start..end];
+        let marker = body.iter().find_map(|l| l.split("@mkernel.launch_bounds").nth(1).filter(|_| l.contains("@mkernel.launch_bounds")));
+        let uses_setmaxnreg = body.iter().any(|l| l.contains("setmaxnreg"));
+        match marker {
+            Some(m) => {
+                let field = |key: &str| {
+                    m.split_whitespace().find_map(|kv| kv.strip_prefix(key)).and_then(|v| v.parse::<u32>().ok()).ok_or(format!("{name}: bad launch_bounds marker `{m}`"))
+                };
+                let (maxntid, minctas) = (field("maxntid=")?, field("minnctapersm=")?);
+                inserts.push((*brace, format!(".maxntid {maxntid}, 1, 1\n.minnctapersm {minctas}")));
+            }
+            None if uses_setmaxnreg => return Err(format!("kernel {name} uses setmaxnreg but declares no launch_bounds!")),
+            None => {}
+        }
+    }
+    let mut out = String::with_capacity(ptx.len() + 256);
+    for (i, l) in lines.iter().enumerate() {
+        if let Some((_, d)) = inserts.iter().find(|(at, _)| *at == i) {
+            out.push_str(d);
+            out.push('\n');
+        }
+        out.push_str(l);
+        out.push('\n');
+    }
+    Ok(out)
+}

@@ -1,0 +1,70 @@
+//! The tensor memory accelerator (TMA): bulk tensor copies between global and shared memory.
+//!
+//! A tensor map (`CUtensorMap`, 128 bytes, 64-byte aligned) describes the global tensor, the box
+//! and the swizzle; the host encodes it (`mkernel::gpu::TensorMap`) and copies it to device global
+//! memory before the launch, so kernels take a plain generic pointer to it.
+use core::arch::asm;
+
+/// Load the 2-D box at element coordinates (`c0` innermost, `c1`) into shared memory at `dst`,
+/// completing `box bytes` of transactions on the mbarrier `bar`. Out-of-bounds elements are
+/// zero-filled, and the full box size is still credited to the barrier.
+///
+/// # Safety
+/// `tmap` points to a valid tensor map in global memory; `dst` is a shared address aligned as the
+/// map's swizzle requires (1024 bytes for 128-byte swizzle) with room for the box; `bar` is an
+/// initialised mbarrier whose expected transaction count covers this copy.
+#[inline(always)]
+pub unsafe fn tma_load_2d(dst: u32, tmap: u64, bar: u32, c0: i32, c1: i32) {
+    asm!(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [{d}], [{m}, {{{x}, {y}}}], [{b}];",
+        d = in(reg32) dst, m = in(reg64) tmap, x = in(reg32) c0, y = in(reg32) c1, b = in(reg32) bar,
+        options(nostack)
+    )
+}
+
+/// Store the 2-D box at shared address `src` to the tensor at (`c0`, `c1`). Elements outside the
+/// tensor are not written. Part of the current bulk async-group (see [`bulk_commit_group`]).
+///
+/// # Safety
+/// `tmap` points to a valid tensor map in global memory; `src` holds a full box laid out as the
+/// map's swizzle says, written by this thread's proxy fence ([`fence_proxy_async_shared`]) and
+/// ordered before this call by a barrier.
+#[inline(always)]
+pub unsafe fn tma_store_2d(tmap: u64, src: u32, c0: i32, c1: i32) {
+    asm!(
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{m}, {{{x}, {y}}}], [{s}];",
+        m = in(reg64) tmap, x = in(reg32) c0, y = in(reg32) c1, s = in(reg32) src, options(nostack)
+    )
+}
+
+/// Close the current group of bulk stores.
+#[inline(always)]
+pub fn bulk_commit_group() {
+    unsafe { asm!("cp.async.bulk.commit_group;", options(nostack)) }
+}
+
+/// Wait until at most `N` bulk store groups still *read* shared memory (their sources may then be
+/// overwritten; the global writes may still be in flight).
+#[inline(always)]
+pub fn bulk_wait_group_read<const N: u32>() {
+    unsafe { asm!("cp.async.bulk.wait_group.read {n};", n = const N, options(nostack)) }
+}
+
+/// Wait until at most `N` bulk store groups are incomplete (their global writes are done).
+#[inline(always)]
+pub fn bulk_wait_group<const N: u32>() {
+    unsafe { asm!("cp.async.bulk.wait_group {n};", n = const N, options(nostack)) }
+}
+
+/// Prefetch a tensor map into the TMA unit's cache.
+#[inline(always)]
+pub fn prefetch_tensormap(tmap: u64) {
+    unsafe { asm!("prefetch.tensormap [{m}];", m = in(reg64) tmap, options(nostack)) }
+}
+
+/// Order this thread's ordinary shared-memory writes before later async-proxy accesses (TMA
+/// stores, wgmma operand reads) that a barrier orders after them.
+#[inline(always)]
+pub fn fence_proxy_async_shared() {
+    unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) }
+}

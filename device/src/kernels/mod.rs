@@ -1,0 +1,4 @@
+//! The kernels of the PTX module. Each is `#[no_mangle] extern "ptx-kernel"` taking one
+//! `#[repr(C)]` parameter block from [`crate::abi`].
+pub mod gemm;
+pub mod selftest;

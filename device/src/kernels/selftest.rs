@@ -1,0 +1,167 @@
+//! Small kernels that check each device-std building block on real hardware (run by
+//! `tests/gpu_selftest.rs` and `mkernel info`).
+use crate::abi::*;
+use crate::arch::*;
+use crate::sync::{wait_flag_sys_u32, wait_mbarrier, WaitSite};
+use crate::tile::*;
+
+/// `y[i] = a * x[i] + y[i]`, grid-stride.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_axpy(p: AxpyParams) {
+    let x = p.x as *const f32;
+    let y = p.y as *mut f32;
+    let stride = (block_dim_x() * grid_dim_x()) as u64;
+    let mut i = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
+    while i < p.n {
+        *y.add(i as usize) = p.a * *x.add(i as usize) + *y.add(i as usize);
+        i += stride;
+    }
+}
+
+/// One CTA of 128 threads: TMA-load a box into (swizzled) shared memory, dump the raw shared
+/// bytes, and TMA-store the box back out through another tensor map.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_tma_roundtrip(p: TmaRoundTripParams) {
+    let smem = dyn_smem_base();
+    let bar = smem + p.box_bytes; // box_bytes is a multiple of 1024
+    let t = thread_idx_x();
+    if t == 0 {
+        prefetch_tensormap(p.src_map);
+        mbarrier_init(bar, 1);
+        fence_mbarrier_init();
+    }
+    sync_threads();
+    if t == 0 {
+        mbarrier_arrive_expect_tx(bar, p.box_bytes);
+        tma_load_2d(smem, p.src_map, bar, p.c0, p.c1);
+    }
+    let site = WaitSite { rank: 0, role: 0, tile: 0, what: WAIT_MBAR_FULL };
+    if wait_mbarrier(bar, 0, 1_000_000_000, core::ptr::null_mut(), site).is_err() {
+        trap();
+    }
+    let raw = p.raw_out as *mut u32;
+    let mut w = t;
+    while w < p.box_bytes / 4 {
+        *raw.add(w as usize) = ld_shared_u32(smem + 4 * w);
+        w += block_dim_x();
+    }
+    sync_threads();
+    if t == 0 {
+        tma_store_2d(p.dst_map, smem, p.c0, p.c1);
+        bulk_commit_group();
+        bulk_wait_group::<0>();
+    }
+}
+
+macro_rules! wgmma_tile_body {
+    ($p:ident, $mma:ident, $n:literal) => {{
+        let smem = dyn_smem_base();
+        let a_s = smem;
+        let b_s = smem + 64 * SW128_ROW_BYTES;
+        let bar = b_s + $n * SW128_ROW_BYTES;
+        let t = thread_idx_x();
+        if t == 0 {
+            mbarrier_init(bar, 1);
+            fence_mbarrier_init();
+        }
+        sync_threads();
+        if t == 0 {
+            mbarrier_arrive_expect_tx(bar, (64 + $n) * SW128_ROW_BYTES);
+            tma_load_2d(a_s, $p.a_map, bar, 0, 0);
+            if $p.b_layout == B_NK {
+                tma_load_2d(b_s, $p.b_map, bar, 0, 0);
+            } else {
+                let mut j = 0;
+                while j < $n / 64 {
+                    tma_load_2d(b_s + j * 64 * SW128_ROW_BYTES, $p.b_map, bar, (64 * j) as i32, 0);
+                    j += 1;
+                }
+            }
+        }
+        let site = WaitSite { rank: 0, role: 0, tile: 0, what: WAIT_MBAR_FULL };
+        if wait_mbarrier(bar, 0, 1_000_000_000, core::ptr::null_mut(), site).is_err() {
+            trap();
+        }
+        let mut d = [0f32; $n / 2];
+        wgmma::fence();
+        let mut ks = 0;
+        while ks < 4 {
+            let da = SmemDesc::k_major(a_s).advance(ks * K16_STEP_K_MAJOR).0;
+            if $p.b_layout == B_NK {
+                let db = SmemDesc::k_major(b_s).advance(ks * K16_STEP_K_MAJOR).0;
+                wgmma::$mma::<0>(&mut d, da, db, ks);
+            } else {
+                let db = SmemDesc::mn_major(b_s, 64 * SW128_ROW_BYTES).advance(ks * K16_STEP_MN_MAJOR).0;
+                wgmma::$mma::<1>(&mut d, da, db, ks);
+            }
+            ks += 1;
+        }
+        wgmma::commit_group();
+        wgmma::wait_group::<0>();
+        let out = $p.out as *mut f32;
+        let mut i = 0;
+        while i < $n / 2 {
+            let (r, c) = wgmma_acc_coord(t, i as u32);
+            *out.add((r * $n + c) as usize) = d[i];
+            i += 1;
+        }
+    }};
+}
+
+/// One warpgroup: `out[64, n] = A[64, 64] @ B[64, n]` through TMA (128-byte swizzle) and four
+/// m64nNk16 wgmmas, B K-major or N-major as the GEMM engine lays it out.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_wgmma_tile(p: WgmmaTileParams) {
+    match p.n {
+        64 => wgmma_tile_body!(p, mma_m64n64k16_bf16, 64),
+        128 => wgmma_tile_body!(p, mma_m64n128k16_bf16, 128),
+        _ => wgmma_tile_body!(p, mma_m64n256k16_bf16, 256),
+    }
+}
+
+/// Deterministic payload word `w` of handshake round `epoch` (the host computes the same).
+#[inline(always)]
+pub const fn handshake_word(seed: u32, epoch: u32, w: u32) -> u32 {
+    let mut x = seed ^ epoch.wrapping_mul(0x9e37_79b9) ^ w.wrapping_mul(0x85eb_ca6b);
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb_352d);
+    x ^= x >> 15;
+    x
+}
+
+/// GPU <-> host ping-pong over host-mapped memory. Round `i` (epoch `base_epoch + i + 1`): the GPU
+/// writes `words` payload words, release-stores `flags[0] = epoch`; the host checks them, writes
+/// its reply at `data[words]` and release-stores `flags[1] = epoch`; the GPU acquire-waits on
+/// `flags[1]` (bounded) and saves the reply to `out[i]`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_flag_handshake(p: HandshakeParams) {
+    if thread_idx_x() != 0 || block_idx_x() != 0 {
+        return;
+    }
+    let data = p.host_data as *mut u32;
+    let flags = p.host_flags as *mut u32;
+    let out = p.out as *mut u32;
+    let diag = p.diag as *mut WaitDiag;
+    for i in 0..p.iters {
+        let epoch = p.base_epoch.wrapping_add(i + 1);
+        for w in 0..p.words {
+            st_relaxed_sys_u32(data.add(w as usize), handshake_word(p.seed, epoch, w));
+        }
+        st_release_sys_u32(flags, epoch);
+        let site = WaitSite { rank: 0, role: 0, tile: i, what: WAIT_FLAG };
+        if wait_flag_sys_u32(flags.add(1), epoch, p.timeout_ns, diag, site).is_err() {
+            return;
+        }
+        *out.add(i as usize) = ld_relaxed_sys_u32(data.add(p.words as usize));
+    }
+}
+
+/// Every block writes `rank | nranks << 8 | cluster_id << 16`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_cluster_ids(p: ClusterIdsParams) {
+    if thread_idx_x() == 0 {
+        let v = cluster_ctarank() | (cluster_nctarank() << 8) | (cluster_id_x() << 16);
+        *(p.out as *mut u32).add(block_idx_x() as usize) = v;
+    }
+    cluster_sync();
+}

@@ -1,0 +1,179 @@
+//! The persistent tile scheduler and CTA roles (pure integer logic, host-testable).
+//!
+//! One definition of tile order serves every role: compute CTAs, and communication roles that
+//! need to know which tile a peer produces when, all call [`TileGrid::coords`].
+use crate::abi::RoleSplit;
+
+/// A grid of output tiles walked in grouped ("swizzled") raster order: `group_m` tile rows at a
+/// time, column by column, so consecutive tiles share A rows and B columns in L2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileGrid {
+    pub m_tiles: u32,
+    pub n_tiles: u32,
+    pub group_m: u32,
+}
+
+impl TileGrid {
+    /// Tiles of `tile_m x tile_n` covering `m x n` (partial edge tiles included).
+    #[inline(always)]
+    pub const fn new(m: u32, n: u32, tile_m: u32, tile_n: u32, group_m: u32) -> Self {
+        Self {
+            m_tiles: m.div_ceil(tile_m),
+            n_tiles: n.div_ceil(tile_n),
+            group_m: if group_m == 0 { 1 } else { group_m },
+        }
+    }
+
+    /// Number of tiles.
+    #[inline(always)]
+    pub const fn count(&self) -> u32 {
+        self.m_tiles * self.n_tiles
+    }
+
+    /// (tile row, tile column) of the `t`-th tile in schedule order.
+    #[inline(always)]
+    pub const fn coords(&self, t: u32) -> (u32, u32) {
+        let per_group = self.group_m * self.n_tiles;
+        let group = t / per_group;
+        let first_m = group * self.group_m;
+        let rows = if self.m_tiles - first_m < self.group_m {
+            self.m_tiles - first_m
+        } else {
+            self.group_m
+        };
+        let in_group = t % per_group;
+        (first_m + in_group % rows, in_group / rows)
+    }
+}
+
+/// The tiles one persistent CTA owns: `first, first + stride, ...` below `end`.
+#[derive(Clone, Copy, Debug)]
+pub struct TileIter {
+    next: u32,
+    stride: u32,
+    end: u32,
+}
+
+impl TileIter {
+    #[inline(always)]
+    pub const fn new(first: u32, stride: u32, end: u32) -> Self {
+        Self { next: first, stride, end }
+    }
+}
+
+impl Iterator for TileIter {
+    type Item = u32;
+    #[inline(always)]
+    fn next(&mut self) -> Option<u32> {
+        if self.next < self.end {
+            let t = self.next;
+            self.next += self.stride;
+            Some(t)
+        } else {
+            None
+        }
+    }
+}
+
+/// What a CTA of a persistent kernel does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Role {
+    Compute = 0,
+    IntraComm = 1,
+    InterSend = 2,
+    InterReduce = 3,
+}
+
+impl RoleSplit {
+    /// Only compute CTAs (a plain GEMM).
+    pub const fn compute_only(ctas: u32) -> Self {
+        Self { compute: ctas, intra_comm: 0, inter_send: 0, inter_reduce: 0 }
+    }
+
+    /// Total CTAs of the grid.
+    #[inline(always)]
+    pub const fn total(&self) -> u32 {
+        self.compute + self.intra_comm + self.inter_send + self.inter_reduce
+    }
+
+    /// Role of CTA `cta` and its index among the CTAs of that role; `None` past the grid.
+    #[inline(always)]
+    pub const fn role_of(&self, cta: u32) -> Option<(Role, u32)> {
+        let mut c = cta;
+        if c < self.compute {
+            return Some((Role::Compute, c));
+        }
+        c -= self.compute;
+        if c < self.intra_comm {
+            return Some((Role::IntraComm, c));
+        }
+        c -= self.intra_comm;
+        if c < self.inter_send {
+            return Some((Role::InterSend, c));
+        }
+        c -= self.inter_send;
+        if c < self.inter_reduce {
+            return Some((Role::InterReduce, c));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec;
+
+    #[test]
+    fn grouped_order_visits_every_tile_once() {
+        for &(m, n, g) in &[(1u32, 1u32, 8u32), (1000, 1544, 8), (8192, 8192, 8), (300, 7000, 3), (128, 256, 1)] {
+            let grid = TileGrid::new(m, n, 128, 256, g);
+            let mut seen = vec![false; grid.count() as usize];
+            for t in 0..grid.count() {
+                let (tm, tn) = grid.coords(t);
+                assert!(tm < grid.m_tiles && tn < grid.n_tiles, "{m}x{n} g{g} t{t} -> ({tm},{tn})");
+                let i = (tm * grid.n_tiles + tn) as usize;
+                assert!(!seen[i], "{m}x{n} g{g}: tile ({tm},{tn}) twice");
+                seen[i] = true;
+            }
+        }
+    }
+
+    #[test]
+    fn grouped_order_stays_in_a_band_of_rows() {
+        let grid = TileGrid::new(64 * 128, 16 * 256, 128, 256, 8);
+        for t in 0..8 * 16 {
+            assert!(grid.coords(t).0 < 8);
+        }
+        assert_eq!(grid.coords(0), (0, 0));
+        assert_eq!(grid.coords(1), (1, 0));
+        assert_eq!(grid.coords(8), (0, 1));
+    }
+
+    #[test]
+    fn persistent_ctas_partition_the_tiles() {
+        let total = 1000;
+        let ctas = 132;
+        let mut count = vec![0u8; total as usize];
+        for c in 0..ctas {
+            for t in TileIter::new(c, ctas, total) {
+                count[t as usize] += 1;
+            }
+        }
+        assert!(count.iter().all(|&c| c == 1));
+    }
+
+    #[test]
+    fn roles_are_contiguous_ranges() {
+        let s = RoleSplit { compute: 3, intra_comm: 2, inter_send: 1, inter_reduce: 1 };
+        assert_eq!(s.total(), 7);
+        assert_eq!(s.role_of(0), Some((Role::Compute, 0)));
+        assert_eq!(s.role_of(3), Some((Role::IntraComm, 0)));
+        assert_eq!(s.role_of(4), Some((Role::IntraComm, 1)));
+        assert_eq!(s.role_of(5), Some((Role::InterSend, 0)));
+        assert_eq!(s.role_of(6), Some((Role::InterReduce, 0)));
+        assert_eq!(s.role_of(7), None);
+    }
+}

@@ -1,0 +1,81 @@
+//! CUDA 12 driver entry points that `cust_raw` (CUDA 11.4 bindings) lacks, fetched at run time
+//! with `cuGetProcAddress`, so no newer headers or link-time symbols are needed.
+use super::error::{check, GpuError, Result};
+use cust_raw as sys;
+use std::ffi::{c_void, CStr};
+use std::sync::OnceLock;
+
+pub(crate) type TensorMapEncodeTiled = unsafe extern "C" fn(
+    tensor_map: *mut c_void,
+    dtype: u32,
+    rank: u32,
+    global_address: *mut c_void,
+    global_dim: *const u64,
+    global_strides: *const u64,
+    box_dim: *const u32,
+    element_strides: *const u32,
+    interleave: u32,
+    swizzle: u32,
+    l2_promotion: u32,
+    oob_fill: u32,
+) -> sys::CUresult;
+
+/// `CUlaunchAttribute`: an 4-byte id, padding to 8, a 64-byte value union.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct LaunchAttribute {
+    pub id: u32,
+    pub pad: u32,
+    pub value: [u32; 16],
+}
+
+/// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`
+pub(crate) const LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: u32 = 4;
+
+/// `CUlaunchConfig`
+#[repr(C)]
+pub(crate) struct LaunchConfigRaw {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+    pub stream: sys::CUstream,
+    pub attrs: *mut LaunchAttribute,
+    pub num_attrs: u32,
+}
+
+pub(crate) type LaunchKernelEx =
+    unsafe extern "C" fn(config: *const LaunchConfigRaw, f: sys::CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) -> sys::CUresult;
+
+/// The entry points, resolved once per process.
+pub(crate) struct Cuda12 {
+    pub tensor_map_encode_tiled: TensorMapEncodeTiled,
+    pub launch_kernel_ex: LaunchKernelEx,
+}
+
+fn proc_address(name: &'static CStr) -> Result<*mut c_void> {
+    let mut p = std::ptr::null_mut();
+    // SAFETY: writes a function pointer (or null) for a NUL-terminated symbol name.
+    check("cuGetProcAddress", unsafe { sys::cuGetProcAddress(name.as_ptr(), &mut p, 12000, 0) })?;
+    if p.is_null() {
+        return Err(GpuError::MissingEntryPoint(name.to_str().unwrap_or("?")));
+    }
+    Ok(p)
+}
+
+/// Resolve (once) and return the CUDA 12 entry points. Needs `cuInit` to have succeeded.
+pub(crate) fn cuda12() -> Result<&'static Cuda12> {
+    static CELL: OnceLock<std::result::Result<Cuda12, String>> = OnceLock::new();
+    let r = CELL.get_or_init(|| {
+        let load = || -> Result<Cuda12> {
+            // SAFETY: the driver returns pointers to functions with exactly these C signatures.
+            unsafe {
+                Ok(Cuda12 {
+                    tensor_map_encode_tiled: std::mem::transmute::<*mut c_void, TensorMapEncodeTiled>(proc_address(c"cuTensorMapEncodeTiled")?),
+                    launch_kernel_ex: std::mem::transmute::<*mut c_void, LaunchKernelEx>(proc_address(c"cuLaunchKernelEx")?),
+                })
+            }
+        };
+        load().map_err(|e| e.to_string())
+    });
+    r.as_ref().map_err(|e| GpuError::Module(format!("resolving CUDA 12 entry points: {e}")))
+}

@@ -1,0 +1,254 @@
+//! Device buffers with borrowed views, and pinned / GPU-mapped host memory.
+use super::error::{check, Result};
+use bytemuck::Pod;
+use cust_raw as sys;
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+/// An owned device allocation of `len` elements of `T` (freed on drop).
+pub struct DeviceBuffer<T: Pod> {
+    ptr: sys::CUdeviceptr,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: the buffer is plain device memory; the handle is an address.
+unsafe impl<T: Pod + Send> Send for DeviceBuffer<T> {}
+unsafe impl<T: Pod + Sync> Sync for DeviceBuffer<T> {}
+
+/// A borrowed range of a device buffer.
+#[derive(Clone, Copy)]
+pub struct DeviceSlice<'a, T: Pod> {
+    ptr: sys::CUdeviceptr,
+    len: usize,
+    _t: PhantomData<&'a T>,
+}
+
+fn bytes_of<T>(len: usize) -> usize {
+    len * std::mem::size_of::<T>()
+}
+
+impl<T: Pod> DeviceBuffer<T> {
+    /// Allocate `len` elements (contents undefined; see [`DeviceBuffer::fill_bytes`]).
+    /// The current thread must have the GPU's context current (any `Gpu` method ensures it).
+    pub fn uninit(len: usize) -> Result<Self> {
+        let mut ptr = 0;
+        if len > 0 {
+            // SAFETY: plain allocation; the pointer is written on success.
+            check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes_of::<T>(len)) })?;
+        }
+        Ok(Self { ptr, len, _t: PhantomData })
+    }
+
+    /// Allocate and copy `data` in.
+    pub fn from_slice(data: &[T]) -> Result<Self> {
+        let b = Self::uninit(data.len())?;
+        b.copy_from(data)?;
+        Ok(b)
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Device address of element 0 (what kernel parameter blocks carry).
+    pub fn addr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Borrow the whole buffer.
+    pub fn as_slice(&self) -> DeviceSlice<'_, T> {
+        DeviceSlice { ptr: self.ptr, len: self.len, _t: PhantomData }
+    }
+
+    /// Borrow a range of elements (panics when out of range, like slice indexing).
+    pub fn slice(&self, r: Range<usize>) -> DeviceSlice<'_, T> {
+        assert!(r.start <= r.end && r.end <= self.len, "range {r:?} out of bounds for {} elements", self.len);
+        DeviceSlice { ptr: self.ptr + bytes_of::<T>(r.start) as u64, len: r.end - r.start, _t: PhantomData }
+    }
+
+    /// Copy `src` (exactly `len` elements) from the host (synchronous).
+    pub fn copy_from(&self, src: &[T]) -> Result<()> {
+        self.as_slice().copy_from(src)
+    }
+
+    /// Copy the buffer to a new host vector (synchronous).
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        self.as_slice().to_vec()
+    }
+
+    /// Set every byte to `byte` (poisoning outputs before a test run).
+    pub fn fill_bytes(&self, byte: u8) -> Result<()> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        // SAFETY: the range is this allocation.
+        check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(self.ptr, byte, bytes_of::<T>(self.len)) })
+    }
+
+    /// Free now, returning the driver's verdict (drop frees too, but can only report by panic).
+    pub fn free(mut self) -> Result<()> {
+        let ptr = std::mem::take(&mut self.ptr);
+        if ptr != 0 {
+            // SAFETY: ptr came from cuMemAlloc and is freed once.
+            check("cuMemFree", unsafe { sys::cuMemFree_v2(ptr) })?;
+        }
+        Ok(())
+    }
+}
+
+impl<T: Pod> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        if self.ptr != 0 {
+            // SAFETY: ptr came from cuMemAlloc and is freed once.
+            let r = check("cuMemFree", unsafe { sys::cuMemFree_v2(self.ptr) });
+            if let Err(e) = r {
+                if !std::thread::panicking() {
+                    panic!("freeing a device buffer failed (the context is likely broken): {e}");
+                }
+            }
+        }
+    }
+}
+
+impl<T: Pod> DeviceSlice<'_, T> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Device address of the first element.
+    pub fn addr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Copy `src` (exactly `len` elements) from the host (synchronous).
+    pub fn copy_from(&self, src: &[T]) -> Result<()> {
+        assert_eq!(src.len(), self.len, "host slice length must match the device slice");
+        if self.len == 0 {
+            return Ok(());
+        }
+        // SAFETY: both ranges are valid for len elements.
+        check("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(self.ptr, src.as_ptr().cast(), bytes_of::<T>(self.len)) })
+    }
+
+    /// Copy to a new host vector (synchronous).
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        let mut v = vec![T::zeroed(); self.len];
+        if self.len > 0 {
+            // SAFETY: both ranges are valid for len elements.
+            check("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(v.as_mut_ptr().cast(), self.ptr, bytes_of::<T>(self.len)) })?;
+        }
+        Ok(v)
+    }
+}
+
+/// Page-locked host memory, mapped into the GPU's address space: the GPU reads and writes it
+/// directly (flags, FIFOs, diagnostics that must survive a stopped kernel).
+pub struct MappedBuffer<T: Pod> {
+    host: *mut T,
+    dev: u64,
+    len: usize,
+}
+
+// SAFETY: pinned host memory; concurrent access goes through atomics.
+unsafe impl<T: Pod + Send> Send for MappedBuffer<T> {}
+unsafe impl<T: Pod + Sync> Sync for MappedBuffer<T> {}
+
+impl<T: Pod> MappedBuffer<T> {
+    /// Allocate `len` zeroed elements of pinned, device-mapped host memory.
+    pub fn zeroed(len: usize) -> Result<Self> {
+        let len = len.max(1);
+        let mut host = std::ptr::null_mut();
+        let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
+        // SAFETY: plain allocation; the pointer is written on success.
+        check("cuMemHostAlloc", unsafe { sys::cuMemHostAlloc(&mut host, bytes_of::<T>(len), flags) })?;
+        let mut dev = 0;
+        // SAFETY: host is a mapped allocation made just above.
+        let r = check("cuMemHostGetDevicePointer", unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0) });
+        if let Err(e) = r {
+            // SAFETY: freeing what we allocated.
+            unsafe { sys::cuMemFreeHost(host) };
+            return Err(e);
+        }
+        // SAFETY: len elements were allocated; zero bytes are a valid T (Pod).
+        unsafe { std::ptr::write_bytes(host as *mut T, 0, len) };
+        Ok(Self { host: host.cast(), dev, len })
+    }
+
+    /// The address kernels use.
+    pub fn device_addr(&self) -> u64 {
+        self.dev
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Read element `i` with a volatile load (the GPU may write it at any time).
+    pub fn read(&self, i: usize) -> T {
+        assert!(i < self.len);
+        // SAFETY: in bounds; volatile because another agent writes it.
+        unsafe { std::ptr::read_volatile(self.host.add(i)) }
+    }
+
+    /// Write element `i` with a volatile store.
+    pub fn write(&self, i: usize, v: T) {
+        assert!(i < self.len);
+        // SAFETY: in bounds; volatile because another agent reads it.
+        unsafe { std::ptr::write_volatile(self.host.add(i), v) }
+    }
+
+    /// Host pointer (for the proxy and for views of other types).
+    pub fn host_ptr(&self) -> *mut T {
+        self.host
+    }
+}
+
+impl MappedBuffer<u32> {
+    /// Element `i` as an atomic (acquire/release flags shared with the GPU at system scope).
+    pub fn atomic(&self, i: usize) -> &AtomicU32 {
+        assert!(i < self.len);
+        // SAFETY: in bounds, 4-byte aligned, lives as long as &self.
+        unsafe { AtomicU32::from_ptr(self.host.add(i)) }
+    }
+}
+
+impl MappedBuffer<u64> {
+    /// Element `i` as an atomic.
+    pub fn atomic(&self, i: usize) -> &AtomicU64 {
+        assert!(i < self.len);
+        // SAFETY: in bounds, 8-byte aligned, lives as long as &self.
+        unsafe { AtomicU64::from_ptr(self.host.add(i)) }
+    }
+}
+
+impl<T: Pod> Drop for MappedBuffer<T> {
+    fn drop(&mut self) {
+        // SAFETY: host came from cuMemHostAlloc and is freed once.
+        let r = check("cuMemFreeHost", unsafe { sys::cuMemFreeHost(self.host.cast()) });
+        if let Err(e) = r {
+            if !std::thread::panicking() {
+                panic!("freeing mapped host memory failed: {e}");
+            }
+        }
+    }
+}

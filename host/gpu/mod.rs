@@ -1,0 +1,332 @@
+//! The host GPU runtime: device selection, the primary context, the embedded PTX module (loaded
+//! once per device), streams, events, typed launches. Built on `cust` / `cust_raw`; every driver
+//! call is checked and a failure names the call.
+mod driver;
+mod error;
+pub mod kernels;
+mod memory;
+mod tensor_map;
+
+pub use error::{GpuError, Result};
+pub use kernels::Kernel;
+pub use memory::{DeviceBuffer, DeviceSlice, MappedBuffer};
+pub use tensor_map::{Swizzle, TensorMap, Tile2d, TmaDtype};
+
+use bytemuck::Pod;
+use cust::context::Context;
+use cust::device::{Device, DeviceAttribute};
+use cust::event::{Event, EventFlags};
+use cust::stream::{Stream, StreamFlags};
+use cust_raw as sys;
+use error::{check, cust_err};
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// What a device is.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    pub ordinal: u32,
+    pub name: String,
+    pub compute_capability: (u32, u32),
+    pub sm_count: u32,
+    pub total_memory: usize,
+    pub l2_bytes: u32,
+    /// Largest dynamic shared memory a block may opt in to.
+    pub max_smem_per_block: u32,
+    pub clock_khz: u32,
+    pub driver_version: i32,
+    /// How long loading (and JIT-compiling) the PTX module took.
+    pub module_load: Duration,
+}
+
+struct Function {
+    raw: sys::CUfunction,
+    smem_limit: u32,
+}
+
+struct DeviceState {
+    ctx: Context,
+    module: sys::CUmodule,
+    functions: Mutex<HashMap<&'static str, Function>>,
+    info: DeviceInfo,
+}
+
+// SAFETY: CUDA contexts, modules and functions are thread-safe driver handles.
+unsafe impl Send for DeviceState {}
+unsafe impl Sync for DeviceState {}
+
+fn devices() -> &'static Mutex<HashMap<u32, Arc<DeviceState>>> {
+    static D: OnceLock<Mutex<HashMap<u32, Arc<DeviceState>>>> = OnceLock::new();
+    D.get_or_init(Default::default)
+}
+
+/// Initialise the driver; `NoDevice` where there is no driver or GPU.
+fn init() -> Result<()> {
+    match cust::init(cust::CudaFlags::empty()) {
+        Ok(()) => Ok(()),
+        Err(e) if e as u32 == error::NO_DEVICE || e as u32 == 35 || e as u32 == 999 => {
+            Err(GpuError::NoDevice(format!("cuInit: {e}")))
+        }
+        Err(e) => Err(cust_err("cuInit")(e)),
+    }
+}
+
+/// Number of CUDA devices (0 where there is no driver).
+pub fn device_count() -> Result<u32> {
+    match init() {
+        Ok(()) => Device::num_devices().map_err(cust_err("cuDeviceGetCount")),
+        Err(e) if e.is_no_device() => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// Load the embedded PTX into the current context, with the JIT's error log on failure.
+fn load_module() -> Result<sys::CUmodule> {
+    let ptx = CString::new(kernels::PTX).map_err(|_| GpuError::Module("PTX contains a NUL byte".into()))?;
+    let mut log = vec![0u8; 16 << 10];
+    let mut opts = [sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
+    let mut vals: [*mut c_void; 2] = [log.as_mut_ptr().cast(), log.len() as *mut c_void];
+    let mut module = std::ptr::null_mut();
+    // SAFETY: the option arrays have matching lengths and outlive the call.
+    let r = unsafe { sys::cuModuleLoadDataEx(&mut module, ptx.as_ptr().cast(), 2, opts.as_mut_ptr(), vals.as_mut_ptr()) };
+    if r as u32 != 0 {
+        let text = String::from_utf8_lossy(&log);
+        let text = text.trim_end_matches('\0').trim();
+        let err = check("cuModuleLoadDataEx", r).unwrap_err();
+        return Err(GpuError::Module(format!("{err}; JIT log: {}", if text.is_empty() { "(empty)" } else { text })));
+    }
+    Ok(module)
+}
+
+fn open_device(ordinal: u32) -> Result<DeviceState> {
+    init()?;
+    let count = Device::num_devices().map_err(cust_err("cuDeviceGetCount"))?;
+    if ordinal >= count {
+        return Err(GpuError::NoDevice(format!("device {ordinal} requested, {count} present")));
+    }
+    let device = Device::get_device(ordinal).map_err(cust_err("cuDeviceGet"))?;
+    let attr = |a| device.get_attribute(a).map_err(cust_err("cuDeviceGetAttribute"));
+    let cc = (attr(DeviceAttribute::ComputeCapabilityMajor)? as u32, attr(DeviceAttribute::ComputeCapabilityMinor)? as u32);
+    let ctx = Context::new(device).map_err(cust_err("cuDevicePrimaryCtxRetain"))?;
+    let mut driver_version = 0;
+    // SAFETY: writes one int.
+    check("cuDriverGetVersion", unsafe { sys::cuDriverGetVersion(&mut driver_version) })?;
+    let started = Instant::now();
+    let module = load_module()?;
+    let module_load = started.elapsed();
+    let mut functions = HashMap::new();
+    for &name in kernels::ALL {
+        let mut f = std::ptr::null_mut();
+        let cname = CString::new(name).unwrap();
+        // SAFETY: module is loaded; f is written on success.
+        check("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut f, module, cname.as_ptr()) })
+            .map_err(|e| GpuError::Module(format!("kernel `{name}` not found in the PTX module: {e}")))?;
+        functions.insert(name, Function { raw: f, smem_limit: 48 << 10 });
+    }
+    let info = DeviceInfo {
+        ordinal,
+        name: device.name().map_err(cust_err("cuDeviceGetName"))?,
+        compute_capability: cc,
+        sm_count: attr(DeviceAttribute::MultiprocessorCount)? as u32,
+        total_memory: device.total_memory().map_err(cust_err("cuDeviceTotalMem"))?,
+        l2_bytes: attr(DeviceAttribute::L2CacheSize)? as u32,
+        max_smem_per_block: {
+            let mut v = 0;
+            let a = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN;
+            // SAFETY: writes one int for a valid device.
+            check("cuDeviceGetAttribute", unsafe { sys::cuDeviceGetAttribute(&mut v, a, device.as_raw()) })?;
+            v as u32
+        },
+        clock_khz: attr(DeviceAttribute::ClockRate)? as u32,
+        driver_version,
+        module_load,
+    };
+    Ok(DeviceState { ctx, module, functions: Mutex::new(functions), info })
+}
+
+/// Grid, block, dynamic shared memory and (optionally) cluster shape of a launch.
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchConfig {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub smem_bytes: u32,
+    pub cluster: Option<[u32; 3]>,
+}
+
+impl LaunchConfig {
+    /// A 1-D launch.
+    pub fn linear(grid: u32, block: u32, smem_bytes: u32) -> Self {
+        Self { grid: [grid, 1, 1], block: [block, 1, 1], smem_bytes, cluster: None }
+    }
+}
+
+/// A handle on one GPU: its (shared, primary) context and module, plus a stream of its own.
+/// Cheap to create once the device is open; make one per thread that launches work.
+pub struct Gpu {
+    state: Arc<DeviceState>,
+    stream: Stream,
+}
+
+impl Gpu {
+    /// Open device `ordinal`, loading the PTX module the first time.
+    pub fn new(ordinal: u32) -> Result<Gpu> {
+        let state = {
+            let mut map = devices().lock().unwrap();
+            match map.get(&ordinal) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = Arc::new(open_device(ordinal)?);
+                    map.insert(ordinal, s.clone());
+                    s
+                }
+            }
+        };
+        // SAFETY: the context is alive for as long as `state`.
+        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(state.ctx.as_raw()) })?;
+        let stream = Stream::new(StreamFlags::NON_BLOCKING, None).map_err(cust_err("cuStreamCreate"))?;
+        Ok(Gpu { state, stream })
+    }
+
+    /// Make this GPU's context current on the calling thread (every method does it first).
+    pub fn make_current(&self) -> Result<()> {
+        // SAFETY: the context is alive for as long as `self`.
+        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.state.ctx.as_raw()) })
+    }
+
+    /// What this device is.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.state.info
+    }
+
+    /// This handle's stream.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Wait for everything queued on this handle's stream.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(cust_err("cuStreamSynchronize"))
+    }
+
+    /// Allocate `len` uninitialised elements.
+    pub fn alloc<T: Pod>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        self.make_current()?;
+        DeviceBuffer::uninit(len)
+    }
+
+    /// Allocate and fill from the host.
+    pub fn upload<T: Pod>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        self.make_current()?;
+        DeviceBuffer::from_slice(data)
+    }
+
+    /// Allocate `len` zeroed elements of pinned host memory mapped into this GPU.
+    pub fn mapped<T: Pod>(&self, len: usize) -> Result<MappedBuffer<T>> {
+        self.make_current()?;
+        MappedBuffer::zeroed(len)
+    }
+
+    /// Encode tensor maps and copy them to device memory (kernels take `addr() + 128 * i`).
+    pub fn upload_tensor_maps(&self, tiles: &[Tile2d]) -> Result<DeviceBuffer<TensorMap>> {
+        self.make_current()?;
+        let maps = tiles.iter().map(|t| t.encode()).collect::<Result<Vec<_>>>()?;
+        DeviceBuffer::from_slice(&maps)
+    }
+
+    fn function(&self, name: &'static str, smem_bytes: u32) -> Result<sys::CUfunction> {
+        let mut fns = self.state.functions.lock().unwrap();
+        let f = fns.get_mut(name).ok_or_else(|| GpuError::Module(format!("unknown kernel `{name}`")))?;
+        if smem_bytes > f.smem_limit {
+            let max = self.state.info.max_smem_per_block;
+            if smem_bytes > max {
+                return Err(GpuError::InvalidArgument {
+                    arg: "smem_bytes",
+                    rule: format!("{name} asks for {smem_bytes} bytes of shared memory; this GPU allows {max} per block"),
+                });
+            }
+            let attr = sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+            // SAFETY: valid function handle and attribute.
+            check("cuFuncSetAttribute", unsafe { sys::cuFuncSetAttribute(f.raw, attr, smem_bytes as i32) })?;
+            f.smem_limit = smem_bytes;
+        }
+        Ok(f.raw)
+    }
+
+    /// Launch `kernel` on this handle's stream with `params` as its single parameter.
+    ///
+    /// # Safety
+    /// Every address inside `params` must point to memory that stays valid (and is not freed or
+    /// otherwise used in conflicting ways) until the kernel completes, with the sizes and layouts
+    /// the kernel's parameter block documents.
+    pub unsafe fn launch<P: Pod>(&self, kernel: Kernel<P>, cfg: &LaunchConfig, params: &P) -> Result<()> {
+        self.make_current()?;
+        let threads = cfg.block.iter().product::<u32>();
+        if threads == 0 || threads > 1024 {
+            return Err(GpuError::InvalidArgument { arg: "block", rule: format!("{threads} threads per block; must be 1..=1024") });
+        }
+        if cfg.grid.contains(&0) {
+            return Err(GpuError::InvalidArgument { arg: "grid", rule: "every grid dimension must be at least 1".into() });
+        }
+        let f = self.function(kernel.name, cfg.smem_bytes)?;
+        let mut args = [params as *const P as *mut c_void];
+        match cfg.cluster {
+            None => check(
+                "cuLaunchKernel",
+                sys::cuLaunchKernel(
+                    f,
+                    cfg.grid[0],
+                    cfg.grid[1],
+                    cfg.grid[2],
+                    cfg.block[0],
+                    cfg.block[1],
+                    cfg.block[2],
+                    cfg.smem_bytes,
+                    self.stream.as_inner(),
+                    args.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                ),
+            ),
+            Some(c) => {
+                if cfg.grid.iter().zip(c.iter()).any(|(g, c)| *c == 0 || g % c != 0) {
+                    return Err(GpuError::InvalidArgument {
+                        arg: "cluster",
+                        rule: format!("cluster {c:?} must divide grid {:?}", cfg.grid),
+                    });
+                }
+                let mut attr = driver::LaunchAttribute { id: driver::LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, pad: 0, value: [0; 16] };
+                attr.value[..3].copy_from_slice(&c);
+                let raw = driver::LaunchConfigRaw {
+                    grid: cfg.grid,
+                    block: cfg.block,
+                    shared_mem_bytes: cfg.smem_bytes,
+                    stream: self.stream.as_inner(),
+                    attrs: &mut attr,
+                    num_attrs: 1,
+                };
+                let api = driver::cuda12()?;
+                check("cuLaunchKernelEx", (api.launch_kernel_ex)(&raw, f, args.as_mut_ptr(), std::ptr::null_mut()))
+            }
+        }
+    }
+
+    /// Time `work` (which enqueues on this handle's stream) with CUDA events; milliseconds.
+    pub fn time_ms<F: FnMut() -> Result<()>>(&self, mut work: F) -> Result<f32> {
+        self.make_current()?;
+        let start = Event::new(EventFlags::DEFAULT).map_err(cust_err("cuEventCreate"))?;
+        let stop = Event::new(EventFlags::DEFAULT).map_err(cust_err("cuEventCreate"))?;
+        start.record(&self.stream).map_err(cust_err("cuEventRecord"))?;
+        work()?;
+        stop.record(&self.stream).map_err(cust_err("cuEventRecord"))?;
+        stop.synchronize().map_err(cust_err("cuEventSynchronize"))?;
+        stop.elapsed_time_f32(&start).map_err(cust_err("cuEventElapsedTime"))
+    }
+}
+
+impl Drop for DeviceState {
+    fn drop(&mut self) {
+        // SAFETY: the module was loaded into this context and is unloaded once.
+        unsafe { sys::cuModuleUnload(self.module) };
+    }
+}

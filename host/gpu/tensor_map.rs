@@ -1,0 +1,161 @@
+//! TMA tensor maps (`CUtensorMap`), encoded on the host with `cuTensorMapEncodeTiled`.
+use super::driver::cuda12;
+use super::error::{check, GpuError, Result};
+use bytemuck::{Pod, Zeroable};
+
+/// An encoded tensor map: 128 opaque bytes, 64-byte aligned. Kernels take a pointer to a copy in
+/// device global memory (see `Gpu::upload_tensor_maps`).
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub struct TensorMap {
+    pub opaque: [u64; 16],
+}
+const _: () = assert!(std::mem::size_of::<TensorMap>() == 128);
+
+/// Element type of a tensor map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TmaDtype {
+    U8,
+    U16,
+    U32,
+    F32,
+    Bf16,
+}
+
+impl TmaDtype {
+    fn code(self) -> u32 {
+        // CUtensorMapDataType
+        match self {
+            TmaDtype::U8 => 0,
+            TmaDtype::U16 => 1,
+            TmaDtype::U32 => 2,
+            TmaDtype::F32 => 7,
+            TmaDtype::Bf16 => 9,
+        }
+    }
+
+    /// Bytes per element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            TmaDtype::U8 => 1,
+            TmaDtype::U16 | TmaDtype::Bf16 => 2,
+            TmaDtype::U32 | TmaDtype::F32 => 4,
+        }
+    }
+}
+
+/// Shared-memory swizzle of the box.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Swizzle {
+    None,
+    B32,
+    B64,
+    B128,
+}
+
+impl Swizzle {
+    fn code(self) -> u32 {
+        match self {
+            Swizzle::None => 0,
+            Swizzle::B32 => 1,
+            Swizzle::B64 => 2,
+            Swizzle::B128 => 3,
+        }
+    }
+
+    fn span(self) -> Option<u64> {
+        match self {
+            Swizzle::None => None,
+            Swizzle::B32 => Some(32),
+            Swizzle::B64 => Some(64),
+            Swizzle::B128 => Some(128),
+        }
+    }
+}
+
+/// A row-major 2-D tensor in global memory and the box TMA moves.
+#[derive(Clone, Copy, Debug)]
+pub struct Tile2d {
+    /// Device address of element (0, 0): 16-byte aligned.
+    pub base: u64,
+    pub dtype: TmaDtype,
+    /// Tensor size as `[inner (contiguous), outer]` elements.
+    pub dims: [u64; 2],
+    /// Bytes between consecutive rows (multiple of 16).
+    pub row_stride_bytes: u64,
+    /// Box size as `[inner, outer]` elements (each 1..=256).
+    pub box_dims: [u32; 2],
+    pub swizzle: Swizzle,
+}
+
+fn bad(arg: &'static str, rule: String) -> GpuError {
+    GpuError::InvalidArgument { arg, rule }
+}
+
+impl Tile2d {
+    /// Check TMA's rules, naming the broken one.
+    pub fn validate(&self) -> Result<()> {
+        let eb = self.dtype.bytes();
+        if self.base % 16 != 0 {
+            return Err(bad("tensor_map.base", format!("address {:#x} must be 16-byte aligned", self.base)));
+        }
+        for (i, &d) in self.dims.iter().enumerate() {
+            if d == 0 || d > (1 << 32) {
+                return Err(bad("tensor_map.dims", format!("dimension {i} is {d}; must be in 1..=2^32")));
+            }
+        }
+        if self.row_stride_bytes % 16 != 0 || self.row_stride_bytes >= (1 << 40) {
+            return Err(bad("tensor_map.row_stride_bytes", format!("{} must be a multiple of 16 below 2^40", self.row_stride_bytes)));
+        }
+        if self.row_stride_bytes < self.dims[0] * eb {
+            return Err(bad("tensor_map.row_stride_bytes", format!("{} is shorter than a row of {} elements", self.row_stride_bytes, self.dims[0])));
+        }
+        for (i, &b) in self.box_dims.iter().enumerate() {
+            if b == 0 || b > 256 {
+                return Err(bad("tensor_map.box_dims", format!("box dimension {i} is {b}; must be in 1..=256")));
+            }
+        }
+        let inner_bytes = self.box_dims[0] as u64 * eb;
+        if inner_bytes % 16 != 0 {
+            return Err(bad("tensor_map.box_dims", format!("inner box of {inner_bytes} bytes must be a multiple of 16")));
+        }
+        if let Some(span) = self.swizzle.span() {
+            if inner_bytes > span {
+                return Err(bad("tensor_map.box_dims", format!("inner box of {inner_bytes} bytes exceeds the {span}-byte swizzle span")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of one box in shared memory.
+    pub fn box_bytes(&self) -> u32 {
+        self.box_dims[0] * self.box_dims[1] * self.dtype.bytes() as u32
+    }
+
+    /// Validate and encode. The driver must be initialised (any `Gpu` exists).
+    pub fn encode(&self) -> Result<TensorMap> {
+        self.validate()?;
+        let api = cuda12()?;
+        let mut map = TensorMap::zeroed();
+        let strides = [self.row_stride_bytes];
+        let elem_strides = [1u32, 1];
+        // SAFETY: every pointer refers to a live local array of the size rank 2 requires.
+        check("cuTensorMapEncodeTiled", unsafe {
+            (api.tensor_map_encode_tiled)(
+                (&mut map as *mut TensorMap).cast(),
+                self.dtype.code(),
+                2,
+                self.base as *mut _,
+                self.dims.as_ptr(),
+                strides.as_ptr(),
+                self.box_dims.as_ptr(),
+                elem_strides.as_ptr(),
+                0, // no interleave
+                self.swizzle.code(),
+                2, // L2 promotion: 128 bytes
+                0, // out-of-bounds elements read as zero
+            )
+        })?;
+        Ok(map)
+    }
+}

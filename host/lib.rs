@@ -1,0 +1,13 @@
+//! mkernel: persistent, fused multi-GPU kernels for NVIDIA Hopper, written in Rust.
+//!
+//! - [`gpu`]: the host GPU runtime (context, module, buffers, tensor maps, typed launches).
+//! - [`gemm`]: the persistent warp-specialised TMA + wgmma GEMM.
+//! - [`abi`]: the parameter blocks shared with the device crate.
+//! - [`testing`]: helpers for GPU tests and benches (device or loud skip, random data, errors).
+pub mod gemm;
+pub mod gpu;
+pub mod testing;
+
+pub use gpu::{Gpu, GpuError};
+pub use mkernel_device::abi;
+pub use mkernel_device::{sched, tile};
