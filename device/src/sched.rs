@@ -4,6 +4,23 @@
 //! need to know which tile a peer produces when, all call [`TileGrid::coords`].
 use crate::abi::RoleSplit;
 
+/// `a / b` for a `b` the caller guarantees non-zero: no panic path, which on the device would
+/// put a call inside the wgmma pipeline and make ptxas serialise it.
+#[inline(always)]
+pub const fn div_nz(a: u32, b: u32) -> u32 {
+    // SAFETY: every caller passes a divisor that is non-zero by construction (documented there).
+    unsafe { core::hint::assert_unchecked(b != 0) };
+    a / b
+}
+
+/// `a % b` for a non-zero `b` (see [`div_nz`]).
+#[inline(always)]
+pub const fn rem_nz(a: u32, b: u32) -> u32 {
+    // SAFETY: as for div_nz.
+    unsafe { core::hint::assert_unchecked(b != 0) };
+    a % b
+}
+
 /// A grid of output tiles walked in grouped ("swizzled") raster order: `group_m` tile rows at a
 /// time, column by column, so consecutive tiles share A rows and B columns in L2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,16 +50,17 @@ impl TileGrid {
     /// (tile row, tile column) of the `t`-th tile in schedule order.
     #[inline(always)]
     pub const fn coords(&self, t: u32) -> (u32, u32) {
+        // group_m >= 1 (new), n_tiles >= 1 and rows >= 1 whenever t < count().
         let per_group = self.group_m * self.n_tiles;
-        let group = t / per_group;
+        let group = div_nz(t, per_group);
         let first_m = group * self.group_m;
         let rows = if self.m_tiles - first_m < self.group_m {
             self.m_tiles - first_m
         } else {
             self.group_m
         };
-        let in_group = t % per_group;
-        (first_m + in_group % rows, in_group / rows)
+        let in_group = rem_nz(t, per_group);
+        (first_m + rem_nz(in_group, rows), div_nz(in_group, rows))
     }
 }
 

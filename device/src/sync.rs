@@ -40,8 +40,7 @@ pub unsafe fn aborted(diag: *mut WaitDiag) -> bool {
 ///
 /// # Safety
 /// `diag` is null or points to a live `WaitDiag` in memory the host can read (mapped host memory).
-#[cold]
-#[inline(never)]
+#[inline(always)]
 pub unsafe fn report_timeout(diag: *mut WaitDiag, site: WaitSite, addr: u64, expected: u64, seen: u64, waited_ns: u64) {
     if diag.is_null() {
         return;
@@ -100,14 +99,10 @@ pub unsafe fn wait_flag_sys_u32(flag: *const u32, expected: u32, timeout_ns: u64
 /// `bar` is an initialised mbarrier of this CTA; `diag` as in [`report_timeout`].
 #[inline(always)]
 pub unsafe fn wait_mbarrier(bar: u32, parity: u32, timeout_ns: u64, diag: *mut WaitDiag, site: WaitSite) -> WaitResult {
+    // Kept inline: a call inside a wgmma pipeline makes ptxas serialise the wgmmas.
     if mbarrier_try_wait_parity(bar, parity) {
         return Ok(());
     }
-    wait_mbarrier_slow(bar, parity, timeout_ns, diag, site)
-}
-
-#[inline(never)]
-unsafe fn wait_mbarrier_slow(bar: u32, parity: u32, timeout_ns: u64, diag: *mut WaitDiag, site: WaitSite) -> WaitResult {
     let start = globaltimer_ns();
     let mut polls = 0u32;
     loop {

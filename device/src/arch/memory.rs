@@ -150,3 +150,14 @@ pub unsafe fn st_global_v4_u32(p: *mut [u32; 4], v: [u32; 4]) {
     asm!("st.global.v4.u32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg64) p, a = in(reg32) v[0],
          b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack));
 }
+
+/// Round two f32 to bf16 (nearest even) and pack them: `lo` in bits 0..16, `hi` in 16..32.
+#[inline(always)]
+pub fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("cvt.rn.bf16x2.f32 {r}, {h}, {l};", r = out(reg32) r, h = in(reg32) hi, l = in(reg32) lo,
+             options(pure, nomem, nostack))
+    };
+    r
+}
