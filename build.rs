@@ -24,6 +24,8 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     println!("cargo:rerun-if-env-changed=MKERNEL_DEVICE_TOOLCHAIN");
+    println!("cargo:rerun-if-env-changed=CUDA_LIBRARY_PATH");
+    link_stub_rpath();
 
     let toolchain = env::var("MKERNEL_DEVICE_TOOLCHAIN").unwrap_or_else(|_| pinned_toolchain(&root));
     let sysroot = sysroot(&toolchain);
@@ -80,6 +82,19 @@ fn main() {
         fail(&format!("the device module does not target {CPU}"));
     }
     fs::write(out_dir.join("mkernel.ptx"), ptx).unwrap();
+}
+
+/// Where scripts/setup.sh built the libcuda stub (no driver on this machine), let our binaries
+/// find it at run time through an rpath. On a machine with a driver there is no stub and no
+/// rpath; binaries copied to a GPU machine find the real libcuda (the rpath does not exist there).
+fn link_stub_rpath() {
+    let Ok(dir) = env::var("CUDA_LIBRARY_PATH") else { return };
+    let lib = Path::new(&dir).join("lib64");
+    let marker = lib.join(".stub");
+    println!("cargo:rerun-if-changed={}", marker.display());
+    if marker.exists() {
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    }
 }
 
 fn fail(msg: &str) -> ! {

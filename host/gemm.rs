@@ -1,1 +1,243 @@
-//! placeholder
+//! The persistent Hopper GEMM: `C[m, n] = A[m, k] @ B`, bf16 inputs, f32 accumulation, bf16 or
+//! f32 output. A is `[m, k]` row-major; B is `[k, n]` ([`BLayout::KN`]) or `[n, k]` row-major
+//! ([`BLayout::NK`], a torch `Linear` weight); C is `[m, n]` row-major.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), mkernel::Error> {
+//! use mkernel::gemm::{BLayout, Gemm, GemmShape, Output};
+//! use half::bf16;
+//! let gpu = mkernel::Gpu::new(0)?;
+//! let shape = GemmShape { m: 4096, n: 4096, k: 4096 };
+//! let a = gpu.upload(&vec![bf16::ONE; 4096 * 4096])?;
+//! let b = gpu.upload(&vec![bf16::ONE; 4096 * 4096])?;
+//! let c = gpu.alloc::<bf16>(4096 * 4096)?;
+//! let gemm = Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), Default::default())?;
+//! gemm.run(&gpu)?; // launch, wait, report any device-side timeout
+//! # Ok(()) }
+//! ```
+use crate::abi::{GemmParams, RoleSplit, WaitDiag, B_KN, B_NK, DIAG_OK};
+use crate::error::{invalid, Error, Result, WaitReport};
+use crate::gpu::{kernels, DeviceBuffer, Gpu, LaunchConfig, MappedBuffer, Swizzle, TensorMap, Tile2d, TmaDtype};
+use half::bf16;
+use mkernel_device::kernels_info::gemm as k;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+pub use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
+
+/// Layout of B.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BLayout {
+    /// `[k, n]` row-major.
+    KN,
+    /// `[n, k]` row-major (the layout of a torch `Linear` weight).
+    NK,
+}
+
+/// Problem size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmShape {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+}
+
+impl GemmShape {
+    /// Floating-point operations of one product.
+    pub fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64
+    }
+
+    /// Check the shape and buffer sizes against the kernel's rules, naming the one broken.
+    pub fn validate(&self, a_len: usize, b_len: usize, c_len: usize) -> Result<()> {
+        for (arg, v) in [("m", self.m), ("n", self.n), ("k", self.k)] {
+            if v == 0 {
+                return Err(invalid(arg, "must be at least 1"));
+            }
+            if v > i32::MAX as usize {
+                return Err(invalid(arg, format!("{v} exceeds 2^31 - 1 (TMA coordinates are 32-bit)")));
+            }
+        }
+        if self.k % 8 != 0 {
+            return Err(invalid("k", format!("{} is not a multiple of 8: TMA needs 16-byte row strides, and rows of A (and of B for NK) are k bf16", self.k)));
+        }
+        if self.n % 8 != 0 {
+            return Err(invalid("n", format!("{} is not a multiple of 8: TMA needs 16-byte row strides, and rows of C (and of B for KN) are n elements", self.n)));
+        }
+        let need = |arg, have: usize, want: usize| {
+            if have < want {
+                Err(invalid(arg, format!("holds {have} elements; the shape needs {want}")))
+            } else {
+                Ok(())
+            }
+        };
+        need("a", a_len, self.m * self.k)?;
+        need("b", b_len, self.k * self.n)?;
+        need("c", c_len, self.m * self.n)
+    }
+}
+
+/// Where the product goes.
+#[derive(Clone, Copy)]
+pub enum Output<'a> {
+    Bf16(&'a DeviceBuffer<bf16>),
+    F32(&'a DeviceBuffer<f32>),
+}
+
+impl Output<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Output::Bf16(b) => b.len(),
+            Output::F32(b) => b.len(),
+        }
+    }
+    fn addr(&self) -> u64 {
+        match self {
+            Output::Bf16(b) => b.addr(),
+            Output::F32(b) => b.addr(),
+        }
+    }
+}
+
+/// Tuning knobs.
+#[derive(Clone, Copy, Debug)]
+pub struct GemmOptions {
+    /// Persistent CTAs (default: one per SM).
+    pub ctas: Option<u32>,
+    /// Tile rows walked together in the grouped raster order (L2 reuse).
+    pub group_m: u32,
+    /// Bound on every device-side wait.
+    pub timeout: Duration,
+}
+
+impl Default for GemmOptions {
+    fn default() -> Self {
+        Self { ctas: None, group_m: 8, timeout: Duration::from_secs(10) }
+    }
+}
+
+/// A GEMM bound to its buffers: tensor maps encoded and uploaded once, launched many times.
+pub struct Gemm<'a> {
+    shape: GemmShape,
+    params: GemmParams,
+    ctas: u32,
+    kernel: kernels::Kernel<GemmParams>,
+    _maps: DeviceBuffer<TensorMap>,
+    diag: MappedBuffer<WaitDiag>,
+    _bufs: PhantomData<&'a ()>,
+}
+
+impl<'a> Gemm<'a> {
+    /// Validate, encode the tensor maps and prepare the launch. Nothing runs yet.
+    pub fn new(
+        gpu: &Gpu,
+        shape: GemmShape,
+        b_layout: BLayout,
+        a: &'a DeviceBuffer<bf16>,
+        b: &'a DeviceBuffer<bf16>,
+        c: Output<'a>,
+        opts: GemmOptions,
+    ) -> Result<Self> {
+        shape.validate(a.len(), b.len(), c.len())?;
+        if opts.group_m == 0 {
+            return Err(invalid("group_m", "must be at least 1"));
+        }
+        let sms = gpu.info().sm_count;
+        let ctas = opts.ctas.unwrap_or(sms);
+        if ctas == 0 {
+            return Err(invalid("ctas", "must be at least 1"));
+        }
+        let (m, n, kk) = (shape.m as u64, shape.n as u64, shape.k as u64);
+        let sw = |base, dims, row, box_dims| Tile2d { base, dtype: TmaDtype::Bf16, dims, row_stride_bytes: row, box_dims, swizzle: Swizzle::B128 };
+        let a_map = sw(a.addr(), [kk, m], 2 * kk, [TILE_K, TILE_M]);
+        let b_map = match b_layout {
+            BLayout::NK => sw(b.addr(), [kk, n], 2 * kk, [TILE_K, TILE_N]),
+            BLayout::KN => sw(b.addr(), [n, kk], 2 * n, [64, TILE_K]),
+        };
+        // The bf16 output map; unused (but still valid) for f32 output.
+        let c_map = sw(c.addr(), [n, m], if matches!(c, Output::Bf16(_)) { 2 * n } else { 4 * n }, [64, 64]);
+        let maps = gpu.upload_tensor_maps(&[a_map, b_map, c_map])?;
+        let diag = gpu.mapped::<WaitDiag>(1)?;
+        let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u32;
+        let ctas = ctas.min(tiles);
+        let params = GemmParams {
+            a_map: maps.addr(),
+            b_map: maps.addr() + 128,
+            c_map: maps.addr() + 256,
+            c_f32: if matches!(c, Output::F32(_)) { c.addr() } else { 0 },
+            diag: diag.device_addr(),
+            timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
+            m: shape.m as u32,
+            n: shape.n as u32,
+            k: shape.k as u32,
+            b_layout: if b_layout == BLayout::KN { B_KN } else { B_NK },
+            out_f32: matches!(c, Output::F32(_)) as u32,
+            group_m: opts.group_m,
+            roles: RoleSplit::compute_only(ctas),
+        };
+        let kernel = if b_layout == BLayout::KN { kernels::GEMM_KN } else { kernels::GEMM_NK };
+        Ok(Self { shape, params, ctas, kernel, _maps: maps, diag, _bufs: PhantomData })
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> GemmShape {
+        self.shape
+    }
+
+    /// Persistent CTAs launched.
+    pub fn ctas(&self) -> u32 {
+        self.ctas
+    }
+
+    /// Enqueue one product on `gpu`'s stream (asynchronous).
+    pub fn launch(&self, gpu: &Gpu) -> Result<()> {
+        let cfg = LaunchConfig::linear(self.ctas, THREADS, SMEM_BYTES);
+        // SAFETY: the tensor maps, buffers and diagnostics block are borrowed for 'a / owned by
+        // self, validated against the shape above, and outlive the launch as long as the caller
+        // synchronises before dropping them (run() does).
+        unsafe { gpu.launch(self.kernel, &cfg, &self.params)? };
+        Ok(())
+    }
+
+    /// Launch, wait, and turn a device-side timeout into [`Error::DeviceTimeout`].
+    pub fn run(&self, gpu: &Gpu) -> Result<()> {
+        self.launch(gpu)?;
+        let sync = gpu.synchronize();
+        self.check_diag()?;
+        sync.map_err(Error::from)
+    }
+
+    /// Return the device's wait report, if a wait of an earlier launch gave up.
+    pub fn check_diag(&self) -> Result<()> {
+        let d = self.diag.read(0);
+        if d.status != DIAG_OK {
+            return Err(Error::DeviceTimeout(WaitReport(d)));
+        }
+        Ok(())
+    }
+}
+
+/// Row `i` of `A @ B` computed on the host in f64 from the bf16 inputs (the test reference).
+pub fn reference_row(a: &[bf16], b: &[bf16], shape: GemmShape, layout: BLayout, i: usize) -> Vec<f64> {
+    let GemmShape { n, k, .. } = shape;
+    let arow: Vec<f64> = a[i * k..(i + 1) * k].iter().map(|x| x.to_f64()).collect();
+    let mut out = vec![0.0f64; n];
+    match layout {
+        BLayout::KN => {
+            for (kk, &av) in arow.iter().enumerate() {
+                for (o, bv) in out.iter_mut().zip(&b[kk * n..(kk + 1) * n]) {
+                    *o += av * bv.to_f64();
+                }
+            }
+        }
+        BLayout::NK => {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = b[j * k..(j + 1) * k].iter().zip(&arow).map(|(bv, av)| bv.to_f64() * av).sum();
+            }
+        }
+    }
+    out
+}
+
+// Keep the device's tile constants visible where the host sizes launches.
+const _: () = assert!(k::THREADS == 384 && k::TILE_M == 128 && k::TILE_N == 256);

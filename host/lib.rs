@@ -4,10 +4,14 @@
 //! - [`gemm`]: the persistent warp-specialised TMA + wgmma GEMM.
 //! - [`abi`]: the parameter blocks shared with the device crate.
 //! - [`testing`]: helpers for GPU tests and benches (device or loud skip, random data, errors).
+mod error;
+pub mod baseline;
+pub mod bench;
 pub mod gemm;
 pub mod gpu;
 pub mod testing;
 
+pub use error::{Error, Result, WaitReport};
 pub use gpu::{Gpu, GpuError};
 pub use mkernel_device::abi;
 pub use mkernel_device::{sched, tile};

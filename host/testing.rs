@@ -1,1 +1,115 @@
-//! placeholder
+//! Helpers for GPU tests and benches: a device or a loud skip, deterministic random data, and
+//! error metrics. Public so integration tests, benches and downstream crates share them.
+use crate::gpu::{self, Gpu};
+use half::bf16;
+
+/// Environment variable that turns a "no GPU" skip into a failure.
+pub const REQUIRE_GPU_ENV: &str = "MKERNEL_REQUIRE_GPU";
+
+/// True when `MKERNEL_REQUIRE_GPU=1`.
+pub fn gpu_required() -> bool {
+    std::env::var(REQUIRE_GPU_ENV).map(|v| v == "1").unwrap_or(false)
+}
+
+/// Open GPU `ordinal` (0 unless `MKERNEL_DEVICE` says otherwise) for test `name`, or print
+/// `skipped: no CUDA device` and return `None`. With `MKERNEL_REQUIRE_GPU=1` a skip panics.
+pub fn gpu_or_skip(name: &str) -> Option<Gpu> {
+    let ordinal = std::env::var("MKERNEL_DEVICE").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let reason = match gpu::device_count() {
+        Ok(0) => "no CUDA device".to_string(),
+        Ok(_) => match Gpu::new(ordinal) {
+            Ok(g) => {
+                let cc = g.info().compute_capability;
+                if cc == (9, 0) {
+                    return Some(g);
+                }
+                format!("device {ordinal} is sm_{}{}, mkernel needs sm_90 (Hopper)", cc.0, cc.1)
+            }
+            Err(e) if e.is_no_device() => format!("no CUDA device ({e})"),
+            Err(e) => panic!("{name}: opening GPU {ordinal} failed: {e}"),
+        },
+        Err(e) => format!("no CUDA device ({e})"),
+    };
+    if gpu_required() {
+        panic!("{name}: {REQUIRE_GPU_ENV}=1 but {reason}");
+    }
+    println!("skipped: no CUDA device ({name}: {reason})");
+    None
+}
+
+/// A small deterministic generator (splitmix64): fresh data per seed, same data per seed.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded generator.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// A generator seeded from the clock (fresh data every run); the seed is printed so a failure
+    /// can be replayed with `MKERNEL_SEED`.
+    pub fn fresh(name: &str) -> Self {
+        let seed = std::env::var("MKERNEL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+        });
+        println!("{name}: seed {seed} (replay with MKERNEL_SEED={seed})");
+        Self(seed)
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Next 32 random bits.
+    pub fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn uniform(&mut self) -> f32 {
+        ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    /// `n` uniform values in [-1, 1) as bf16.
+    pub fn bf16_vec(&mut self, n: usize) -> Vec<bf16> {
+        (0..n).map(|_| bf16::from_f32(self.uniform())).collect()
+    }
+
+    /// `n` uniform f32 values in [-1, 1).
+    pub fn f32_vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.uniform()).collect()
+    }
+}
+
+/// Byte written over outputs before a run: bf16 0xFFFF and f32 0xFFFFFFFF are NaN, so an
+/// element the kernel never wrote fails any comparison.
+pub const POISON_BYTE: u8 = 0xff;
+
+/// `||out - ref|| / ||ref||` (Frobenius); NaN anywhere in `out` gives infinity.
+pub fn rel_err(out: &[f64], reference: &[f64]) -> f64 {
+    assert_eq!(out.len(), reference.len());
+    let (mut num, mut den) = (0.0, 0.0);
+    for (o, r) in out.iter().zip(reference) {
+        if !o.is_finite() {
+            return f64::INFINITY;
+        }
+        num += (o - r) * (o - r);
+        den += r * r;
+    }
+    if den == 0.0 {
+        num.sqrt()
+    } else {
+        (num / den).sqrt()
+    }
+}
+
+/// Largest `|out - ref| / (atol + |ref|)`: catches single wrong elements that a norm hides.
+pub fn max_scaled_err(out: &[f64], reference: &[f64], atol: f64) -> f64 {
+    out.iter().zip(reference).map(|(o, r)| if o.is_finite() { (o - r).abs() / (atol + r.abs()) } else { f64::INFINITY }).fold(0.0, f64::max)
+}

@@ -17,6 +17,33 @@ pub mod tile;
 pub mod arch;
 #[cfg(target_arch = "nvptx64")]
 pub mod kernels;
+
+/// Launch constants of the kernels, visible to the host (which sizes grids and shared memory).
+pub mod kernels_info {
+    /// The GEMM engine's tile and launch shape.
+    pub mod gemm {
+        /// Output tile rows.
+        pub const TILE_M: u32 = 128;
+        /// Output tile columns (the wgmma N).
+        pub const TILE_N: u32 = 256;
+        /// K elements per pipeline stage (one 128-byte swizzle row of bf16).
+        pub const TILE_K: u32 = 64;
+        /// Depth of the shared-memory ring.
+        pub const STAGES: u32 = 3;
+        /// Threads per CTA: one producer and two consumer warpgroups.
+        pub const THREADS: u32 = 384;
+        pub(crate) const A_STAGE_BYTES: u32 = TILE_M * TILE_K * 2;
+        pub(crate) const B_STAGE_BYTES: u32 = TILE_N * TILE_K * 2;
+        pub(crate) const C_WG_BYTES: u32 = 64 * TILE_N * 2;
+        pub(crate) const A_OFF: u32 = 0;
+        pub(crate) const B_OFF: u32 = A_OFF + STAGES * A_STAGE_BYTES;
+        pub(crate) const C_OFF: u32 = B_OFF + STAGES * B_STAGE_BYTES;
+        pub(crate) const BAR_OFF: u32 = C_OFF + 2 * C_WG_BYTES;
+        /// Dynamic shared memory the kernel needs.
+        pub const SMEM_BYTES: u32 = BAR_OFF + 2 * STAGES * 8;
+        const _: () = assert!(SMEM_BYTES <= 227 * 1024);
+    }
+}
 #[cfg(target_arch = "nvptx64")]
 pub mod sync;
 

@@ -17,27 +17,7 @@ use crate::sched::{Role, TileGrid, TileIter};
 use crate::sync::{report_timeout, wait_mbarrier, WaitSite};
 use crate::tile::*;
 
-/// Output tile rows.
-pub const TILE_M: u32 = 128;
-/// Output tile columns (the wgmma N).
-pub const TILE_N: u32 = 256;
-/// K elements per pipeline stage (one 128-byte swizzle row of bf16).
-pub const TILE_K: u32 = 64;
-/// Depth of the shared-memory ring.
-pub const STAGES: u32 = 3;
-/// Threads per CTA: one producer and two consumer warpgroups.
-pub const THREADS: u32 = 384;
-
-const A_STAGE_BYTES: u32 = TILE_M * TILE_K * 2;
-const B_STAGE_BYTES: u32 = TILE_N * TILE_K * 2;
-const C_WG_BYTES: u32 = 64 * TILE_N * 2;
-const A_OFF: u32 = 0;
-const B_OFF: u32 = A_OFF + STAGES * A_STAGE_BYTES;
-const C_OFF: u32 = B_OFF + STAGES * B_STAGE_BYTES;
-const BAR_OFF: u32 = C_OFF + 2 * C_WG_BYTES;
-/// Dynamic shared memory the kernel needs.
-pub const SMEM_BYTES: u32 = BAR_OFF + 2 * STAGES * 8;
-const _: () = assert!(SMEM_BYTES <= 227 * 1024);
+pub use crate::kernels_info::gemm::*;
 const _: () = assert!(A_STAGE_BYTES % SW128_ATOM_BYTES == 0 && B_STAGE_BYTES % SW128_ATOM_BYTES == 0);
 
 /// Consumer warps that arrive on an "empty" barrier per k-block (every warp, after its own

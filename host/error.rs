@@ -1,0 +1,50 @@
+//! The error type of the operations (`gemm` and the fused kernels).
+use crate::abi::{WaitDiag, WAIT_FLAG, WAIT_MBAR_EMPTY, WAIT_MBAR_FULL};
+use crate::gpu::GpuError;
+use std::fmt;
+
+/// Who waited for what, decoded from the device's [`WaitDiag`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct WaitReport(pub WaitDiag);
+
+impl fmt::Display for WaitReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = &self.0;
+        let role = match d.role {
+            0 => "compute",
+            1 => "intra-comm",
+            2 => "inter-send",
+            3 => "inter-reduce",
+            _ => "?",
+        };
+        let what = match d.what {
+            WAIT_FLAG => format!("flag at {:#x} to reach epoch {} (saw {})", d.flag_addr, d.expected, d.seen),
+            WAIT_MBAR_FULL => format!("shared-memory barrier {:#x} (data landed) to complete phase {}", d.flag_addr, d.expected),
+            WAIT_MBAR_EMPTY => format!("shared-memory barrier {:#x} (slot released) to complete phase {}", d.flag_addr, d.expected),
+            w => format!("wait kind {w} on {:#x}: expected {}, saw {}", d.flag_addr, d.expected, d.seen),
+        };
+        write!(f, "rank {} {role} CTA {} (tile {}) waited {:.3} ms for {what}", d.rank, d.cta, d.tile, d.waited_ns as f64 / 1e6)
+    }
+}
+
+/// An error from an mkernel operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An argument broke a rule; nothing was launched.
+    #[error("invalid argument `{arg}`: {rule}")]
+    InvalidArgument { arg: &'static str, rule: String },
+    /// The GPU runtime failed.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// A bounded wait on the device gave up; the kernel stopped instead of hanging.
+    #[error("device wait timed out: {0}")]
+    DeviceTimeout(WaitReport),
+}
+
+/// Result of an mkernel operation.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn invalid(arg: &'static str, rule: impl Into<String>) -> Error {
+    Error::InvalidArgument { arg, rule: rule.into() }
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Build the release test and bench binaries here (the GPU machines have no Rust toolchain), strip
+# them, and put them with scripts/gpu-run.sh in .gpu/ (git-ignored), ready to be carried to a GPU
+# machine and run there: `bash .gpu/gpu-run.sh [tests|bench|all]`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf .gpu && mkdir -p .gpu/bin
+cargo build --release --bin mkernel -q
+cp target/release/mkernel .gpu/bin/
+cargo test --release --no-run --message-format=json -q 2>/dev/null \
+  | python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["target"]["name"], m["executable"])' \
+  | while read -r name exe; do cp "$exe" ".gpu/bin/test-$name"; done
+strip .gpu/bin/*
+cp scripts/gpu-run.sh .gpu/
+[ -f ../shared/bench/torch_baselines.py ] && cp ../shared/bench/torch_baselines.py .gpu/ || true
+du -sh .gpu; ls .gpu/bin

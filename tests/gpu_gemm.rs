@@ -1,0 +1,119 @@
+//! GEMM correctness on the GPU against an f64 host reference of the same bf16 inputs: one tile,
+//! ragged shapes, both B layouts, bf16 and f32 output, and 8192^3 on sampled rows. Random data,
+//! poisoned outputs (a NaN left anywhere fails).
+use half::bf16;
+use mkernel::gemm::{reference_row, BLayout, Gemm, GemmOptions, GemmShape, Output};
+use mkernel::testing::{gpu_or_skip, max_scaled_err, rel_err, Rng, POISON_BYTE};
+use mkernel::Gpu;
+
+/// bf16 output carries one rounding (2^-9 relative); f32 output only accumulation error.
+const BF16_OUT_TOL: f64 = 4e-3;
+const F32_OUT_TOL: f64 = 1e-4;
+
+fn rows_to_check(m: usize, rng: &mut Rng, limit: usize) -> Vec<usize> {
+    if m <= limit {
+        return (0..m).collect();
+    }
+    // First and last rows of the matrix and of a tile edge, plus random ones.
+    let mut rows = vec![0, m - 1, 127.min(m - 1), 128.min(m - 1), (m / 128) * 128 - 1];
+    while rows.len() < limit {
+        rows.push(rng.next_u64() as usize % m);
+    }
+    rows.sort();
+    rows.dedup();
+    rows
+}
+
+fn check(gpu: &Gpu, rng: &mut Rng, shape: GemmShape, layout: BLayout, f32_out: bool, row_limit: usize, opts: GemmOptions) {
+    let GemmShape { m, n, k } = shape;
+    let a = rng.bf16_vec(m * k);
+    let b = rng.bf16_vec(k * n);
+    let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+    let rows = rows_to_check(m, rng, row_limit);
+    let got: Vec<Vec<f64>>;
+    if f32_out {
+        let c = gpu.alloc::<f32>(m * n).unwrap();
+        c.fill_bytes(POISON_BYTE).unwrap();
+        Gemm::new(gpu, shape, layout, &da, &db, Output::F32(&c), opts).unwrap().run(gpu).unwrap();
+        got = rows.iter().map(|&i| c.slice(i * n..(i + 1) * n).to_vec().unwrap().iter().map(|&x| x as f64).collect()).collect();
+    } else {
+        let c = gpu.alloc::<bf16>(m * n).unwrap();
+        c.fill_bytes(POISON_BYTE).unwrap();
+        Gemm::new(gpu, shape, layout, &da, &db, Output::Bf16(&c), opts).unwrap().run(gpu).unwrap();
+        got = rows.iter().map(|&i| c.slice(i * n..(i + 1) * n).to_vec().unwrap().iter().map(|x| x.to_f64()).collect()).collect();
+    }
+    let tol = if f32_out { F32_OUT_TOL } else { BF16_OUT_TOL };
+    let mut worst = 0f64;
+    for (row, &i) in got.iter().zip(&rows) {
+        let want = reference_row(&a, &b, shape, layout, i);
+        let (re, me) = (rel_err(row, &want), max_scaled_err(row, &want, 0.05 * (k as f64).sqrt()));
+        worst = worst.max(re);
+        assert!(re < tol && me < 10.0 * tol, "{m}x{n}x{k} B {layout:?} f32_out={f32_out}: row {i}: rel err {re:.2e}, max scaled {me:.2e}");
+    }
+    println!("gemm {m}x{n}x{k} B {layout:?} {}: {} rows checked, worst row rel err {worst:.2e}", if f32_out { "f32" } else { "bf16" }, rows.len());
+}
+
+#[test]
+fn one_tile() {
+    let Some(gpu) = gpu_or_skip("one_tile") else { return };
+    let mut rng = Rng::fresh("one_tile");
+    for layout in [BLayout::NK, BLayout::KN] {
+        for f32_out in [false, true] {
+            check(&gpu, &mut rng, GemmShape { m: 128, n: 256, k: 64 }, layout, f32_out, 128, GemmOptions::default());
+        }
+    }
+}
+
+#[test]
+fn ragged_shapes() {
+    let Some(gpu) = gpu_or_skip("ragged_shapes") else { return };
+    let mut rng = Rng::fresh("ragged_shapes");
+    let shapes = [(1000, 1544, 4104), (1, 8, 8), (129, 264, 72), (300, 520, 1000), (2048, 136, 200), (77, 4096, 8)];
+    for &(m, n, k) in &shapes {
+        for layout in [BLayout::NK, BLayout::KN] {
+            check(&gpu, &mut rng, GemmShape { m, n, k }, layout, false, 96, GemmOptions::default());
+        }
+    }
+    check(&gpu, &mut rng, GemmShape { m: 1000, n: 1544, k: 4104 }, BLayout::NK, true, 64, GemmOptions::default());
+    check(&gpu, &mut rng, GemmShape { m: 333, n: 1000, k: 512 }, BLayout::KN, true, 64, GemmOptions::default());
+}
+
+#[test]
+fn persistent_schedule_variants() {
+    // Fewer CTAs than tiles (each CTA walks many tiles, the ring wraps across tiles) and
+    // different raster groupings must give the same product.
+    let Some(gpu) = gpu_or_skip("persistent_schedule_variants") else { return };
+    let mut rng = Rng::fresh("persistent_schedule_variants");
+    for (ctas, group_m) in [(1, 1), (7, 3), (132, 16)] {
+        let opts = GemmOptions { ctas: Some(ctas), group_m, ..Default::default() };
+        check(&gpu, &mut rng, GemmShape { m: 1100, n: 1040, k: 328 }, BLayout::NK, false, 48, opts);
+    }
+}
+
+#[test]
+fn large_8192_cubed_sampled() {
+    let Some(gpu) = gpu_or_skip("large_8192_cubed_sampled") else { return };
+    let mut rng = Rng::fresh("large_8192_cubed_sampled");
+    for layout in [BLayout::NK, BLayout::KN] {
+        check(&gpu, &mut rng, GemmShape { m: 8192, n: 8192, k: 8192 }, layout, false, 12, GemmOptions::default());
+    }
+}
+
+#[test]
+fn repeated_launches_are_deterministic() {
+    let Some(gpu) = gpu_or_skip("repeated_launches_are_deterministic") else { return };
+    let mut rng = Rng::fresh("repeated_launches_are_deterministic");
+    let shape = GemmShape { m: 1536, n: 2048, k: 1024 };
+    let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k)).unwrap();
+    let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n)).unwrap();
+    let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
+    let g = Gemm::new(&gpu, shape, BLayout::KN, &a, &b, Output::Bf16(&c), GemmOptions::default()).unwrap();
+    g.run(&gpu).unwrap();
+    let first = c.to_vec().unwrap();
+    for _ in 0..20 {
+        g.launch(&gpu).unwrap();
+    }
+    c.fill_bytes(POISON_BYTE).unwrap();
+    g.run(&gpu).unwrap();
+    assert!(first == c.to_vec().unwrap(), "a later launch produced different bits: a race");
+}

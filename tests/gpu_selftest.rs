@@ -1,0 +1,232 @@
+//! GPU checks of the device std's building blocks: each skips loudly without a Hopper GPU (and
+//! fails instead with MKERNEL_REQUIRE_GPU=1). Random data, poisoned outputs.
+use half::bf16;
+use mkernel::abi::*;
+use mkernel::gpu::{kernels, LaunchConfig, Swizzle, Tile2d, TmaDtype};
+use mkernel::testing::{gpu_or_skip, max_scaled_err, rel_err, Rng, POISON_BYTE};
+use mkernel::tile::{swizzle128, wgmma_acc_coord};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+#[test]
+fn elementwise_axpy() {
+    let Some(gpu) = gpu_or_skip("elementwise_axpy") else { return };
+    let mut rng = Rng::fresh("elementwise_axpy");
+    for n in [1usize, 1000, (1 << 20) + 3] {
+        let x = rng.f32_vec(n);
+        let y0 = rng.f32_vec(n);
+        let a = rng.uniform() * 4.0;
+        let (dx, dy) = (gpu.upload(&x).unwrap(), gpu.upload(&y0).unwrap());
+        let p = AxpyParams { x: dx.addr(), y: dy.addr(), n: n as u64, a, _pad: 0 };
+        unsafe { gpu.launch(kernels::AXPY, &LaunchConfig::linear(264, 256, 0), &p).unwrap() };
+        gpu.synchronize().unwrap();
+        let y = dy.to_vec().unwrap();
+        for i in 0..n {
+            let want = a.mul_add(x[i], y0[i]);
+            assert!((y[i] - want).abs() <= 1e-6 * (1.0 + want.abs()), "n={n} i={i}: {} vs {want}", y[i]);
+        }
+    }
+}
+
+/// Element (row, col) of a `cols`-wide row-major bf16 matrix as raw bits.
+fn at(v: &[bf16], cols: usize, r: usize, c: usize) -> u16 {
+    v[r * cols + c].to_bits()
+}
+
+#[test]
+fn tma_roundtrip_with_128b_swizzle() {
+    let Some(gpu) = gpu_or_skip("tma_roundtrip_with_128b_swizzle") else { return };
+    let mut rng = Rng::fresh("tma_roundtrip_with_128b_swizzle");
+    let (w, h) = (200usize, 77usize); // awkward: boxes at the edge are partly outside
+    let src: Vec<bf16> = rng.bf16_vec(w * h);
+    let dsrc = gpu.upload(&src).unwrap();
+    let dst = gpu.alloc::<bf16>(w * h).unwrap();
+    let (bw, bh) = (64usize, 32usize);
+    let box_bytes = (bw * bh * 2) as u32;
+    let tile = |base| Tile2d {
+        base,
+        dtype: TmaDtype::Bf16,
+        dims: [w as u64, h as u64],
+        row_stride_bytes: 2 * w as u64,
+        box_dims: [bw as u32, bh as u32],
+        swizzle: Swizzle::B128,
+    };
+    let maps = gpu.upload_tensor_maps(&[tile(dsrc.addr()), tile(dst.addr())]).unwrap();
+    let raw = gpu.alloc::<u32>(box_bytes as usize / 4).unwrap();
+    for &(c0, c1) in &[(64usize, 0usize), (192, 64), (0, 48)] {
+        dst.fill_bytes(POISON_BYTE).unwrap();
+        raw.fill_bytes(POISON_BYTE).unwrap();
+        let p = TmaRoundTripParams { src_map: maps.addr(), dst_map: maps.addr() + 128, raw_out: raw.addr(), c0: c0 as i32, c1: c1 as i32, box_bytes, _pad: 0 };
+        unsafe { gpu.launch(kernels::TMA_ROUNDTRIP, &LaunchConfig::linear(1, 128, box_bytes + 1024), &p).unwrap() };
+        gpu.synchronize().unwrap();
+        let raw_bytes: Vec<u8> = bytemuck::cast_slice(&raw.to_vec().unwrap()).to_vec();
+        let out = dst.to_vec().unwrap();
+        for r in 0..bh {
+            for c in 0..bw {
+                let (gr, gc) = (c1 + r, c0 + c);
+                let want = if gr < h && gc < w { at(&src, w, gr, gc) } else { 0 }; // OOB reads as zero
+                let o = swizzle128(r as u32, 2 * c as u32) as usize;
+                let got = u16::from_le_bytes([raw_bytes[o], raw_bytes[o + 1]]);
+                assert_eq!(got, want, "box ({c0},{c1}): smem row {r} col {c} is not where the 128B swizzle puts it");
+            }
+        }
+        for r in 0..h {
+            for c in 0..w {
+                let inside = (c1..c1 + bh).contains(&r) && (c0..c0 + bw).contains(&c);
+                let want = if inside { at(&src, w, r, c) } else { 0xffff };
+                assert_eq!(at(&out, w, r, c), want, "box ({c0},{c1}): dst ({r},{c}) (inside={inside})");
+            }
+        }
+    }
+}
+
+fn wgmma_case(gpu: &mkernel::Gpu, rng: &mut Rng, n: usize, layout: u32) {
+    let a: Vec<bf16> = rng.bf16_vec(64 * 64);
+    let b: Vec<bf16> = rng.bf16_vec(64 * n); // KN: [64, n]; NK: [n, 64]
+    let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+    let sw = |base, dims: [u64; 2], box_dims| Tile2d { base, dtype: TmaDtype::Bf16, dims, row_stride_bytes: 2 * dims[0], box_dims, swizzle: Swizzle::B128 };
+    let b_tile = if layout == B_NK { sw(db.addr(), [64, n as u64], [64, n as u32]) } else { sw(db.addr(), [n as u64, 64], [64, 64]) };
+    let maps = gpu.upload_tensor_maps(&[sw(da.addr(), [64, 64], [64, 64]), b_tile]).unwrap();
+    let out = gpu.alloc::<f32>(64 * n).unwrap();
+    out.fill_bytes(POISON_BYTE).unwrap();
+    let p = WgmmaTileParams { a_map: maps.addr(), b_map: maps.addr() + 128, out: out.addr(), n: n as u32, b_layout: layout };
+    let smem = (64 * 128 + n * 128 + 1024) as u32;
+    unsafe { gpu.launch(kernels::WGMMA_TILE, &LaunchConfig::linear(1, 128, smem), &p).unwrap() };
+    gpu.synchronize().unwrap();
+    let got: Vec<f64> = out.to_vec().unwrap().iter().map(|&x| x as f64).collect();
+    let mut want = vec![0f64; 64 * n];
+    for i in 0..64 {
+        for j in 0..n {
+            want[i * n + j] = (0..64)
+                .map(|kk| {
+                    let bv = if layout == B_NK { b[j * 64 + kk] } else { b[kk * n + j] };
+                    a[i * 64 + kk].to_f64() * bv.to_f64()
+                })
+                .sum();
+        }
+    }
+    let (re, me) = (rel_err(&got, &want), max_scaled_err(&got, &want, 1e-2));
+    let name = if layout == B_NK { "NK" } else { "KN" };
+    assert!(re < 1e-5 && me < 1e-4, "wgmma m64n{n}k16 x4, B {name}: rel err {re:.2e}, max scaled err {me:.2e}");
+    println!("wgmma m64n{n}k16 x4, B {name}: rel err {re:.2e}");
+}
+
+#[test]
+fn wgmma_tile_products() {
+    let Some(gpu) = gpu_or_skip("wgmma_tile_products") else { return };
+    let mut rng = Rng::fresh("wgmma_tile_products");
+    for n in [64, 128, 256] {
+        for layout in [B_NK, B_KN] {
+            wgmma_case(&gpu, &mut rng, n, layout);
+        }
+    }
+}
+
+#[test]
+fn wgmma_accumulator_layout_matches_tile_math() {
+    // The host-side description of the fragment layout is what the epilogue uses; keep it honest.
+    let (r, c) = wgmma_acc_coord(37, 6);
+    assert_eq!((r, c), (16 + 1 + 8, 8 + 2));
+}
+
+fn handshake_word(seed: u32, epoch: u32, w: u32) -> u32 {
+    let mut x = seed ^ epoch.wrapping_mul(0x9e37_79b9) ^ w.wrapping_mul(0x85eb_ca6b);
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb_352d);
+    x ^= x >> 15;
+    x
+}
+
+#[test]
+fn host_gpu_flag_handshake() {
+    let Some(gpu) = gpu_or_skip("host_gpu_flag_handshake") else { return };
+    let mut rng = Rng::fresh("host_gpu_flag_handshake");
+    let (iters, words) = (2000u32, 16u32);
+    let seed = rng.next_u32();
+    let base_epoch = rng.next_u32(); // epochs wrap: start anywhere
+    let data = gpu.mapped::<u32>(words as usize + 1).unwrap();
+    let flags = gpu.mapped::<u32>(2).unwrap();
+    flags.atomic(0).store(base_epoch, Ordering::Relaxed);
+    flags.atomic(1).store(base_epoch, Ordering::Relaxed);
+    let diag = gpu.mapped::<WaitDiag>(1).unwrap();
+    let out = gpu.alloc::<u32>(iters as usize).unwrap();
+    out.fill_bytes(POISON_BYTE).unwrap();
+    let p = HandshakeParams {
+        host_data: data.device_addr(),
+        host_flags: flags.device_addr(),
+        out: out.addr(),
+        diag: diag.device_addr(),
+        timeout_ns: 5_000_000_000,
+        iters,
+        words,
+        base_epoch,
+        seed,
+    };
+    unsafe { gpu.launch(kernels::FLAG_HANDSHAKE, &LaunchConfig::linear(1, 32, 0), &p).unwrap() };
+    let mut replies = Vec::new();
+    let started = Instant::now();
+    for i in 0..iters {
+        let epoch = base_epoch.wrapping_add(i + 1);
+        while flags.atomic(0).load(Ordering::Acquire) != epoch {
+            assert!(started.elapsed() < Duration::from_secs(20), "round {i}: GPU never published epoch {epoch}");
+            std::hint::spin_loop();
+        }
+        let mut reply = epoch;
+        for w in 0..words {
+            let v = data.read(w as usize);
+            assert_eq!(v, handshake_word(seed, epoch, w), "round {i} word {w}: torn or stale payload");
+            reply = reply.rotate_left(5) ^ v;
+        }
+        data.write(words as usize, reply);
+        flags.atomic(1).store(epoch, Ordering::Release);
+        replies.push(reply);
+    }
+    gpu.synchronize().unwrap();
+    assert_eq!(diag.read(0).status, DIAG_OK);
+    assert_eq!(out.to_vec().unwrap(), replies, "GPU read a reply before the host's release store");
+    println!("{iters} round trips in {:?} ({:.2} us each)", started.elapsed(), started.elapsed().as_secs_f64() * 1e6 / iters as f64);
+}
+
+#[test]
+fn bounded_wait_reports_instead_of_hanging() {
+    let Some(gpu) = gpu_or_skip("bounded_wait_reports_instead_of_hanging") else { return };
+    let data = gpu.mapped::<u32>(2).unwrap();
+    let flags = gpu.mapped::<u32>(2).unwrap();
+    let diag = gpu.mapped::<WaitDiag>(1).unwrap();
+    let out = gpu.alloc::<u32>(1).unwrap();
+    let p = HandshakeParams {
+        host_data: data.device_addr(),
+        host_flags: flags.device_addr(),
+        out: out.addr(),
+        diag: diag.device_addr(),
+        timeout_ns: 50_000_000,
+        iters: 1,
+        words: 1,
+        base_epoch: 7,
+        seed: 1,
+    };
+    let started = Instant::now();
+    unsafe { gpu.launch(kernels::FLAG_HANDSHAKE, &LaunchConfig::linear(1, 32, 0), &p).unwrap() };
+    gpu.synchronize().unwrap(); // the host never answers: the kernel must end by itself
+    let d = diag.read(0);
+    assert_eq!(d.status, DIAG_TIMED_OUT);
+    assert_eq!((d.what, d.expected, d.seen), (WAIT_FLAG, 8, 0));
+    assert_eq!(d.flag_addr, flags.device_addr() + 4, "the report must name the flag waited on");
+    assert!(d.waited_ns >= 50_000_000, "gave up after {} ns, before its 50 ms bound", d.waited_ns);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    println!("{}", mkernel::WaitReport(d));
+}
+
+#[test]
+fn cluster_launch_ids() {
+    let Some(gpu) = gpu_or_skip("cluster_launch_ids") else { return };
+    let out = gpu.alloc::<u32>(8).unwrap();
+    out.fill_bytes(POISON_BYTE).unwrap();
+    let cfg = LaunchConfig { grid: [8, 1, 1], block: [64, 1, 1], smem_bytes: 0, cluster: Some([2, 1, 1]) };
+    unsafe { gpu.launch(kernels::CLUSTER_IDS, &cfg, &ClusterIdsParams { out: out.addr() }).unwrap() };
+    gpu.synchronize().unwrap();
+    let got = out.to_vec().unwrap();
+    for (b, v) in got.iter().enumerate() {
+        assert_eq!((v & 0xff, (v >> 8) & 0xff, v >> 16), (b as u32 % 2, 2, b as u32 / 2), "block {b}");
+    }
+}

@@ -1,0 +1,128 @@
+//! The embedded PTX, checked without a GPU: it targets sm_90a and declares every kernel; NVIDIA's
+//! ptxas assembles it; the SASS holds the instructions each kernel must use (so a silent fallback
+//! to a slower path cannot pass); the GEMM neither spills nor has its wgmmas serialised.
+//! ptxas / cuobjdump come from scripts/setup.sh (PyPI wheels), `MKERNEL_NVTOOLS`, or a CUDA install.
+use mkernel::gpu::kernels;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn tool(name: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Ok(d) = std::env::var("MKERNEL_NVTOOLS") {
+        dirs.push(d.into());
+    }
+    dirs.push(root.join("target/nvtools/bin"));
+    dirs.push("/usr/local/cuda/bin".into());
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file()).unwrap_or_else(|| panic!("`{name}` not found: run scripts/setup.sh (it installs NVIDIA's ptxas/cuobjdump from PyPI) or set MKERNEL_NVTOOLS"))
+}
+
+struct Assembled {
+    log: String,
+    sass: String,
+}
+
+/// Assemble once per test binary: ptxas -v log and the full SASS listing.
+fn assembled() -> &'static Assembled {
+    static A: OnceLock<Assembled> = OnceLock::new();
+    A.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("mkernel-ptx-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ptx, cubin) = (dir.join("mkernel.ptx"), dir.join("mkernel.cubin"));
+        std::fs::write(&ptx, kernels::PTX).unwrap();
+        let out = Command::new(tool("ptxas")).args(["-arch=sm_90a", "-v", "-warn-spills", "-o"]).arg(&cubin).arg(&ptx).output().unwrap();
+        let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "ptxas rejected the module:\n{log}");
+        let cuobjdump = tool("cuobjdump");
+        let nvdisasm_dir = tool("nvdisasm").parent().unwrap().to_path_buf();
+        let path = std::env::join_paths(std::iter::once(nvdisasm_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()))).unwrap();
+        let out = Command::new(cuobjdump).arg("-sass").arg(&cubin).env("PATH", path).output().unwrap();
+        assert!(out.status.success(), "cuobjdump failed: {}", String::from_utf8_lossy(&out.stderr));
+        let _ = std::fs::remove_dir_all(&dir);
+        Assembled { log, sass: String::from_utf8_lossy(&out.stdout).into_owned() }
+    })
+}
+
+/// SASS of one kernel (its `Function : name` section).
+fn sass_of(kernel: &str) -> String {
+    let sass = &assembled().sass;
+    let marker = format!("Function : {kernel}\n");
+    let start = sass.find(&marker).unwrap_or_else(|| panic!("no SASS for {kernel}"));
+    let rest = &sass[start + marker.len()..];
+    rest[..rest.find("Function : ").unwrap_or(rest.len())].to_string()
+}
+
+/// ptxas -v lines about one entry function.
+fn ptxas_report(kernel: &str) -> String {
+    let log = &assembled().log;
+    let start = log.find(&format!("Compiling entry function '{kernel}'")).unwrap_or_else(|| panic!("ptxas said nothing of {kernel}"));
+    let rest = &log[start..];
+    let end = rest[1..].find("Compiling entry function").map(|e| e + 1).unwrap_or(rest.len());
+    rest[..end].to_string()
+}
+
+#[test]
+fn targets_sm90a_and_declares_every_kernel() {
+    assert!(kernels::PTX.contains(".target sm_90a"), "module does not target sm_90a");
+    for k in kernels::ALL {
+        assert!(kernels::PTX.contains(&format!(".entry {k}(")), "kernel {k} missing from the PTX");
+    }
+}
+
+#[test]
+fn gemm_kernels_have_launch_bounds() {
+    for k in [kernels::GEMM_KN.name, kernels::GEMM_NK.name] {
+        let at = kernels::PTX.find(&format!(".entry {k}(")).unwrap();
+        let head = &kernels::PTX[at..at + kernels::PTX[at..].find('{').unwrap()];
+        assert!(head.contains(".maxntid 384, 1, 1") && head.contains(".minnctapersm 1"), "{k}: launch bounds missing:\n{head}");
+    }
+}
+
+#[test]
+fn ptxas_assembles_for_sm90a() {
+    let log = &assembled().log;
+    for k in kernels::ALL {
+        assert!(log.contains(&format!("Compiling entry function '{k}' for 'sm_90a'")), "ptxas did not compile {k}");
+    }
+}
+
+#[test]
+fn selftest_sass_uses_hopper_instructions() {
+    let tile = sass_of(kernels::WGMMA_TILE.name);
+    for needle in ["HGMMA.64x64x16.F32.BF16", "HGMMA.64x128x16.F32.BF16", "HGMMA.64x256x16.F32.BF16", "UTMALDG.2D", "SYNCS"] {
+        assert!(tile.contains(needle), "mk_wgmma_tile SASS lacks {needle}");
+    }
+    let tma = sass_of(kernels::TMA_ROUNDTRIP.name);
+    for needle in ["UTMALDG.2D", "UTMASTG.2D", "SYNCS"] {
+        assert!(tma.contains(needle), "mk_tma_roundtrip SASS lacks {needle}");
+    }
+}
+
+#[test]
+fn gemm_sass_is_the_fast_path() {
+    for k in [kernels::GEMM_KN.name, kernels::GEMM_NK.name] {
+        let sass = sass_of(k);
+        for needle in ["HGMMA.64x256x16.F32.BF16", "UTMALDG.2D", "UTMASTG.2D", "SYNCS.PHASECHK", "USETMAXREG"] {
+            assert!(sass.contains(needle), "{k} SASS lacks {needle}");
+        }
+        assert!(!sass.contains("LDL") && !sass.contains("STL"), "{k} uses local memory");
+        assert!(!sass.contains("CALL"), "{k} makes calls (they serialise wgmma)");
+        let report = ptxas_report(k);
+        assert!(report.contains("0 bytes spill stores, 0 bytes spill loads"), "{k} spills:\n{report}");
+        let log = &assembled().log;
+        for line in log.lines().filter(|l| l.contains(&format!("'{k}'"))) {
+            assert!(!line.contains("Performance Loss") && !line.contains("ignored"), "{k}: {line}");
+        }
+        // The four k16 products of a k-block go back to back, then at most one batch stays in
+        // flight: a DEPBAR after every HGMMA would mean a serialised pipeline.
+        let hgmma = sass.matches("HGMMA.64x256x16").count();
+        let drain = sass.matches("WARPGROUP.DEPBAR.LE gsb0, 0x0").count();
+        assert!(hgmma >= 4, "{k}: {hgmma} HGMMA");
+        assert!(sass.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1"), "{k}: no wgmma batch stays in flight");
+        assert!(drain <= 2, "{k}: {drain} full drains of the wgmma pipeline (serialised?)");
+    }
+}
