@@ -14,11 +14,11 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   : > "$out/tests.log"
   for t in "$here"/bin/test-*; do
     name="${t##*/test-}"
-    start=$(date +%s.%N)
-    "$t" --test-threads=1 --nocapture > "$out/test-$name.log" 2>&1; rc=$?
-    secs=$(echo "$(date +%s.%N) - $start" | bc)
+    start=$SECONDS
+    timeout "${MKERNEL_TEST_TIMEOUT:-240}" "$t" --test-threads=1 --nocapture > "$out/test-$name.log" 2>&1; rc=$?
+    secs=$((SECONDS - start))
     summary=$(grep -E "^test result:" "$out/test-$name.log" | tail -n1)
-    printf '%-18s rc=%d %6.1fs %s\n' "$name" "$rc" "$secs" "$summary" | tee -a "$out/tests.log"
+    printf '%-18s rc=%d %4ds %s\n' "$name" "$rc" "$secs" "$summary" | tee -a "$out/tests.log"
     [ $rc -eq 0 ] || { status=1; grep -E "panicked|FAILED|failed" "$out/test-$name.log" | head -n 20; }
   done
 fi

@@ -19,7 +19,7 @@ fn elementwise_axpy() {
         let (dx, dy) = (gpu.upload(&x).unwrap(), gpu.upload(&y0).unwrap());
         let p = AxpyParams { x: dx.addr(), y: dy.addr(), n: n as u64, a, _pad: 0 };
         unsafe { gpu.launch(kernels::AXPY, &LaunchConfig::linear(264, 256, 0), &p).unwrap() };
-        gpu.synchronize().unwrap();
+        gpu.synchronize_timeout(Duration::from_secs(30)).unwrap();
         let y = dy.to_vec().unwrap();
         for i in 0..n {
             let want = a.mul_add(x[i], y0[i]);
@@ -53,12 +53,14 @@ fn tma_roundtrip_with_128b_swizzle() {
     };
     let maps = gpu.upload_tensor_maps(&[tile(dsrc.addr()), tile(dst.addr())]).unwrap();
     let raw = gpu.alloc::<u32>(box_bytes as usize / 4).unwrap();
-    for &(c0, c1) in &[(64usize, 0usize), (192, 64), (0, 48)] {
+    // Load-only first, then load + store, so a failure says which half broke.
+    for &(c0, c1, store) in &[(64usize, 0usize, 0u32), (64, 0, 1), (192, 64, 1), (0, 48, 1)] {
         dst.fill_bytes(POISON_BYTE).unwrap();
         raw.fill_bytes(POISON_BYTE).unwrap();
-        let p = TmaRoundTripParams { src_map: maps.addr(), dst_map: maps.addr() + 128, raw_out: raw.addr(), c0: c0 as i32, c1: c1 as i32, box_bytes, _pad: 0 };
+        println!("box at ({c0}, {c1}), store={store}");
+        let p = TmaRoundTripParams { src_map: maps.addr(), dst_map: maps.addr() + 128, raw_out: raw.addr(), c0: c0 as i32, c1: c1 as i32, box_bytes, store };
         unsafe { gpu.launch(kernels::TMA_ROUNDTRIP, &LaunchConfig::linear(1, 128, box_bytes + 1024), &p).unwrap() };
-        gpu.synchronize().unwrap();
+        gpu.synchronize_timeout(Duration::from_secs(10)).unwrap();
         let raw_bytes: Vec<u8> = bytemuck::cast_slice(&raw.to_vec().unwrap()).to_vec();
         let out = dst.to_vec().unwrap();
         for r in 0..bh {
@@ -72,7 +74,7 @@ fn tma_roundtrip_with_128b_swizzle() {
         }
         for r in 0..h {
             for c in 0..w {
-                let inside = (c1..c1 + bh).contains(&r) && (c0..c0 + bw).contains(&c);
+                let inside = store == 1 && (c1..c1 + bh).contains(&r) && (c0..c0 + bw).contains(&c);
                 let want = if inside { at(&src, w, r, c) } else { 0xffff };
                 assert_eq!(at(&out, w, r, c), want, "box ({c0},{c1}): dst ({r},{c}) (inside={inside})");
             }
@@ -92,7 +94,7 @@ fn wgmma_case(gpu: &mkernel::Gpu, rng: &mut Rng, n: usize, layout: u32) {
     let p = WgmmaTileParams { a_map: maps.addr(), b_map: maps.addr() + 128, out: out.addr(), n: n as u32, b_layout: layout };
     let smem = (64 * 128 + n * 128 + 1024) as u32;
     unsafe { gpu.launch(kernels::WGMMA_TILE, &LaunchConfig::linear(1, 128, smem), &p).unwrap() };
-    gpu.synchronize().unwrap();
+    gpu.synchronize_timeout(Duration::from_secs(30)).unwrap();
     let got: Vec<f64> = out.to_vec().unwrap().iter().map(|&x| x as f64).collect();
     let mut want = vec![0f64; 64 * n];
     for i in 0..64 {
@@ -181,7 +183,7 @@ fn host_gpu_flag_handshake() {
         flags.atomic(1).store(epoch, Ordering::Release);
         replies.push(reply);
     }
-    gpu.synchronize().unwrap();
+    gpu.synchronize_timeout(Duration::from_secs(30)).unwrap();
     assert_eq!(diag.read(0).status, DIAG_OK);
     assert_eq!(out.to_vec().unwrap(), replies, "GPU read a reply before the host's release store");
     println!("{iters} round trips in {:?} ({:.2} us each)", started.elapsed(), started.elapsed().as_secs_f64() * 1e6 / iters as f64);
@@ -207,7 +209,7 @@ fn bounded_wait_reports_instead_of_hanging() {
     };
     let started = Instant::now();
     unsafe { gpu.launch(kernels::FLAG_HANDSHAKE, &LaunchConfig::linear(1, 32, 0), &p).unwrap() };
-    gpu.synchronize().unwrap(); // the host never answers: the kernel must end by itself
+    gpu.synchronize_timeout(Duration::from_secs(30)).unwrap(); // the host never answers: the kernel must end by itself
     let d = diag.read(0);
     assert_eq!(d.status, DIAG_TIMED_OUT);
     assert_eq!((d.what, d.expected, d.seen), (WAIT_FLAG, 8, 0));
@@ -224,7 +226,7 @@ fn cluster_launch_ids() {
     out.fill_bytes(POISON_BYTE).unwrap();
     let cfg = LaunchConfig { grid: [8, 1, 1], block: [64, 1, 1], smem_bytes: 0, cluster: Some([2, 1, 1]) };
     unsafe { gpu.launch(kernels::CLUSTER_IDS, &cfg, &ClusterIdsParams { out: out.addr() }).unwrap() };
-    gpu.synchronize().unwrap();
+    gpu.synchronize_timeout(Duration::from_secs(30)).unwrap();
     let got = out.to_vec().unwrap();
     for (b, v) in got.iter().enumerate() {
         assert_eq!((v & 0xff, (v >> 8) & 0xff, v >> 16), (b as u32 % 2, 2, b as u32 / 2), "block {b}");

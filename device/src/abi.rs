@@ -39,7 +39,8 @@ abi_struct! {
         pub c0: i32,
         pub c1: i32,
         pub box_bytes: u32,
-        pub _pad: u32,
+        /// 1: also store the box back through `dst_map`; 0: load only.
+        pub store: u32,
     }
 }
 

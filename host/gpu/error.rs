@@ -18,6 +18,9 @@ pub enum GpuError {
     /// The embedded PTX module could not be loaded (the JIT log is included).
     #[error("loading the mkernel PTX module failed: {0}")]
     Module(String),
+    /// Work on a stream did not finish within the caller's bound.
+    #[error("stream work still running after {0:?} (a kernel may be stuck)")]
+    StreamTimeout(std::time::Duration),
     /// A CUDA 12 entry point is missing from the installed driver.
     #[error("the CUDA driver has no `{0}` (needs a CUDA 12+ driver)")]
     MissingEntryPoint(&'static str),

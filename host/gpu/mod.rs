@@ -185,7 +185,10 @@ impl Gpu {
         };
         // SAFETY: the context is alive for as long as `state`.
         check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(state.ctx.as_raw()) })?;
-        let stream = Stream::new(StreamFlags::NON_BLOCKING, None).map_err(cust_err("cuStreamCreate"))?;
+        // A blocking stream: the synchronous copies and memsets of `DeviceBuffer` run on the legacy
+        // default stream, and a blocking stream orders them before (and after) its own launches.
+        // (A non-blocking stream could start a kernel before its inputs or tensor maps landed.)
+        let stream = Stream::new(StreamFlags::DEFAULT, None).map_err(cust_err("cuStreamCreate"))?;
         Ok(Gpu { state, stream })
     }
 
@@ -208,6 +211,26 @@ impl Gpu {
     /// Wait for everything queued on this handle's stream.
     pub fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().map_err(cust_err("cuStreamSynchronize"))
+    }
+
+    /// Wait for this handle's stream, but give up after `limit` with [`GpuError::StreamTimeout`]
+    /// instead of blocking forever on a stuck kernel.
+    pub fn synchronize_timeout(&self, limit: Duration) -> Result<()> {
+        self.make_current()?;
+        let start = Instant::now();
+        loop {
+            // SAFETY: valid stream handle.
+            let r = unsafe { sys::cuStreamQuery(self.stream.as_inner()) };
+            match r as u32 {
+                0 => return Ok(()),
+                600 => {} // CUDA_ERROR_NOT_READY
+                _ => return check("cuStreamQuery", r),
+            }
+            if start.elapsed() > limit {
+                return Err(GpuError::StreamTimeout(limit));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
     }
 
     /// Allocate `len` uninitialised elements.

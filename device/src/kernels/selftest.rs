@@ -46,7 +46,7 @@ pub unsafe extern "ptx-kernel" fn mk_tma_roundtrip(p: TmaRoundTripParams) {
         w += block_dim_x();
     }
     sync_threads();
-    if t == 0 {
+    if t == 0 && p.store != 0 {
         tma_store_2d(p.dst_map, smem, p.c0, p.c1);
         bulk_commit_group();
         bulk_wait_group::<0>();
