@@ -9,7 +9,8 @@ what="${1:-all}"; shift || true
 export MKERNEL_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 "$here/bin/mkernel" info 2>&1 | tee "$out/info.txt"
-status=0
+[ "${PIPESTATUS[0]}" -eq 0 ] || status_info=1
+status=${status_info:-0}
 if [ "$what" = tests ] || [ "$what" = all ]; then
   : > "$out/tests.log"
   for t in "$here"/bin/test-*; do
@@ -25,6 +26,13 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   "$here/bin/mkernel" bench gemm --json "$out/gemm.jsonl" "$@" 2> "$out/bench.err" | tee "$out/bench.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || { status=1; tail -n 20 "$out/bench.err"; }
+fi
+if [ "$what" = criterion ] || [ "$what" = all ]; then
+  for b in "$here"/bin/bench-*; do
+    [ -e "$b" ] || continue
+    timeout 300 "$b" --bench --noplot > "$out/${b##*/}.txt" 2>&1 || status=1
+    grep -E "^gemm_bf16|time:" "$out/${b##*/}.txt" | tee -a "$out/criterion-summary.txt"
+  done
 fi
 echo "== summary"; cat "$out/tests.log" 2>/dev/null; cat "$out/bench.txt" 2>/dev/null
 exit $status

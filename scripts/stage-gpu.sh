@@ -14,6 +14,13 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(m["target"]["name"], m["executable"])' \
   | while read -r name exe; do cp "$exe" ".gpu/bin/test-$name"; done
+cargo bench --no-run --message-format=json -q 2>/dev/null \
+  | python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"]:
+        print(m["target"]["name"], m["executable"])' \
+  | while read -r name exe; do cp "$exe" ".gpu/bin/bench-$name"; done
 strip .gpu/bin/*
 cp scripts/gpu-run.sh .gpu/
 [ -f ../shared/bench/torch_baselines.py ] && cp ../shared/bench/torch_baselines.py .gpu/ || true

@@ -74,6 +74,18 @@ fn targets_sm90a_and_declares_every_kernel() {
 }
 
 #[test]
+fn barriers_tolerate_duplication_by_llvm() {
+    // `bar.sync` is `barrier.sync.aligned`: if LLVM duplicates it into two arms of a branch, one
+    // warp reaches two barrier instructions and deadlocks (seen on an H100). Only the
+    // non-aligned forms may appear.
+    for (i, line) in kernels::PTX.lines().enumerate() {
+        let l = line.trim_start();
+        assert!(!l.starts_with("bar.sync") && !l.starts_with("bar.arrive") && !l.starts_with("bar.red"), "PTX line {}: aligned barrier `{l}`", i + 1);
+        assert!(!(l.starts_with("barrier.") && l.contains(".aligned")), "PTX line {}: aligned barrier `{l}`", i + 1);
+    }
+}
+
+#[test]
 fn gemm_kernels_have_launch_bounds() {
     for k in [kernels::GEMM_KN.name, kernels::GEMM_NK.name] {
         let at = kernels::PTX.find(&format!(".entry {k}(")).unwrap();
