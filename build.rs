@@ -20,7 +20,8 @@ const INSTALL_HINT: &str = "scripts/setup.sh installs it, or: rustup toolchain i
 fn main() {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
-    for p in ["device/src", "device/Cargo.toml", "device/ptx-link.sh", "rust-toolchain.toml", "Cargo.toml", "build.rs"] {
+    for p in ["device/src", "device/Cargo.toml", "device/ptx-link.sh", "rust-toolchain.toml", "Cargo.toml", "build.rs"]
+    {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     println!("cargo:rerun-if-env-changed=MKERNEL_DEVICE_TOOLCHAIN");
@@ -32,11 +33,16 @@ fn main() {
     let llvm_bin = sysroot.join("lib/rustlib").join(host_triple()).join("bin");
     for tool in ["llvm-link", "opt", "llc"] {
         if !llvm_bin.join(tool).exists() {
-            fail(&format!("`{tool}` missing from {}: the `llvm-tools` component of {toolchain} is not installed; {INSTALL_HINT}", llvm_bin.display()));
+            fail(&format!(
+                "`{tool}` missing from {}: the `llvm-tools` component of {toolchain} is not installed; {INSTALL_HINT}",
+                llvm_bin.display()
+            ));
         }
     }
     if !sysroot.join("lib/rustlib/src/rust/library/core").exists() {
-        fail(&format!("the `rust-src` component of {toolchain} is not installed (needed by -Zbuild-std=core); {INSTALL_HINT}"));
+        fail(&format!(
+            "the `rust-src` component of {toolchain} is not installed (needed by -Zbuild-std=core); {INSTALL_HINT}"
+        ));
     }
 
     let linker = root.join("device/ptx-link.sh");
@@ -52,13 +58,25 @@ fn main() {
     ];
 
     // target/<profile>/build/mkernel-*/out -> target/ptx-build (shared by debug and release).
-    let target_dir = out_dir.ancestors().nth(4).map(|p| p.join("ptx-build")).unwrap_or_else(|| out_dir.join("ptx-build"));
+    let target_dir =
+        out_dir.ancestors().nth(4).map(|p| p.join("ptx-build")).unwrap_or_else(|| out_dir.join("ptx-build"));
     let mut cmd = Command::new("cargo");
     for (k, _) in env::vars() {
         let drop = k.starts_with("CARGO_") && k != "CARGO_HOME"
             || k.starts_with("RUSTC")
             || k.starts_with("RUSTDOC")
-            || matches!(k.as_str(), "RUSTFLAGS" | "RUSTUP_TOOLCHAIN" | "TARGET" | "HOST" | "OUT_DIR" | "PROFILE" | "OPT_LEVEL" | "DEBUG" | "NUM_JOBS");
+            || matches!(
+                k.as_str(),
+                "RUSTFLAGS"
+                    | "RUSTUP_TOOLCHAIN"
+                    | "TARGET"
+                    | "HOST"
+                    | "OUT_DIR"
+                    | "PROFILE"
+                    | "OPT_LEVEL"
+                    | "DEBUG"
+                    | "NUM_JOBS"
+            );
         if drop {
             cmd.env_remove(&k);
         }
@@ -66,12 +84,25 @@ fn main() {
     cmd.env("RUSTUP_TOOLCHAIN", &toolchain)
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
         .env("MKERNEL_LLVM_BIN", &llvm_bin)
-        .args(["rustc", "--lib", "--crate-type", "cdylib", "--profile", "ptx", "--target", TARGET, "-Zbuild-std=core", "--message-format=short"])
+        .args([
+            "rustc",
+            "--lib",
+            "--crate-type",
+            "cdylib",
+            "--profile",
+            "ptx",
+            "--target",
+            TARGET,
+            "-Zbuild-std=core",
+            "--message-format=short",
+        ])
         .arg("--manifest-path")
         .arg(root.join("device/Cargo.toml"))
         .arg("--target-dir")
         .arg(&target_dir);
-    let status = cmd.status().unwrap_or_else(|e| fail(&format!("could not run cargo for the device crate: {e}; {INSTALL_HINT}")));
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| fail(&format!("could not run cargo for the device crate: {e}; {INSTALL_HINT}")));
     if !status.success() {
         fail("the device crate failed to build for nvptx64-nvidia-cuda (errors above)");
     }
@@ -109,7 +140,11 @@ fn host_triple() -> String {
 fn pinned_toolchain(root: &Path) -> String {
     let text = fs::read_to_string(root.join("rust-toolchain.toml")).unwrap_or_default();
     text.lines()
-        .find_map(|l| l.trim().strip_prefix("channel").map(|v| v.trim_start_matches([' ', '=']).trim().trim_matches('"').to_string()))
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("channel")
+                .map(|v| v.trim_start_matches([' ', '=']).trim().trim_matches('"').to_string())
+        })
         .unwrap_or_else(|| fail("rust-toolchain.toml names no channel"))
 }
 
@@ -121,7 +156,10 @@ fn sysroot(toolchain: &str) -> PathBuf {
         .output()
         .unwrap_or_else(|e| fail(&format!("could not run rustc ({e}); {INSTALL_HINT}")));
     if !out.status.success() {
-        fail(&format!("toolchain {toolchain} is not usable: {}; {INSTALL_HINT}", String::from_utf8_lossy(&out.stderr).trim()));
+        fail(&format!(
+            "toolchain {toolchain} is not usable: {}; {INSTALL_HINT}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
@@ -143,17 +181,24 @@ fn apply_launch_bounds(ptx: &str) -> Result<String, String> {
     for (k, (name, start, brace)) in entries.iter().enumerate() {
         let end = entries.get(k + 1).map(|e| e.1).unwrap_or(lines.len());
         let body = &lines[*start..end];
-        let marker = body.iter().find_map(|l| l.split("@mkernel.launch_bounds").nth(1).filter(|_| l.contains("@mkernel.launch_bounds")));
+        let marker = body
+            .iter()
+            .find_map(|l| l.split("@mkernel.launch_bounds").nth(1).filter(|_| l.contains("@mkernel.launch_bounds")));
         let uses_setmaxnreg = body.iter().any(|l| l.contains("setmaxnreg"));
         match marker {
             Some(m) => {
                 let field = |key: &str| {
-                    m.split_whitespace().find_map(|kv| kv.strip_prefix(key)).and_then(|v| v.parse::<u32>().ok()).ok_or(format!("{name}: bad launch_bounds marker `{m}`"))
+                    m.split_whitespace()
+                        .find_map(|kv| kv.strip_prefix(key))
+                        .and_then(|v| v.parse::<u32>().ok())
+                        .ok_or(format!("{name}: bad launch_bounds marker `{m}`"))
                 };
                 let (maxntid, minctas) = (field("maxntid=")?, field("minnctapersm=")?);
                 inserts.push((*brace, format!(".maxntid {maxntid}, 1, 1\n.minnctapersm {minctas}")));
             }
-            None if uses_setmaxnreg => return Err(format!("kernel {name} uses setmaxnreg but declares no launch_bounds!")),
+            None if uses_setmaxnreg => {
+                return Err(format!("kernel {name} uses setmaxnreg but declares no launch_bounds!"))
+            }
             None => {}
         }
     }

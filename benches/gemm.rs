@@ -9,7 +9,8 @@ use mkernel::testing::{gpu_or_skip, Rng};
 use std::time::Duration;
 
 fn shapes() -> Vec<GemmShape> {
-    let spec = std::env::var("MKERNEL_BENCH_SHAPES").unwrap_or_else(|_| "8192x8192x8192,16384x8192x8192,16384x4096x8192,16384x16384x2048".into());
+    let spec = std::env::var("MKERNEL_BENCH_SHAPES")
+        .unwrap_or_else(|_| "8192x8192x8192,16384x8192x8192,16384x4096x8192,16384x16384x2048".into());
     spec.split(',')
         .map(|s| {
             let v: Vec<usize> = s.split('x').map(|x| x.parse().expect("MKERNEL_BENCH_SHAPES: MxNxK,...")).collect();

@@ -11,8 +11,25 @@ type CreateFn = unsafe extern "C" fn(*mut Handle) -> i32;
 type SetStreamFn = unsafe extern "C" fn(Handle, *mut c_void) -> i32;
 #[allow(clippy::type_complexity)]
 type GemmExFn = unsafe extern "C" fn(
-    Handle, i32, i32, i32, i32, i32, *const c_void, *const c_void, i32, i32, *const c_void, i32, i32,
-    *const c_void, *mut c_void, i32, i32, i32, i32,
+    Handle,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    *const c_void,
+    *const c_void,
+    i32,
+    i32,
+    *const c_void,
+    i32,
+    i32,
+    *const c_void,
+    *mut c_void,
+    i32,
+    i32,
+    i32,
+    i32,
 ) -> i32;
 
 const CUDA_R_16BF: i32 = 14;
@@ -42,7 +59,9 @@ fn candidates() -> Vec<String> {
             for py in entries.flatten() {
                 for sub in ["cu13", "cublas"] {
                     for so in ["libcublas.so.13", "libcublas.so.12"] {
-                        v.push(py.path().join("site-packages/nvidia").join(sub).join("lib").join(so).display().to_string());
+                        v.push(
+                            py.path().join("site-packages/nvidia").join(sub).join("lib").join(so).display().to_string(),
+                        );
                     }
                 }
             }
@@ -86,7 +105,14 @@ impl Cublas {
     }
 
     /// Enqueue row-major `C[m, n] = A[m, k] @ B` (B per `layout`), bf16 in and out, f32 compute.
-    pub fn gemm(&self, shape: GemmShape, layout: BLayout, a: &DeviceBuffer<bf16>, b: &DeviceBuffer<bf16>, c: &DeviceBuffer<bf16>) -> Result<(), String> {
+    pub fn gemm(
+        &self,
+        shape: GemmShape,
+        layout: BLayout,
+        a: &DeviceBuffer<bf16>,
+        b: &DeviceBuffer<bf16>,
+        c: &DeviceBuffer<bf16>,
+    ) -> Result<(), String> {
         let (m, n, k) = (shape.m as i32, shape.n as i32, shape.k as i32);
         let (alpha, beta) = (1.0f32, 0.0f32);
         // Column-major view: C^T[n, m] = B^T[n, k] @ A^T[k, m].
@@ -98,11 +124,25 @@ impl Cublas {
         // Gemm::new on the same buffers) and stay alive until the stream is synchronised.
         let s = unsafe {
             (self.gemm_ex)(
-                self.handle, op_b, OP_N, n, m, k,
-                (&alpha as *const f32).cast(), b.addr() as *const c_void, CUDA_R_16BF, ldb,
-                a.addr() as *const c_void, CUDA_R_16BF, k,
-                (&beta as *const f32).cast(), c.addr() as *mut c_void, CUDA_R_16BF, n,
-                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT,
+                self.handle,
+                op_b,
+                OP_N,
+                n,
+                m,
+                k,
+                (&alpha as *const f32).cast(),
+                b.addr() as *const c_void,
+                CUDA_R_16BF,
+                ldb,
+                a.addr() as *const c_void,
+                CUDA_R_16BF,
+                k,
+                (&beta as *const f32).cast(),
+                c.addr() as *mut c_void,
+                CUDA_R_16BF,
+                n,
+                CUBLAS_COMPUTE_32F,
+                CUBLAS_GEMM_DEFAULT,
             )
         };
         if s != 0 {

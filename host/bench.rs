@@ -40,13 +40,22 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Time one shape and layout: `warmup` launches each, then `reps` interleaved samples of each.
-pub fn bench_gemm(gpu: &Gpu, cublas: Option<&Cublas>, shape: GemmShape, layout: BLayout, reps: usize, warmup: usize) -> Result<GemmBenchRow> {
+pub fn bench_gemm(
+    gpu: &Gpu,
+    cublas: Option<&Cublas>,
+    shape: GemmShape,
+    layout: BLayout,
+    reps: usize,
+    warmup: usize,
+) -> Result<GemmBenchRow> {
     let mut rng = Rng::new(0x5eed ^ (shape.m * 31 + shape.n * 17 + shape.k) as u64);
     let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k))?;
     let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n))?;
     let c = gpu.alloc::<half::bf16>(shape.m * shape.n)?;
     let gemm = Gemm::new(gpu, shape, layout, &a, &b, Output::Bf16(&c), GemmOptions::default())?;
-    let cublas_call = |cb: &Cublas| cb.gemm(shape, layout, &a, &b, &c).map_err(|e| crate::Error::InvalidArgument { arg: "cublas", rule: e });
+    let cublas_call = |cb: &Cublas| {
+        cb.gemm(shape, layout, &a, &b, &c).map_err(|e| crate::Error::InvalidArgument { arg: "cublas", rule: e })
+    };
     for _ in 0..warmup {
         gemm.launch(gpu)?;
         if let Some(cb) = cublas {
@@ -56,12 +65,15 @@ pub fn bench_gemm(gpu: &Gpu, cublas: Option<&Cublas>, shape: GemmShape, layout: 
     gpu.synchronize()?;
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..reps {
-        ours.push(gpu.time_ms(|| gemm.launch(gpu).map_err(|e| match e {
-            crate::Error::Gpu(g) => g,
-            other => crate::gpu::GpuError::Module(other.to_string()),
-        }))? as f64);
+        ours.push(gpu.time_ms(|| {
+            gemm.launch(gpu).map_err(|e| match e {
+                crate::Error::Gpu(g) => g,
+                other => crate::gpu::GpuError::Module(other.to_string()),
+            })
+        })? as f64);
         if let Some(cb) = cublas {
-            theirs.push(gpu.time_ms(|| cb.gemm(shape, layout, &a, &b, &c).map_err(crate::gpu::GpuError::Module))? as f64);
+            theirs
+                .push(gpu.time_ms(|| cb.gemm(shape, layout, &a, &b, &c).map_err(crate::gpu::GpuError::Module))? as f64);
         }
     }
     gemm.check_diag()?;

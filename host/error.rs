@@ -19,11 +19,22 @@ impl fmt::Display for WaitReport {
         };
         let what = match d.what {
             WAIT_FLAG => format!("flag at {:#x} to reach epoch {} (saw {})", d.flag_addr, d.expected, d.seen),
-            WAIT_MBAR_FULL => format!("shared-memory barrier {:#x} (data landed) to complete phase {}", d.flag_addr, d.expected),
-            WAIT_MBAR_EMPTY => format!("shared-memory barrier {:#x} (slot released) to complete phase {}", d.flag_addr, d.expected),
+            WAIT_MBAR_FULL => {
+                format!("shared-memory barrier {:#x} (data landed) to complete phase {}", d.flag_addr, d.expected)
+            }
+            WAIT_MBAR_EMPTY => {
+                format!("shared-memory barrier {:#x} (slot released) to complete phase {}", d.flag_addr, d.expected)
+            }
             w => format!("wait kind {w} on {:#x}: expected {}, saw {}", d.flag_addr, d.expected, d.seen),
         };
-        write!(f, "rank {} {role} CTA {} (tile {}) waited {:.3} ms for {what}", d.rank, d.cta, d.tile, d.waited_ns as f64 / 1e6)
+        write!(
+            f,
+            "rank {} {role} CTA {} (tile {}) waited {:.3} ms for {what}",
+            d.rank,
+            d.cta,
+            d.tile,
+            d.waited_ns as f64 / 1e6
+        )
     }
 }
 

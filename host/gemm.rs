@@ -58,10 +58,10 @@ impl GemmShape {
                 return Err(invalid(arg, format!("{v} exceeds 2^31 - 1 (TMA coordinates are 32-bit)")));
             }
         }
-        if self.k % 8 != 0 {
+        if !self.k.is_multiple_of(8) {
             return Err(invalid("k", format!("{} is not a multiple of 8: TMA needs 16-byte row strides, and rows of A (and of B for NK) are k bf16", self.k)));
         }
-        if self.n % 8 != 0 {
+        if !self.n.is_multiple_of(8) {
             return Err(invalid("n", format!("{} is not a multiple of 8: TMA needs 16-byte row strides, and rows of C (and of B for KN) are n elements", self.n)));
         }
         let need = |arg, have: usize, want: usize| {
@@ -148,7 +148,14 @@ impl<'a> Gemm<'a> {
             return Err(invalid("ctas", "must be at least 1"));
         }
         let (m, n, kk) = (shape.m as u64, shape.n as u64, shape.k as u64);
-        let sw = |base, dims, row, box_dims| Tile2d { base, dtype: TmaDtype::Bf16, dims, row_stride_bytes: row, box_dims, swizzle: Swizzle::B128 };
+        let sw = |base, dims, row, box_dims| Tile2d {
+            base,
+            dtype: TmaDtype::Bf16,
+            dims,
+            row_stride_bytes: row,
+            box_dims,
+            swizzle: Swizzle::B128,
+        };
         let a_map = sw(a.addr(), [kk, m], 2 * kk, [TILE_K, TILE_M]);
         let b_map = match b_layout {
             BLayout::NK => sw(b.addr(), [kk, n], 2 * kk, [TILE_K, TILE_N]),

@@ -4,9 +4,9 @@
 //! - [`gemm`]: the persistent warp-specialised TMA + wgmma GEMM.
 //! - [`abi`]: the parameter blocks shared with the device crate.
 //! - [`testing`]: helpers for GPU tests and benches (device or loud skip, random data, errors).
-mod error;
 pub mod baseline;
 pub mod bench;
+mod error;
 pub mod gemm;
 pub mod gpu;
 pub mod testing;

@@ -24,33 +24,51 @@ fn rows_to_check(m: usize, rng: &mut Rng, limit: usize) -> Vec<usize> {
     rows
 }
 
-fn check(gpu: &Gpu, rng: &mut Rng, shape: GemmShape, layout: BLayout, f32_out: bool, row_limit: usize, opts: GemmOptions) {
+fn check(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    shape: GemmShape,
+    layout: BLayout,
+    f32_out: bool,
+    row_limit: usize,
+    opts: GemmOptions,
+) {
     let GemmShape { m, n, k } = shape;
     let a = rng.bf16_vec(m * k);
     let b = rng.bf16_vec(k * n);
     let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
     let rows = rows_to_check(m, rng, row_limit);
-    let got: Vec<Vec<f64>>;
-    if f32_out {
+    let got: Vec<Vec<f64>> = if f32_out {
         let c = gpu.alloc::<f32>(m * n).unwrap();
         c.fill_bytes(POISON_BYTE).unwrap();
         Gemm::new(gpu, shape, layout, &da, &db, Output::F32(&c), opts).unwrap().run(gpu).unwrap();
-        got = rows.iter().map(|&i| c.slice(i * n..(i + 1) * n).to_vec().unwrap().iter().map(|&x| x as f64).collect()).collect();
+        rows.iter()
+            .map(|&i| c.slice(i * n..(i + 1) * n).to_vec().unwrap().iter().map(|&x| x as f64).collect())
+            .collect()
     } else {
         let c = gpu.alloc::<bf16>(m * n).unwrap();
         c.fill_bytes(POISON_BYTE).unwrap();
         Gemm::new(gpu, shape, layout, &da, &db, Output::Bf16(&c), opts).unwrap().run(gpu).unwrap();
-        got = rows.iter().map(|&i| c.slice(i * n..(i + 1) * n).to_vec().unwrap().iter().map(|x| x.to_f64()).collect()).collect();
-    }
+        rows.iter()
+            .map(|&i| c.slice(i * n..(i + 1) * n).to_vec().unwrap().iter().map(|x| x.to_f64()).collect())
+            .collect()
+    };
     let tol = if f32_out { F32_OUT_TOL } else { BF16_OUT_TOL };
     let mut worst = 0f64;
     for (row, &i) in got.iter().zip(&rows) {
         let want = reference_row(&a, &b, shape, layout, i);
         let (re, me) = (rel_err(row, &want), max_scaled_err(row, &want, 0.05 * (k as f64).sqrt()));
         worst = worst.max(re);
-        assert!(re < tol && me < 10.0 * tol, "{m}x{n}x{k} B {layout:?} f32_out={f32_out}: row {i}: rel err {re:.2e}, max scaled {me:.2e}");
+        assert!(
+            re < tol && me < 10.0 * tol,
+            "{m}x{n}x{k} B {layout:?} f32_out={f32_out}: row {i}: rel err {re:.2e}, max scaled {me:.2e}"
+        );
     }
-    println!("gemm {m}x{n}x{k} B {layout:?} {}: {} rows checked, worst row rel err {worst:.2e}", if f32_out { "f32" } else { "bf16" }, rows.len());
+    println!(
+        "gemm {m}x{n}x{k} B {layout:?} {}: {} rows checked, worst row rel err {worst:.2e}",
+        if f32_out { "f32" } else { "bf16" },
+        rows.len()
+    );
 }
 
 #[test]

@@ -58,7 +58,15 @@ fn tma_roundtrip_with_128b_swizzle() {
         dst.fill_bytes(POISON_BYTE).unwrap();
         raw.fill_bytes(POISON_BYTE).unwrap();
         println!("box at ({c0}, {c1}), store={store}");
-        let p = TmaRoundTripParams { src_map: maps.addr(), dst_map: maps.addr() + 128, raw_out: raw.addr(), c0: c0 as i32, c1: c1 as i32, box_bytes, store };
+        let p = TmaRoundTripParams {
+            src_map: maps.addr(),
+            dst_map: maps.addr() + 128,
+            raw_out: raw.addr(),
+            c0: c0 as i32,
+            c1: c1 as i32,
+            box_bytes,
+            store,
+        };
         unsafe { gpu.launch(kernels::TMA_ROUNDTRIP, &LaunchConfig::linear(1, 128, box_bytes + 1024), &p).unwrap() };
         gpu.synchronize_timeout(Duration::from_secs(10)).unwrap();
         let raw_bytes: Vec<u8> = bytemuck::cast_slice(&raw.to_vec().unwrap()).to_vec();
@@ -86,12 +94,29 @@ fn wgmma_case(gpu: &mkernel::Gpu, rng: &mut Rng, n: usize, layout: u32) {
     let a: Vec<bf16> = rng.bf16_vec(64 * 64);
     let b: Vec<bf16> = rng.bf16_vec(64 * n); // KN: [64, n]; NK: [n, 64]
     let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
-    let sw = |base, dims: [u64; 2], box_dims| Tile2d { base, dtype: TmaDtype::Bf16, dims, row_stride_bytes: 2 * dims[0], box_dims, swizzle: Swizzle::B128 };
-    let b_tile = if layout == B_NK { sw(db.addr(), [64, n as u64], [64, n as u32]) } else { sw(db.addr(), [n as u64, 64], [64, 64]) };
+    let sw = |base, dims: [u64; 2], box_dims| Tile2d {
+        base,
+        dtype: TmaDtype::Bf16,
+        dims,
+        row_stride_bytes: 2 * dims[0],
+        box_dims,
+        swizzle: Swizzle::B128,
+    };
+    let b_tile = if layout == B_NK {
+        sw(db.addr(), [64, n as u64], [64, n as u32])
+    } else {
+        sw(db.addr(), [n as u64, 64], [64, 64])
+    };
     let maps = gpu.upload_tensor_maps(&[sw(da.addr(), [64, 64], [64, 64]), b_tile]).unwrap();
     let out = gpu.alloc::<f32>(64 * n).unwrap();
     out.fill_bytes(POISON_BYTE).unwrap();
-    let p = WgmmaTileParams { a_map: maps.addr(), b_map: maps.addr() + 128, out: out.addr(), n: n as u32, b_layout: layout };
+    let p = WgmmaTileParams {
+        a_map: maps.addr(),
+        b_map: maps.addr() + 128,
+        out: out.addr(),
+        n: n as u32,
+        b_layout: layout,
+    };
     let smem = (64 * 128 + n * 128 + 1024) as u32;
     unsafe { gpu.launch(kernels::WGMMA_TILE, &LaunchConfig::linear(1, 128, smem), &p).unwrap() };
     gpu.synchronize_timeout(Duration::from_secs(30)).unwrap();
@@ -186,7 +211,11 @@ fn host_gpu_flag_handshake() {
     gpu.synchronize_timeout(Duration::from_secs(30)).unwrap();
     assert_eq!(diag.read(0).status, DIAG_OK);
     assert_eq!(out.to_vec().unwrap(), replies, "GPU read a reply before the host's release store");
-    println!("{iters} round trips in {:?} ({:.2} us each)", started.elapsed(), started.elapsed().as_secs_f64() * 1e6 / iters as f64);
+    println!(
+        "{iters} round trips in {:?} ({:.2} us each)",
+        started.elapsed(),
+        started.elapsed().as_secs_f64() * 1e6 / iters as f64
+    );
 }
 
 #[test]

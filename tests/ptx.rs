@@ -34,12 +34,20 @@ fn assembled() -> &'static Assembled {
         std::fs::create_dir_all(&dir).unwrap();
         let (ptx, cubin) = (dir.join("mkernel.ptx"), dir.join("mkernel.cubin"));
         std::fs::write(&ptx, kernels::PTX).unwrap();
-        let out = Command::new(tool("ptxas")).args(["-arch=sm_90a", "-v", "-warn-spills", "-o"]).arg(&cubin).arg(&ptx).output().unwrap();
+        let out = Command::new(tool("ptxas"))
+            .args(["-arch=sm_90a", "-v", "-warn-spills", "-o"])
+            .arg(&cubin)
+            .arg(&ptx)
+            .output()
+            .unwrap();
         let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "ptxas rejected the module:\n{log}");
         let cuobjdump = tool("cuobjdump");
         let nvdisasm_dir = tool("nvdisasm").parent().unwrap().to_path_buf();
-        let path = std::env::join_paths(std::iter::once(nvdisasm_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()))).unwrap();
+        let path = std::env::join_paths(
+            std::iter::once(nvdisasm_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+        )
+        .unwrap();
         let out = Command::new(cuobjdump).arg("-sass").arg(&cubin).env("PATH", path).output().unwrap();
         assert!(out.status.success(), "cuobjdump failed: {}", String::from_utf8_lossy(&out.stderr));
         let _ = std::fs::remove_dir_all(&dir);
@@ -59,7 +67,9 @@ fn sass_of(kernel: &str) -> String {
 /// ptxas -v lines about one entry function.
 fn ptxas_report(kernel: &str) -> String {
     let log = &assembled().log;
-    let start = log.find(&format!("Compiling entry function '{kernel}'")).unwrap_or_else(|| panic!("ptxas said nothing of {kernel}"));
+    let start = log
+        .find(&format!("Compiling entry function '{kernel}'"))
+        .unwrap_or_else(|| panic!("ptxas said nothing of {kernel}"));
     let rest = &log[start..];
     let end = rest[1..].find("Compiling entry function").map(|e| e + 1).unwrap_or(rest.len());
     rest[..end].to_string()
@@ -80,7 +90,11 @@ fn barriers_tolerate_duplication_by_llvm() {
     // non-aligned forms may appear.
     for (i, line) in kernels::PTX.lines().enumerate() {
         let l = line.trim_start();
-        assert!(!l.starts_with("bar.sync") && !l.starts_with("bar.arrive") && !l.starts_with("bar.red"), "PTX line {}: aligned barrier `{l}`", i + 1);
+        assert!(
+            !l.starts_with("bar.sync") && !l.starts_with("bar.arrive") && !l.starts_with("bar.red"),
+            "PTX line {}: aligned barrier `{l}`",
+            i + 1
+        );
         assert!(!(l.starts_with("barrier.") && l.contains(".aligned")), "PTX line {}: aligned barrier `{l}`", i + 1);
     }
 }
@@ -90,7 +104,10 @@ fn gemm_kernels_have_launch_bounds() {
     for k in [kernels::GEMM_KN.name, kernels::GEMM_NK.name] {
         let at = kernels::PTX.find(&format!(".entry {k}(")).unwrap();
         let head = &kernels::PTX[at..at + kernels::PTX[at..].find('{').unwrap()];
-        assert!(head.contains(".maxntid 384, 1, 1") && head.contains(".minnctapersm 1"), "{k}: launch bounds missing:\n{head}");
+        assert!(
+            head.contains(".maxntid 384, 1, 1") && head.contains(".minnctapersm 1"),
+            "{k}: launch bounds missing:\n{head}"
+        );
     }
 }
 
@@ -105,7 +122,9 @@ fn ptxas_assembles_for_sm90a() {
 #[test]
 fn selftest_sass_uses_hopper_instructions() {
     let tile = sass_of(kernels::WGMMA_TILE.name);
-    for needle in ["HGMMA.64x64x16.F32.BF16", "HGMMA.64x128x16.F32.BF16", "HGMMA.64x256x16.F32.BF16", "UTMALDG.2D", "SYNCS"] {
+    for needle in
+        ["HGMMA.64x64x16.F32.BF16", "HGMMA.64x128x16.F32.BF16", "HGMMA.64x256x16.F32.BF16", "UTMALDG.2D", "SYNCS"]
+    {
         assert!(tile.contains(needle), "mk_wgmma_tile SASS lacks {needle}");
     }
     let tma = sass_of(kernels::TMA_ROUNDTRIP.name);

@@ -4,10 +4,7 @@
 //! README for why not Rust-CUDA's `cuda_builder`) and for the host as an rlib, so that every struct
 //! both sides see (`abi`) and all pure integer logic (`sched`, `tile`) has exactly one definition.
 #![no_std]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_ptx, asm_experimental_arch)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 
 pub mod abi;
 pub mod sched;

@@ -54,11 +54,7 @@ impl TileGrid {
         let per_group = self.group_m * self.n_tiles;
         let group = div_nz(t, per_group);
         let first_m = group * self.group_m;
-        let rows = if self.m_tiles - first_m < self.group_m {
-            self.m_tiles - first_m
-        } else {
-            self.group_m
-        };
+        let rows = if self.m_tiles - first_m < self.group_m { self.m_tiles - first_m } else { self.group_m };
         let in_group = rem_nz(t, per_group);
         (first_m + rem_nz(in_group, rows), div_nz(in_group, rows))
     }

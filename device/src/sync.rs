@@ -67,7 +67,13 @@ pub unsafe fn report_timeout(diag: *mut WaitDiag, site: WaitSite, addr: u64, exp
 /// `flag` is a valid, aligned address another agent writes with release stores; `diag` as in
 /// [`report_timeout`].
 #[inline(always)]
-pub unsafe fn wait_flag_sys_u32(flag: *const u32, expected: u32, timeout_ns: u64, diag: *mut WaitDiag, site: WaitSite) -> WaitResult {
+pub unsafe fn wait_flag_sys_u32(
+    flag: *const u32,
+    expected: u32,
+    timeout_ns: u64,
+    diag: *mut WaitDiag,
+    site: WaitSite,
+) -> WaitResult {
     let reached = |v: u32| (v.wrapping_sub(expected) as i32) >= 0;
     if reached(ld_acquire_sys_u32(flag)) {
         return Ok(());

@@ -32,7 +32,12 @@ fn main() -> ExitCode {
 
 fn info() -> Result<(), String> {
     let n = gpu::device_count().map_err(|e| e.to_string())?;
-    println!("mkernel {}: PTX module {} bytes, {} kernels, target sm_90a", env!("CARGO_PKG_VERSION"), gpu::kernels::PTX.len(), gpu::kernels::ALL.len());
+    println!(
+        "mkernel {}: PTX module {} bytes, {} kernels, target sm_90a",
+        env!("CARGO_PKG_VERSION"),
+        gpu::kernels::PTX.len(),
+        gpu::kernels::ALL.len()
+    );
     if n == 0 {
         println!("no CUDA device found (no NVIDIA driver or no GPU here): nothing to check");
         return Ok(());
@@ -42,8 +47,16 @@ fn info() -> Result<(), String> {
         let d = g.info();
         println!(
             "GPU {i}: {} sm_{}{} {} SMs, {:.1} GiB, L2 {} MiB, {} KiB smem/block, driver {}.{}; PTX loaded in {:.0} ms",
-            d.name, d.compute_capability.0, d.compute_capability.1, d.sm_count, d.total_memory as f64 / (1u64 << 30) as f64,
-            d.l2_bytes >> 20, d.max_smem_per_block >> 10, d.driver_version / 1000, d.driver_version % 1000 / 10, d.module_load.as_secs_f64() * 1e3
+            d.name,
+            d.compute_capability.0,
+            d.compute_capability.1,
+            d.sm_count,
+            d.total_memory as f64 / (1u64 << 30) as f64,
+            d.l2_bytes >> 20,
+            d.max_smem_per_block >> 10,
+            d.driver_version / 1000,
+            d.driver_version % 1000 / 10,
+            d.module_load.as_secs_f64() * 1e3
         );
         if d.compute_capability != (9, 0) {
             println!("  not a Hopper GPU: mkernel's kernels need sm_90a");
@@ -92,11 +105,14 @@ fn bench(args: &[String]) -> Result<(), String> {
             "--reps" => reps = val()?.parse().map_err(|e| format!("--reps: {e}"))?,
             "--json" => json = Some(val()?),
             "--layouts" => {
-                layouts = val()?.split(',').map(|l| match l {
-                    "nk" => Ok(BLayout::NK),
-                    "kn" => Ok(BLayout::KN),
-                    o => Err(format!("--layouts: unknown layout {o} (nk or kn)")),
-                }).collect::<Result<_, _>>()?
+                layouts = val()?
+                    .split(',')
+                    .map(|l| match l {
+                        "nk" => Ok(BLayout::NK),
+                        "kn" => Ok(BLayout::KN),
+                        o => Err(format!("--layouts: unknown layout {o} (nk or kn)")),
+                    })
+                    .collect::<Result<_, _>>()?
             }
             o => return Err(format!("unknown option {o}\n{USAGE}")),
         }
@@ -104,7 +120,8 @@ fn bench(args: &[String]) -> Result<(), String> {
     let shapes: Vec<GemmShape> = shapes
         .split(',')
         .map(|s| {
-            let v: Vec<usize> = s.split('x').map(|x| x.parse().map_err(|_| format!("bad shape {s}"))).collect::<Result<_, _>>()?;
+            let v: Vec<usize> =
+                s.split('x').map(|x| x.parse().map_err(|_| format!("bad shape {s}"))).collect::<Result<_, _>>()?;
             match v[..] {
                 [m, n, k] => Ok(GemmShape { m, n, k }),
                 _ => Err(format!("bad shape {s}: want MxNxK")),
@@ -136,13 +153,21 @@ fn bench(args: &[String]) -> Result<(), String> {
         std::fs::write(&path, text).map_err(|e| format!("{path}: {e}"))?;
     }
     println!("GEMM bf16 -> bf16 on {gpu_name}, median of {reps} interleaved launches (CUDA events)");
-    println!("{:<22} {:>3} {:>10} {:>9} {:>10} {:>9} {:>7}", "shape MxNxK", "B", "ours ms", "TFLOP/s", "cuBLAS ms", "TFLOP/s", "ratio");
+    println!(
+        "{:<22} {:>3} {:>10} {:>9} {:>10} {:>9} {:>7}",
+        "shape MxNxK", "B", "ours ms", "TFLOP/s", "cuBLAS ms", "TFLOP/s", "ratio"
+    );
     for r in &rows {
         let opt = |v: Option<f64>, p: usize| v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into());
         println!(
             "{:<22} {:>3} {:>10.3} {:>9.1} {:>10} {:>9} {:>7}",
-            format!("{}x{}x{}", r.shape.m, r.shape.n, r.shape.k), format!("{:?}", r.layout), r.ours_ms, r.ours_tflops(),
-            opt(r.cublas_ms, 3), opt(r.cublas_tflops(), 1), opt(r.ratio(), 3)
+            format!("{}x{}x{}", r.shape.m, r.shape.n, r.shape.k),
+            format!("{:?}", r.layout),
+            r.ours_ms,
+            r.ours_tflops(),
+            opt(r.cublas_ms, 3),
+            opt(r.cublas_tflops(), 1),
+            opt(r.ratio(), 3)
         );
     }
     Ok(())

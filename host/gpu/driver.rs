@@ -43,8 +43,12 @@ pub(crate) struct LaunchConfigRaw {
     pub num_attrs: u32,
 }
 
-pub(crate) type LaunchKernelEx =
-    unsafe extern "C" fn(config: *const LaunchConfigRaw, f: sys::CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) -> sys::CUresult;
+pub(crate) type LaunchKernelEx = unsafe extern "C" fn(
+    config: *const LaunchConfigRaw,
+    f: sys::CUfunction,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> sys::CUresult;
 
 /// The entry points, resolved once per process.
 pub(crate) struct Cuda12 {
@@ -70,8 +74,12 @@ pub(crate) fn cuda12() -> Result<&'static Cuda12> {
             // SAFETY: the driver returns pointers to functions with exactly these C signatures.
             unsafe {
                 Ok(Cuda12 {
-                    tensor_map_encode_tiled: std::mem::transmute::<*mut c_void, TensorMapEncodeTiled>(proc_address(c"cuTensorMapEncodeTiled")?),
-                    launch_kernel_ex: std::mem::transmute::<*mut c_void, LaunchKernelEx>(proc_address(c"cuLaunchKernelEx")?),
+                    tensor_map_encode_tiled: std::mem::transmute::<*mut c_void, TensorMapEncodeTiled>(proc_address(
+                        c"cuTensorMapEncodeTiled",
+                    )?),
+                    launch_kernel_ex: std::mem::transmute::<*mut c_void, LaunchKernelEx>(proc_address(
+                        c"cuLaunchKernelEx",
+                    )?),
                 })
             }
         };

@@ -149,7 +149,9 @@ impl<T: Pod> DeviceSlice<'_, T> {
         let mut v = vec![T::zeroed(); self.len];
         if self.len > 0 {
             // SAFETY: both ranges are valid for len elements.
-            check("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(v.as_mut_ptr().cast(), self.ptr, bytes_of::<T>(self.len)) })?;
+            check("cuMemcpyDtoH", unsafe {
+                sys::cuMemcpyDtoH_v2(v.as_mut_ptr().cast(), self.ptr, bytes_of::<T>(self.len))
+            })?;
         }
         Ok(v)
     }

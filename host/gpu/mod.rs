@@ -90,7 +90,8 @@ fn load_module() -> Result<sys::CUmodule> {
     let mut vals: [*mut c_void; 2] = [log.as_mut_ptr().cast(), log.len() as *mut c_void];
     let mut module = std::ptr::null_mut();
     // SAFETY: the option arrays have matching lengths and outlive the call.
-    let r = unsafe { sys::cuModuleLoadDataEx(&mut module, ptx.as_ptr().cast(), 2, opts.as_mut_ptr(), vals.as_mut_ptr()) };
+    let r =
+        unsafe { sys::cuModuleLoadDataEx(&mut module, ptx.as_ptr().cast(), 2, opts.as_mut_ptr(), vals.as_mut_ptr()) };
     if r as u32 != 0 {
         let text = String::from_utf8_lossy(&log);
         let text = text.trim_end_matches('\0').trim();
@@ -108,7 +109,8 @@ fn open_device(ordinal: u32) -> Result<DeviceState> {
     }
     let device = Device::get_device(ordinal).map_err(cust_err("cuDeviceGet"))?;
     let attr = |a| device.get_attribute(a).map_err(cust_err("cuDeviceGetAttribute"));
-    let cc = (attr(DeviceAttribute::ComputeCapabilityMajor)? as u32, attr(DeviceAttribute::ComputeCapabilityMinor)? as u32);
+    let cc =
+        (attr(DeviceAttribute::ComputeCapabilityMajor)? as u32, attr(DeviceAttribute::ComputeCapabilityMinor)? as u32);
     let ctx = Context::new(device).map_err(cust_err("cuDevicePrimaryCtxRetain"))?;
     let mut driver_version = 0;
     // SAFETY: writes one int.
@@ -266,7 +268,9 @@ impl Gpu {
             if smem_bytes > max {
                 return Err(GpuError::InvalidArgument {
                     arg: "smem_bytes",
-                    rule: format!("{name} asks for {smem_bytes} bytes of shared memory; this GPU allows {max} per block"),
+                    rule: format!(
+                        "{name} asks for {smem_bytes} bytes of shared memory; this GPU allows {max} per block"
+                    ),
                 });
             }
             let attr = sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
@@ -287,10 +291,16 @@ impl Gpu {
         self.make_current()?;
         let threads = cfg.block.iter().product::<u32>();
         if threads == 0 || threads > 1024 {
-            return Err(GpuError::InvalidArgument { arg: "block", rule: format!("{threads} threads per block; must be 1..=1024") });
+            return Err(GpuError::InvalidArgument {
+                arg: "block",
+                rule: format!("{threads} threads per block; must be 1..=1024"),
+            });
         }
         if cfg.grid.contains(&0) {
-            return Err(GpuError::InvalidArgument { arg: "grid", rule: "every grid dimension must be at least 1".into() });
+            return Err(GpuError::InvalidArgument {
+                arg: "grid",
+                rule: "every grid dimension must be at least 1".into(),
+            });
         }
         let f = self.function(kernel.name, cfg.smem_bytes)?;
         let mut args = [params as *const P as *mut c_void];
@@ -318,7 +328,8 @@ impl Gpu {
                         rule: format!("cluster {c:?} must divide grid {:?}", cfg.grid),
                     });
                 }
-                let mut attr = driver::LaunchAttribute { id: driver::LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, pad: 0, value: [0; 16] };
+                let mut attr =
+                    driver::LaunchAttribute { id: driver::LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, pad: 0, value: [0; 16] };
                 attr.value[..3].copy_from_slice(&c);
                 let raw = driver::LaunchConfigRaw {
                     grid: cfg.grid,

@@ -96,7 +96,7 @@ impl Tile2d {
     /// Check TMA's rules, naming the broken one.
     pub fn validate(&self) -> Result<()> {
         let eb = self.dtype.bytes();
-        if self.base % 16 != 0 {
+        if !self.base.is_multiple_of(16) {
             return Err(bad("tensor_map.base", format!("address {:#x} must be 16-byte aligned", self.base)));
         }
         for (i, &d) in self.dims.iter().enumerate() {
@@ -104,11 +104,17 @@ impl Tile2d {
                 return Err(bad("tensor_map.dims", format!("dimension {i} is {d}; must be in 1..=2^32")));
             }
         }
-        if self.row_stride_bytes % 16 != 0 || self.row_stride_bytes >= (1 << 40) {
-            return Err(bad("tensor_map.row_stride_bytes", format!("{} must be a multiple of 16 below 2^40", self.row_stride_bytes)));
+        if !self.row_stride_bytes.is_multiple_of(16) || self.row_stride_bytes >= (1 << 40) {
+            return Err(bad(
+                "tensor_map.row_stride_bytes",
+                format!("{} must be a multiple of 16 below 2^40", self.row_stride_bytes),
+            ));
         }
         if self.row_stride_bytes < self.dims[0] * eb {
-            return Err(bad("tensor_map.row_stride_bytes", format!("{} is shorter than a row of {} elements", self.row_stride_bytes, self.dims[0])));
+            return Err(bad(
+                "tensor_map.row_stride_bytes",
+                format!("{} is shorter than a row of {} elements", self.row_stride_bytes, self.dims[0]),
+            ));
         }
         for (i, &b) in self.box_dims.iter().enumerate() {
             if b == 0 || b > 256 {
@@ -116,12 +122,18 @@ impl Tile2d {
             }
         }
         let inner_bytes = self.box_dims[0] as u64 * eb;
-        if inner_bytes % 16 != 0 {
-            return Err(bad("tensor_map.box_dims", format!("inner box of {inner_bytes} bytes must be a multiple of 16")));
+        if !inner_bytes.is_multiple_of(16) {
+            return Err(bad(
+                "tensor_map.box_dims",
+                format!("inner box of {inner_bytes} bytes must be a multiple of 16"),
+            ));
         }
         if let Some(span) = self.swizzle.span() {
             if inner_bytes > span {
-                return Err(bad("tensor_map.box_dims", format!("inner box of {inner_bytes} bytes exceeds the {span}-byte swizzle span")));
+                return Err(bad(
+                    "tensor_map.box_dims",
+                    format!("inner box of {inner_bytes} bytes exceeds the {span}-byte swizzle span"),
+                ));
             }
         }
         Ok(())

@@ -15,9 +15,7 @@ pub unsafe fn mbarrier_init(bar: u32, count: u32) {
 /// (TMA). Follow it with a block (or cluster) barrier before anyone uses the barriers.
 #[inline(always)]
 pub fn fence_mbarrier_init() {
-    unsafe {
-        asm!("fence.mbarrier_init.release.cluster;", "fence.proxy.async.shared::cta;", options(nostack))
-    }
+    unsafe { asm!("fence.mbarrier_init.release.cluster;", "fence.proxy.async.shared::cta;", options(nostack)) }
 }
 
 /// Arrive once on the barrier (release semantics at CTA scope).

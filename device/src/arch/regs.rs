@@ -24,8 +24,12 @@ macro_rules! launch_bounds {
     ($maxntid:literal, $minnctapersm:literal) => {
         unsafe {
             core::arch::asm!(
-                concat!("// @mkernel.launch_bounds maxntid=", stringify!($maxntid),
-                        " minnctapersm=", stringify!($minnctapersm)),
+                concat!(
+                    "// @mkernel.launch_bounds maxntid=",
+                    stringify!($maxntid),
+                    " minnctapersm=",
+                    stringify!($minnctapersm)
+                ),
                 options(nomem, nostack, preserves_flags)
             )
         }

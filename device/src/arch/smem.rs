@@ -17,9 +17,7 @@ pub fn dyn_smem_base() -> u32 {
 #[inline(always)]
 pub fn dyn_smem_ptr() -> *mut u8 {
     let r: u64;
-    unsafe {
-        asm!("cvta.shared.u64 {r}, mkernel_dyn_smem;", r = out(reg64) r, options(pure, nomem, nostack))
-    };
+    unsafe { asm!("cvta.shared.u64 {r}, mkernel_dyn_smem;", r = out(reg64) r, options(pure, nomem, nostack)) };
     r as *mut u8
 }
 

@@ -141,7 +141,14 @@ unsafe fn compute_cta<const TRANS_B: u32, H: TileHooks>(p: &GemmParams, hooks: &
 }
 
 #[inline(always)]
-unsafe fn produce<const TRANS_B: u32, H: TileHooks>(p: &GemmParams, hooks: &H, smem: &Smem, grid: &TileGrid, tiles: TileIter, k_blocks: u32) {
+unsafe fn produce<const TRANS_B: u32, H: TileHooks>(
+    p: &GemmParams,
+    hooks: &H,
+    smem: &Smem,
+    grid: &TileGrid,
+    tiles: TileIter,
+    k_blocks: u32,
+) {
     prefetch_tensormap(p.a_map);
     prefetch_tensormap(p.b_map);
     let mut ring = Ring { slot: 0, phase: 0 };
@@ -210,7 +217,12 @@ unsafe fn consume<const TRANS_B: u32, H: TileHooks>(
         for kb in 0..k_blocks {
             wait_or_trap(smem.full(ring.slot), ring.phase, p, tile, WAIT_MBAR_FULL);
             wgmma::fence();
-            mma_k_block::<TRANS_B>(&mut acc, smem.a(ring.slot) + cwg * 64 * SW128_ROW_BYTES, smem.b(ring.slot), kb == 0);
+            mma_k_block::<TRANS_B>(
+                &mut acc,
+                smem.a(ring.slot) + cwg * 64 * SW128_ROW_BYTES,
+                smem.b(ring.slot),
+                kb == 0,
+            );
             wgmma::commit_group();
             // Keep this k-block's wgmmas in flight; the previous one's are done, so its slot
             // can go back to the producer.
@@ -245,10 +257,38 @@ unsafe fn consume<const TRANS_B: u32, H: TileHooks>(
 
 macro_rules! unroll32 {
     ($f:ident) => {
-        $f!(0); $f!(1); $f!(2); $f!(3); $f!(4); $f!(5); $f!(6); $f!(7);
-        $f!(8); $f!(9); $f!(10); $f!(11); $f!(12); $f!(13); $f!(14); $f!(15);
-        $f!(16); $f!(17); $f!(18); $f!(19); $f!(20); $f!(21); $f!(22); $f!(23);
-        $f!(24); $f!(25); $f!(26); $f!(27); $f!(28); $f!(29); $f!(30); $f!(31);
+        $f!(0);
+        $f!(1);
+        $f!(2);
+        $f!(3);
+        $f!(4);
+        $f!(5);
+        $f!(6);
+        $f!(7);
+        $f!(8);
+        $f!(9);
+        $f!(10);
+        $f!(11);
+        $f!(12);
+        $f!(13);
+        $f!(14);
+        $f!(15);
+        $f!(16);
+        $f!(17);
+        $f!(18);
+        $f!(19);
+        $f!(20);
+        $f!(21);
+        $f!(22);
+        $f!(23);
+        $f!(24);
+        $f!(25);
+        $f!(26);
+        $f!(27);
+        $f!(28);
+        $f!(29);
+        $f!(30);
+        $f!(31);
     };
 }
 
