@@ -1,5 +1,6 @@
-//! mkernel: persistent, fused multi-GPU kernels for NVIDIA Hopper, written in Rust.
+#![doc = include_str!("../README.md")]
 //!
+//! ## Modules
 //! - [`gpu`]: the host GPU runtime (context, module, buffers, tensor maps, typed launches).
 //! - [`gemm`]: the persistent warp-specialised TMA + wgmma GEMM.
 //! - [`abi`]: the parameter blocks shared with the device crate.
