@@ -1,9 +1,17 @@
 //! The GEMM benchmark behind `mkernel bench gemm`: mkernel and cuBLAS on the same GPU, in the
 //! same process, interleaved launch by launch; medians of CUDA-event timings.
+use crate::abi::*;
 use crate::baseline::Cublas;
+use crate::comm::fifo::Fifo;
+use crate::comm::proxy::{Proxy, ProxyConfig};
+use crate::comm::transport::FnTransport;
 use crate::gemm::{BLayout, Gemm, GemmOptions, GemmShape, Output};
+use crate::gpu::{kernels, LaunchConfig};
 use crate::testing::Rng;
 use crate::{Gpu, Result};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// One measured configuration.
 #[derive(Clone, Debug)]
@@ -78,4 +86,99 @@ pub fn bench_gemm(
     }
     gemm.check_diag()?;
     Ok(GemmBenchRow { shape, layout, ours_ms: median(ours), cublas_ms: cublas.map(|_| median(theirs)) })
+}
+
+/// The FIFO exercise behind `mkernel bench fifo` and the GPU FIFO test: `blocks x threads` GPU
+/// threads push `per` commands each into one proxy thread, which checks every command arrived
+/// exactly once, untorn and in per-thread order; then `rounds` GPU -> proxy -> GPU ping-pongs.
+/// Returns (commands/s over the kernel's time, round trips in ns).
+/// Throughput (commands/s, every command checked exactly once and untorn) and ping-pong RTTs.
+pub fn fifo_run(gpu: &Gpu, blocks: u32, threads: u32, per: u32, rounds: u32) -> crate::Result<(f64, Vec<u64>)> {
+    let fifo = Arc::new(Fifo::new(gpu, 4096)?);
+    let diag = gpu.mapped::<WaitDiag>(1)?;
+    let total = blocks as u64 * threads as u64 * per as u64;
+    let seen: Arc<Vec<AtomicU32>> = Arc::new((0..blocks * threads).map(|_| AtomicU32::new(0)).collect());
+    let bad = Arc::new(AtomicU64::new(0));
+    let (s2, b2) = (seen.clone(), bad.clone());
+    let proxy = Proxy::start(
+        fifo.clone(),
+        Box::new(FnTransport(move |c: &FifoCmd| {
+            let (_, id) = FifoCmd::split(c.src);
+            let (t, i) = ((id >> 32) as u32, id as u32);
+            let ok = c.op() == OP_WRITE
+                && FifoCmd::split(c.dst).1 == !id & 0xffff_ffff_ffff
+                && c.bytes == id ^ 0x5555_5555_5555_5555
+                && c.flag_value == id.rotate_left(17)
+                && c.dst_rank() == t & 0xffff
+                && (t as usize) < s2.len();
+            // Each thread's commands arrive in its own order: index i must be the next one.
+            if !ok || s2[t as usize].fetch_add(1, Ordering::Relaxed) != i {
+                b2.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        })),
+        ProxyConfig::default(),
+    );
+    let p = FifoTestParams {
+        fifo: fifo.params(),
+        diag: diag.device_addr(),
+        timeout_ns: 5_000_000_000,
+        out: 0,
+        reply_flag: 0,
+        per_thread: per,
+        mode: FIFO_TEST_THROUGHPUT,
+    };
+    let ms =
+        gpu.time_ms(|| unsafe { gpu.launch(kernels::FIFO_PUSH_TEST, &LaunchConfig::linear(blocks, threads, 0), &p) })?;
+    gpu.synchronize()?;
+    let start = std::time::Instant::now();
+    while proxy.stats().commands < total && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let stats = proxy.shutdown()?;
+    if diag.read(0).status != DIAG_OK {
+        return Err(crate::Error::DeviceTimeout(crate::WaitReport(diag.read(0))));
+    }
+    let wrong = bad.load(Ordering::Relaxed);
+    let short = seen.iter().filter(|c| c.load(Ordering::Relaxed) != per).count();
+    if stats.commands != total || wrong != 0 || short != 0 {
+        return Err(crate::Error::InvalidArgument {
+            arg: "fifo",
+            rule: format!(
+                "{} of {total} commands arrived, {wrong} wrong or out of order, {short} threads short",
+                stats.commands
+            ),
+        });
+    }
+    let throughput = total as f64 / (ms as f64 / 1e3);
+
+    // Ping-pong: the proxy answers each SIGNAL by setting a host-mapped flag the GPU polls.
+    let fifo = Arc::new(Fifo::new(gpu, 64)?);
+    let reply = Arc::new(gpu.mapped::<u32>(1)?);
+    let out = gpu.alloc::<u64>(rounds as usize)?;
+    let r2 = reply.clone();
+    let proxy = Proxy::start(
+        fifo.clone(),
+        Box::new(FnTransport(move |c: &FifoCmd| {
+            r2.atomic(0).store(c.flag_value as u32, Ordering::Release);
+            Ok(())
+        })),
+        ProxyConfig::default(),
+    );
+    let p = FifoTestParams {
+        fifo: fifo.params(),
+        diag: diag.device_addr(),
+        timeout_ns: 5_000_000_000,
+        out: out.addr(),
+        reply_flag: reply.device_addr(),
+        per_thread: rounds,
+        mode: FIFO_TEST_PINGPONG,
+    };
+    unsafe { gpu.launch(kernels::FIFO_PUSH_TEST, &LaunchConfig::linear(1, 32, 0), &p)? };
+    gpu.synchronize()?;
+    proxy.shutdown()?;
+    if diag.read(0).status != DIAG_OK {
+        return Err(crate::Error::DeviceTimeout(crate::WaitReport(diag.read(0))));
+    }
+    Ok((throughput, out.to_vec()?))
 }

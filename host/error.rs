@@ -48,6 +48,9 @@ pub enum Error {
     /// The GPU runtime failed.
     #[error(transparent)]
     Gpu(#[from] GpuError),
+    /// The communication runtime failed.
+    #[error(transparent)]
+    Comm(#[from] crate::comm::CommError),
     /// A bounded wait on the device gave up; the kernel stopped instead of hanging.
     #[error("device wait timed out: {0}")]
     DeviceTimeout(WaitReport),

@@ -7,6 +7,7 @@
 //! - [`testing`]: helpers for GPU tests and benches (device or loud skip, random data, errors).
 pub mod baseline;
 pub mod bench;
+pub mod comm;
 mod error;
 pub mod gemm;
 pub mod gpu;

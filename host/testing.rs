@@ -119,3 +119,17 @@ pub fn max_scaled_err(out: &[f64], reference: &[f64], atol: f64) -> f64 {
         .map(|(o, r)| if o.is_finite() { (o - r).abs() / (atol + r.abs()) } else { f64::INFINITY })
         .fold(0.0, f64::max)
 }
+
+/// The `mkernel` binary for multi-process tests: `MKERNEL_BIN`, else the build's own, else the
+/// one next to the running test binary (GPU machines get both copied into one folder).
+pub fn mkernel_bin(built: &str) -> std::path::PathBuf {
+    if let Ok(p) = std::env::var("MKERNEL_BIN") {
+        return p.into();
+    }
+    let built = std::path::PathBuf::from(built);
+    if built.is_file() {
+        return built;
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent().expect("test binary folder").join("mkernel")
+}

@@ -1,38 +1,63 @@
 #!/usr/bin/env bash
-# Run on a Hopper machine (no Rust there): the test binaries staged by scripts/stage-gpu.sh with
-# MKERNEL_REQUIRE_GPU=1 (a skip is a failure), then the benchmarks. Logs go to $OUT (or ./gpu-out).
-#   bash .gpu/gpu-run.sh [tests|bench|all] [extra bench args...]
+# Run on a Hopper machine (no Rust there): the binaries staged by scripts/stage-gpu.sh.
+#   bash .gpu/gpu-run.sh MODE... [-- extra args for `mkernel bench gemm`]
+# Modes: tests (every test binary, MKERNEL_REQUIRE_GPU=1: a skip is a failure; MKERNEL_TESTS
+# limits which), bench (GEMM vs cuBLAS table + JSON), criterion, fifo (FIFO throughput and
+# latency), comm (all-gather benches in both layouts + NCCL all_gather baseline; 2+ GPUs), all.
+# Logs go to $OUT (or ./gpu-out): one tests log, one bench log, JSON lines.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/gpu-out}"; mkdir -p "$out"
-what="${1:-all}"; shift || true
+modes=(); extra=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = -- ]; then shift; extra=("$@"); break; fi
+  modes+=("$1"); shift
+done
+[ ${#modes[@]} -gt 0 ] || modes=(all)
+want() { for m in "${modes[@]}"; do [ "$m" = "$1" ] || [ "$m" = all ] && return 0; done; return 1; }
 export MKERNEL_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.txt"
-"$here/bin/mkernel" info 2>&1 | tee "$out/info.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status_info=1
-status=${status_info:-0}
-if [ "$what" = tests ] || [ "$what" = all ]; then
-  : > "$out/tests.log"
+export MKERNEL_BIN="$here/bin/mkernel"
+ngpu=$(nvidia-smi -L | wc -l)
+[ "$ngpu" -ge 2 ] && export MKERNEL_REQUIRE_GPUS=$ngpu
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv; nvidia-smi topo -m 2>/dev/null | head -5; } | tee "$out/gpu.txt"
+status=0
+"$here/bin/mkernel" info 2>&1 | tee -a "$out/gpu.txt"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+if want tests; then
+  : > "$out/tests.log"; : > "$out/tests-full.log"
   for t in "$here"/bin/test-*; do
     name="${t##*/test-}"
+    if [ -n "${MKERNEL_TESTS:-}" ] && ! [[ " $MKERNEL_TESTS " == *" $name "* ]]; then continue; fi
     start=$SECONDS
-    timeout "${MKERNEL_TEST_TIMEOUT:-240}" "$t" --test-threads=1 --nocapture > "$out/test-$name.log" 2>&1; rc=$?
-    secs=$((SECONDS - start))
-    summary=$(grep -E "^test result:" "$out/test-$name.log" | tail -n1)
-    printf '%-18s rc=%d %4ds %s\n' "$name" "$rc" "$secs" "$summary" | tee -a "$out/tests.log"
-    [ $rc -eq 0 ] || { status=1; grep -E "panicked|FAILED|failed" "$out/test-$name.log" | head -n 20; }
+    echo "=== $name" >> "$out/tests-full.log"
+    timeout "${MKERNEL_TEST_TIMEOUT:-240}" "$t" --test-threads=1 --nocapture >> "$out/tests-full.log" 2>&1; rc=$?
+    summary=$(sed -n "/^=== $name\$/,\$p" "$out/tests-full.log" | grep -E "^test result:" | tail -n1)
+    printf '%-18s rc=%d %4ds %s\n' "$name" "$rc" "$((SECONDS - start))" "$summary" | tee -a "$out/tests.log"
+    [ $rc -eq 0 ] || status=1
   done
 fi
-if [ "$what" = bench ] || [ "$what" = all ]; then
-  "$here/bin/mkernel" bench gemm --json "$out/gemm.jsonl" "$@" 2> "$out/bench.err" | tee "$out/bench.txt"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || { status=1; tail -n 20 "$out/bench.err"; }
+if want bench; then
+  "$here/bin/mkernel" bench gemm --json "$out/gemm.jsonl" "${extra[@]}" 2>> "$out/bench.log" | tee -a "$out/bench.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
-if [ "$what" = criterion ] || [ "$what" = all ]; then
+if want criterion; then
   for b in "$here"/bin/bench-*; do
     [ -e "$b" ] || continue
-    timeout 300 "$b" --bench --noplot > "$out/${b##*/}.txt" 2>&1 || status=1
-    grep -E "^gemm_bf16|time:" "$out/${b##*/}.txt" | tee -a "$out/criterion-summary.txt"
+    timeout 300 "$b" --bench --noplot 2>&1 | grep -E "^gemm_bf16|time:" | tee -a "$out/bench.log" || status=1
   done
 fi
-echo "== summary"; cat "$out/tests.log" 2>/dev/null; cat "$out/bench.txt" 2>/dev/null
+if want fifo; then
+  "$here/bin/mkernel" bench fifo 2>&1 | tee -a "$out/bench.log"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
+if want comm && [ "$ngpu" -ge 2 ]; then
+  for layout in "-n 2 --nodes 1" "-n 2 --nodes 2"; do
+    echo "== mkernel all-gather, launch $layout" | tee -a "$out/bench.log"
+    "$here/bin/mkernel" launch $layout --timeout-s 300 -- "$here/bin/mkernel" bench allgather --json "$out/allgather-${layout// /_}.jsonl" 2>&1 | tee -a "$out/bench.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  done
+  if [ -f "$here/torch_baselines.py" ]; then
+    echo "== NCCL baseline (torch_baselines.py multi)" | tee -a "$out/bench.log"
+    PYTHONUNBUFFERED=1 timeout 300 python3 "$here/torch_baselines.py" multi --shapes 8192x8192x8192 --json "$out/nccl.jsonl" 2>&1 | grep -E "all_gather|all_reduce|Error|error" | tee -a "$out/bench.log"
+  fi
+fi
+echo "== summary"; cat "$out/tests.log" 2>/dev/null; grep -vE '^\{' "$out/bench.log" 2>/dev/null | tail -n 40
 exit $status

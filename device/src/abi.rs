@@ -139,3 +139,134 @@ abi_struct! {
         pub roles: RoleSplit,
     }
 }
+
+/// FIFO command opcodes (`FifoCmd::header` bits 0..8; 0 marks an empty slot).
+pub const OP_WRITE: u64 = 1;
+/// Raise a flag on a remote rank (no data).
+pub const OP_SIGNAL: u64 = 2;
+/// Ask the proxy to make every earlier command of this FIFO complete before later ones start
+/// (for transports that reorder).
+pub const OP_FENCE: u64 = 3;
+
+/// Registered buffer ids the fused kernels use in FIFO commands.
+pub const BUF_INPUT: u64 = 0;
+/// The symmetric output buffer.
+pub const BUF_OUTPUT: u64 = 1;
+/// The symmetric flag buffer (u32 epoch flags).
+pub const BUF_FLAGS: u64 = 2;
+
+/// Bits of a 48-bit offset / 16-bit id word.
+pub const OFFSET_BITS: u32 = 48;
+
+abi_struct! {
+    /// One GPU -> CPU command: 64 bytes, every field inside one 8-byte word. The device writes
+    /// words 1..8 first, then `header` with a release store; the proxy acquires `header`, checks
+    /// that its ticket is the one it expects (so a stale or half-written slot is never taken),
+    /// reads the rest, clears `header`, and publishes the consumed position.
+    ///
+    /// header = op (8 bits) | flags (8) | dst_rank (16) | ticket (low 32 bits of the position)
+    pub struct FifoCmd [64] {
+        pub header: u64,
+        /// src buffer id (16) << 48 | src offset (48)
+        pub src: u64,
+        /// dst buffer id (16) << 48 | dst offset (48)
+        pub dst: u64,
+        pub bytes: u64,
+        /// flag buffer id (16) << 48 | flag offset (48); raised after the data (WRITE, SIGNAL)
+        pub flag: u64,
+        /// value the flag is set to (an epoch)
+        pub flag_value: u64,
+        /// `%globaltimer` at push (diagnostics)
+        pub pushed_ns: u64,
+        pub _reserved: u64,
+    }
+}
+
+impl FifoCmd {
+    /// Pack a header word.
+    pub const fn header_word(op: u64, flags: u64, dst_rank: u32, ticket: u64) -> u64 {
+        (op & 0xff) | ((flags & 0xff) << 8) | ((dst_rank as u64 & 0xffff) << 16) | ((ticket & 0xffff_ffff) << 32)
+    }
+    /// Pack a buffer id and offset.
+    pub const fn loc(buf: u64, offset: u64) -> u64 {
+        (buf << OFFSET_BITS) | (offset & ((1 << OFFSET_BITS) - 1))
+    }
+    pub const fn op(&self) -> u64 {
+        self.header & 0xff
+    }
+    pub const fn dst_rank(&self) -> u32 {
+        ((self.header >> 16) & 0xffff) as u32
+    }
+    pub const fn ticket(&self) -> u32 {
+        (self.header >> 32) as u32
+    }
+    /// Split a packed location into (buffer id, offset).
+    pub const fn split(loc: u64) -> (u64, u64) {
+        (loc >> OFFSET_BITS, loc & ((1 << OFFSET_BITS) - 1))
+    }
+}
+
+abi_struct! {
+    /// Where a GPU finds its FIFO: the ring (host-mapped, `capacity` commands, a power of two),
+    /// the head counter (device memory, claimed with atomics) and the consumed position the
+    /// proxy publishes (host-mapped).
+    pub struct FifoParams [32] {
+        pub ring: u64,
+        pub head: u64,
+        pub tail: u64,
+        pub capacity: u64,
+    }
+}
+
+/// Most ranks on one node the intra-node path handles.
+pub const MAX_LOCAL_RANKS: usize = 8;
+
+abi_struct! {
+    /// GPU-driven all-gather: rank r's `shard_bytes` of `input` land at `r * shard_bytes` in every
+    /// rank's symmetric `output`; then the kernel waits until every other rank's shard arrived.
+    pub struct AllGatherParams [264] {
+        pub input: u64,
+        pub output: u64,
+        /// My symmetric flag buffer: u32 epoch flags, one per source rank.
+        pub flags: u64,
+        /// Device addresses of each local rank's `output` (index: local rank).
+        pub peer_output: [u64; 8],
+        /// Device addresses of each local rank's flag buffer.
+        pub peer_flags: [u64; 8],
+        /// Per-local-peer completion counters (device memory, never reset: see the kernel).
+        pub counters: u64,
+        pub fifo: FifoParams,
+        pub diag: u64,
+        pub timeout_ns: u64,
+        pub shard_bytes: u64,
+        /// Bytes per FIFO WRITE command.
+        pub chunk_bytes: u64,
+        pub rank: u32,
+        pub world: u32,
+        pub local_rank: u32,
+        pub local_world: u32,
+        pub epoch: u32,
+        pub roles: RoleSplit,
+        pub _pad: u32,
+    }
+}
+
+abi_struct! {
+    /// FIFO exercise: every thread of the grid pushes `per_thread` commands whose fields encode
+    /// (thread, index) (mode 0); or thread 0 alone ping-pongs `per_thread` SIGNALs with the proxy,
+    /// which answers by setting `reply_flag`, and records each round trip in ns to `out` (mode 1).
+    pub struct FifoTestParams [72] {
+        pub fifo: FifoParams,
+        pub diag: u64,
+        pub timeout_ns: u64,
+        pub out: u64,
+        pub reply_flag: u64,
+        pub per_thread: u32,
+        pub mode: u32,
+    }
+}
+
+/// Throughput mode of the FIFO exercise.
+pub const FIFO_TEST_THROUGHPUT: u32 = 0;
+/// Ping-pong mode of the FIFO exercise.
+pub const FIFO_TEST_PINGPONG: u32 = 1;

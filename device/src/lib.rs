@@ -13,6 +13,8 @@ pub mod tile;
 #[cfg(target_arch = "nvptx64")]
 pub mod arch;
 #[cfg(target_arch = "nvptx64")]
+pub mod comm;
+#[cfg(target_arch = "nvptx64")]
 pub mod kernels;
 
 /// Launch constants of the kernels, visible to the host (which sizes grids and shared memory).

@@ -6,16 +6,30 @@ use mkernel::gpu::{self, Gpu};
 use mkernel::testing::Rng;
 use std::process::ExitCode;
 
+mod comm_cmds;
+
 const USAGE: &str = "usage:
   mkernel info                      GPUs found, PTX module, a quick self-check
   mkernel bench gemm [--shapes MxNxK,...] [--layouts nk,kn] [--reps N] [--json FILE]
-                                    mkernel GEMM vs cuBLAS, same GPU, interleaved";
+                                    mkernel GEMM vs cuBLAS, same GPU, interleaved
+  mkernel bench fifo [--blocks B] [--per-thread K] [--rounds R]
+                                    GPU->CPU command FIFO: commands/s and round-trip latency
+  mkernel launch -n N [--nodes K] [--gpus a,b,..] [--timeout-s T] -- PROGRAM ARGS..
+                                    one process per rank (torchrun-style variables), fail-fast
+  mkernel bench allgather [--sizes B,..] [--reps R] [--intra-ctas C] [--json FILE]   (as a rank)
+  mkernel rank-check bootstrap|allgather [...]                                       (as a rank)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let r = match args.first().map(String::as_str) {
         Some("info") | None => info(),
         Some("bench") if args.get(1).map(String::as_str) == Some("gemm") => bench(&args[2..]),
+        Some("bench") if args.get(1).map(String::as_str) == Some("allgather") => {
+            comm_cmds::cmd_bench_allgather(&args[2..])
+        }
+        Some("bench") if args.get(1).map(String::as_str) == Some("fifo") => comm_cmds::cmd_bench_fifo(&args[2..]),
+        Some("launch") => comm_cmds::cmd_launch(&args[1..]),
+        Some("rank-check") => comm_cmds::cmd_rank_check(&args[1..]),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);

@@ -31,6 +31,8 @@ pub const FLAG_HANDSHAKE: Kernel<HandshakeParams> = Kernel::new("mk_flag_handsha
 pub const CLUSTER_IDS: Kernel<ClusterIdsParams> = Kernel::new("mk_cluster_ids");
 pub const GEMM_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_kn");
 pub const GEMM_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_nk");
+pub const ALLGATHER: Kernel<AllGatherParams> = Kernel::new("mk_allgather");
+pub const FIFO_PUSH_TEST: Kernel<FifoTestParams> = Kernel::new("mk_fifo_push_test");
 
 /// Every kernel the host expects in the module (checked when the module loads).
 pub const ALL: &[&str] = &[
@@ -41,4 +43,6 @@ pub const ALL: &[&str] = &[
     CLUSTER_IDS.name,
     GEMM_KN.name,
     GEMM_NK.name,
+    ALLGATHER.name,
+    FIFO_PUSH_TEST.name,
 ];

@@ -18,6 +18,7 @@ use cust::device::{Device, DeviceAttribute};
 use cust::event::{Event, EventFlags};
 use cust::stream::{Stream, StreamFlags};
 use cust_raw as sys;
+pub(crate) use error::check as check_raw;
 use error::{check, cust_err};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};

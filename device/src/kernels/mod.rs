@@ -1,4 +1,5 @@
 //! The kernels of the PTX module. Each is `#[no_mangle] extern "ptx-kernel"` taking one
 //! `#[repr(C)]` parameter block from [`crate::abi`].
+pub mod allgather;
 pub mod gemm;
 pub mod selftest;

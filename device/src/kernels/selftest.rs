@@ -165,3 +165,53 @@ pub unsafe extern "ptx-kernel" fn mk_cluster_ids(p: ClusterIdsParams) {
     }
     cluster_sync();
 }
+
+/// Exercise the FIFO from the GPU (see [`FifoTestParams`]).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_fifo_push_test(p: FifoTestParams) {
+    let diag = p.diag as *mut WaitDiag;
+    let gtid = block_idx_x() * block_dim_x() + thread_idx_x();
+    let site = WaitSite { rank: 0, role: 2, tile: gtid, what: WAIT_FLAG };
+    if p.mode == FIFO_TEST_THROUGHPUT {
+        for i in 0..p.per_thread {
+            let id = ((gtid as u64) << 32) | i as u64;
+            let cmd = FifoCmd {
+                header: FifoCmd::header_word(OP_WRITE, 0, gtid & 0xffff, 0),
+                src: FifoCmd::loc(BUF_INPUT, id),
+                dst: FifoCmd::loc(BUF_OUTPUT, !id & 0xffff_ffff_ffff),
+                bytes: id ^ 0x5555_5555_5555_5555,
+                flag: FifoCmd::loc(BUF_FLAGS, gtid as u64),
+                flag_value: id.rotate_left(17),
+                pushed_ns: 0,
+                _reserved: 0,
+            };
+            if crate::comm::fifo_push(&p.fifo, cmd, p.timeout_ns, diag, site).is_err() {
+                return;
+            }
+        }
+    } else if gtid == 0 {
+        let reply = p.reply_flag as *const u32;
+        let out = p.out as *mut u64;
+        for i in 0..p.per_thread {
+            let value = i + 1;
+            let t0 = globaltimer_ns();
+            let cmd = FifoCmd {
+                header: FifoCmd::header_word(OP_SIGNAL, 0, 0, 0),
+                src: 0,
+                dst: 0,
+                bytes: 0,
+                flag: FifoCmd::loc(BUF_FLAGS, 0),
+                flag_value: value as u64,
+                pushed_ns: 0,
+                _reserved: 0,
+            };
+            if crate::comm::fifo_push(&p.fifo, cmd, p.timeout_ns, diag, site).is_err() {
+                return;
+            }
+            if wait_flag_sys_u32(reply, value, p.timeout_ns, diag, site).is_err() {
+                return;
+            }
+            *out.add(i as usize) = globaltimer_ns() - t0;
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Device side of communication: pushing commands into the GPU -> CPU FIFO.
+use crate::abi::*;
+use crate::arch::*;
+use crate::sync::{report_timeout, WaitResult, WaitSite};
+
+/// Push one command (all fields but the header's ticket are the caller's) from a single thread.
+/// Claims a position with a GPU-scope atomic, waits (bounded) while the ring is full, writes the
+/// body, then publishes the header with a system-scope release store.
+///
+/// # Safety
+/// `f` describes a live FIFO (ring and tail in host-mapped memory, head in device memory);
+/// `diag` is null or a live diagnostics record.
+#[inline(always)]
+pub unsafe fn fifo_push(
+    f: &FifoParams,
+    mut cmd: FifoCmd,
+    timeout_ns: u64,
+    diag: *mut WaitDiag,
+    site: WaitSite,
+) -> WaitResult {
+    let ticket = atom_add_relaxed_gpu_u64(f.head as *mut u64, 1);
+    let tail = f.tail as *const u64;
+    if ticket >= ld_acquire_sys_u64(tail) + f.capacity {
+        let start = globaltimer_ns();
+        loop {
+            let t = ld_acquire_sys_u64(tail);
+            if ticket < t + f.capacity {
+                break;
+            }
+            if crate::sync::aborted(diag) {
+                return Err(());
+            }
+            let waited = globaltimer_ns().wrapping_sub(start);
+            if waited > timeout_ns {
+                report_timeout(diag, site, f.tail, ticket + 1 - f.capacity, t, waited);
+                return Err(());
+            }
+            nanosleep(64);
+        }
+    }
+    let slot = (f.ring as *mut u64).add(((ticket & (f.capacity - 1)) * 8) as usize);
+    cmd.pushed_ns = globaltimer_ns();
+    let words: [u64; 8] = bytemuck::cast(cmd);
+    for (i, w) in words.iter().enumerate().skip(1) {
+        st_relaxed_sys_u64(slot.add(i), *w);
+    }
+    let header = (cmd.header & 0xffff_ffff) | ((ticket & 0xffff_ffff) << 32);
+    st_release_sys_u64(slot, header);
+    Ok(())
+}

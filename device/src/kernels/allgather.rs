@@ -1,0 +1,131 @@
+//! A GPU-driven all-gather: the first user of the communication runtime.
+//!
+//! Roles (from `p.roles`): intra-comm CTAs copy this rank's shard into every local rank's output
+//! over NVLink (16-byte vector stores into peer memory), then raise that peer's flag for this
+//! rank; one inter-send CTA pushes WRITE commands (data, then flag on the last chunk) into the FIFO
+//! for every rank on another node, which the CPU proxy carries out. Finally one thread waits,
+//! bounded, until every other rank's flag reached this launch's epoch.
+//!
+//! Nothing is reset between launches: flags carry epochs, and the per-peer completion counters
+//! only grow (all intra CTAs of launch `e` bring a counter to `e * intra_ctas`), so the last CTA to
+//! finish a peer's copy knows it is last without a reset.
+use crate::abi::*;
+use crate::arch::*;
+use crate::comm::fifo_push;
+use crate::sched::Role;
+use crate::sync::{wait_flag_sys_u32, WaitSite};
+
+const THREADS: u32 = 512;
+const VEC: u64 = 16;
+
+#[inline(always)]
+unsafe fn copy_range(src: *const u8, dst: *mut u8, start: u64, end: u64) {
+    // 16-byte vectors for the aligned bulk, bytes for the tail (shards need not be multiples).
+    // A destination that is not 16-byte aligned (odd shard sizes) is copied bytewise.
+    let t = thread_idx_x() as u64;
+    let vec_ok = (src as u64 | dst as u64) % VEC == 0;
+    let aligned_end = if vec_ok { start + ((end - start) / VEC) * VEC } else { start };
+    let mut i = start + t * VEC;
+    while i < aligned_end {
+        let v = ld_global_nc_v4_u32(src.add(i as usize) as *const [u32; 4]);
+        st_global_v4_u32(dst.add(i as usize) as *mut [u32; 4], v);
+        i += THREADS as u64 * VEC;
+    }
+    let mut j = aligned_end + t;
+    while j < end {
+        *dst.add(j as usize) = *src.add(j as usize);
+        j += THREADS as u64;
+    }
+}
+
+#[inline(always)]
+unsafe fn intra(p: &AllGatherParams, idx: u32) {
+    let ctas = p.roles.intra_comm;
+    // Each local peer's shard is split into `ctas` contiguous pieces of 16-byte multiples.
+    let piece = p.shard_bytes.div_ceil(ctas as u64).div_ceil(VEC) * VEC;
+    let start = (idx as u64 * piece).min(p.shard_bytes);
+    let end = (start + piece).min(p.shard_bytes);
+    let src = p.input as *const u8;
+    let dst_off = p.rank as u64 * p.shard_bytes;
+    for lp in 0..p.local_world {
+        // Start with a different peer in each CTA to spread NVLink traffic.
+        let peer = (lp + p.local_rank + idx) % p.local_world;
+        let dst = (p.peer_output[peer as usize] as *mut u8).add(dst_off as usize);
+        copy_range(src, dst, start, end);
+        sync_threads();
+        if thread_idx_x() == 0 {
+            fence_acq_rel_sys();
+            let counter = (p.counters as *mut u32).add(peer as usize);
+            let before = atom_add_acq_rel_sys_u32(counter, 1);
+            if before + 1 == p.epoch.wrapping_mul(ctas) {
+                fence_acq_rel_sys();
+                st_release_sys_u32((p.peer_flags[peer as usize] as *mut u32).add(p.rank as usize), p.epoch);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn inter_send(p: &AllGatherParams) {
+    if thread_idx_x() != 0 {
+        return;
+    }
+    let my_node_first = p.rank - p.local_rank;
+    let diag = p.diag as *mut WaitDiag;
+    let chunk = if p.chunk_bytes == 0 { p.shard_bytes } else { p.chunk_bytes };
+    for q in 0..p.world {
+        if q >= my_node_first && q < my_node_first + p.local_world {
+            continue; // same node: NVLink path
+        }
+        let mut off = 0;
+        while off < p.shard_bytes {
+            let bytes = chunk.min(p.shard_bytes - off);
+            let last = off + bytes == p.shard_bytes;
+            let cmd = FifoCmd {
+                header: FifoCmd::header_word(OP_WRITE, last as u64, q, 0),
+                src: FifoCmd::loc(BUF_INPUT, off),
+                dst: FifoCmd::loc(BUF_OUTPUT, p.rank as u64 * p.shard_bytes + off),
+                bytes,
+                flag: if last { FifoCmd::loc(BUF_FLAGS, 4 * p.rank as u64) } else { 0 },
+                flag_value: if last { p.epoch as u64 } else { 0 },
+                pushed_ns: 0,
+                _reserved: 0,
+            };
+            let site = WaitSite { rank: p.rank, role: Role::InterSend as u32, tile: q, what: WAIT_FLAG };
+            if fifo_push(&p.fifo, cmd, p.timeout_ns, diag, site).is_err() {
+                return;
+            }
+            off += bytes;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn wait_all(p: &AllGatherParams) {
+    let diag = p.diag as *mut WaitDiag;
+    for s in 0..p.world {
+        if s == p.rank {
+            continue;
+        }
+        let site = WaitSite { rank: p.rank, role: Role::IntraComm as u32, tile: s, what: WAIT_FLAG };
+        if wait_flag_sys_u32((p.flags as *const u32).add(s as usize), p.epoch, p.timeout_ns, diag, site).is_err() {
+            return;
+        }
+    }
+}
+
+/// The all-gather kernel: `p.roles.intra_comm` + `p.roles.inter_send` CTAs of 512 threads.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_allgather(p: AllGatherParams) {
+    match p.roles.role_of(block_idx_x()) {
+        Some((Role::IntraComm, idx)) => {
+            intra(&p, idx);
+            // The first intra CTA also waits for everyone (the kernel ends when all data is in).
+            if idx == 0 && thread_idx_x() == 0 {
+                wait_all(&p);
+            }
+        }
+        Some((Role::InterSend, _)) => inter_send(&p),
+        _ => {}
+    }
+}

@@ -1,0 +1,229 @@
+//! The GPU-driven all-gather (see `device/src/kernels/allgather.rs`): rank r's shard lands at
+//! `r * shard_bytes` of every rank's output. Ranks on this node are reached over NVLink by the
+//! kernel itself; ranks on other nodes through the FIFO and the proxy's transport.
+use super::bootstrap::Bootstrap;
+use super::error::CommError;
+use super::fifo::Fifo;
+use super::proxy::{Proxy, ProxyConfig, ProxyStats};
+use super::symm::SymmBuffer;
+use super::transport::{EmulatedNic, NicModel, Regions};
+use super::world::World;
+use crate::abi::{AllGatherParams, RoleSplit, WaitDiag, DIAG_OK, MAX_LOCAL_RANKS};
+use crate::error::{Error, Result, WaitReport};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, MappedBuffer};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Tuning and transport settings.
+#[derive(Clone, Debug)]
+pub struct AllGatherOptions {
+    /// CTAs copying over NVLink.
+    pub intra_ctas: u32,
+    /// Bytes per FIFO WRITE for other nodes.
+    pub chunk_bytes: u64,
+    /// Bound on every device-side wait.
+    pub timeout: Duration,
+    /// The emulated NIC's timing (used when there are several nodes).
+    pub nic: NicModel,
+    /// FIFO commands (power of two).
+    pub fifo_capacity: u64,
+}
+
+impl Default for AllGatherOptions {
+    fn default() -> Self {
+        Self {
+            intra_ctas: 16,
+            chunk_bytes: 1 << 20,
+            timeout: Duration::from_secs(10),
+            nic: NicModel::cx7(),
+            fifo_capacity: 1024,
+        }
+    }
+}
+
+/// A bound all-gather: buffers, flags, FIFO and proxy set up once; launched many times.
+pub struct AllGather {
+    world: World,
+    shard_bytes: usize,
+    input: DeviceBuffer<u8>,
+    output: SymmBuffer,
+    _flags: SymmBuffer,
+    _counters: DeviceBuffer<u32>,
+    proxy: Option<Proxy>,
+    _fifo: Option<Arc<Fifo>>,
+    diag: MappedBuffer<WaitDiag>,
+    params: AllGatherParams,
+}
+
+fn invalid(arg: &'static str, rule: String) -> Error {
+    Error::InvalidArgument { arg, rule }
+}
+
+impl AllGather {
+    /// Collective: every rank calls it with the same `shard_bytes` and options.
+    pub fn new(
+        gpu: &Gpu,
+        boot: &mut Bootstrap,
+        world: &World,
+        shard_bytes: usize,
+        opts: AllGatherOptions,
+    ) -> Result<AllGather> {
+        if shard_bytes == 0 {
+            return Err(invalid("shard_bytes", "must be at least 1".into()));
+        }
+        if world.local_world_size as usize > MAX_LOCAL_RANKS {
+            return Err(invalid(
+                "world",
+                format!("{} ranks per node; at most {MAX_LOCAL_RANKS}", world.local_world_size),
+            ));
+        }
+        let total = shard_bytes as u64 * world.world_size as u64;
+        if total >= 1 << 48 {
+            return Err(invalid("shard_bytes", format!("output of {total} bytes exceeds the 2^48 FIFO offset range")));
+        }
+        if opts.intra_ctas == 0 || opts.intra_ctas > 1024 {
+            return Err(invalid("intra_ctas", format!("{} must be in 1..=1024", opts.intra_ctas)));
+        }
+        let input = gpu.alloc::<u8>(shard_bytes)?;
+        let output = SymmBuffer::new(gpu, boot, world, total as usize)?;
+        let flags = SymmBuffer::new(gpu, boot, world, 4 * world.world_size as usize)?;
+        let counters = gpu.upload(&vec![0u32; world.local_world_size as usize])?;
+        let diag = gpu.mapped::<WaitDiag>(1)?;
+        let mut params = AllGatherParams {
+            input: input.addr(),
+            output: output.addr(),
+            flags: flags.addr(),
+            counters: counters.addr(),
+            diag: diag.device_addr(),
+            timeout_ns: opts.timeout.as_nanos() as u64,
+            shard_bytes: shard_bytes as u64,
+            chunk_bytes: opts.chunk_bytes,
+            rank: world.rank,
+            world: world.world_size,
+            local_rank: world.local_rank,
+            local_world: world.local_world_size,
+            roles: RoleSplit {
+                compute: 0,
+                intra_comm: opts.intra_ctas,
+                inter_send: (world.nodes > 1) as u32,
+                inter_reduce: 0,
+            },
+            ..Default::default()
+        };
+        for lr in 0..world.local_world_size {
+            let r = world.local_to_global(lr);
+            let missing = || CommError::Bootstrap {
+                rank: world.rank,
+                what: format!("rank {r} is on this node but its buffers are not mapped (another host?)"),
+            };
+            params.peer_output[lr as usize] = output.peer(r).ok_or_else(missing)?;
+            params.peer_flags[lr as usize] = flags.peer(r).ok_or_else(missing)?;
+        }
+        let (mut proxy, mut fifo) = (None, None);
+        if world.nodes > 1 {
+            let f = Arc::new(Fifo::new(gpu, opts.fifo_capacity)?);
+            params.fifo = f.params();
+            let mut regions = Regions {
+                local: vec![
+                    (input.addr(), shard_bytes as u64),
+                    (output.addr(), total),
+                    (flags.addr(), 4 * world.world_size as u64),
+                ],
+                remote: Vec::new(),
+            };
+            for r in 0..world.world_size {
+                let (o, fl) = (output.peer(r), flags.peer(r));
+                if !world.is_local(r) && (o.is_none() || fl.is_none()) {
+                    let what = format!(
+                        "rank {r} is on another host: that needs the verbs transport, which is not available yet"
+                    );
+                    return Err(CommError::Transport { transport: "emulated-nic", what }.into());
+                }
+                regions.remote.push(vec![
+                    (0, 0),
+                    (o.unwrap_or(0), total),
+                    (fl.unwrap_or(0), 4 * world.world_size as u64),
+                ]);
+            }
+            let nic = EmulatedNic::new(world.device, regions, opts.nic.clone());
+            proxy = Some(Proxy::start(f.clone(), Box::new(nic), ProxyConfig::default()));
+            fifo = Some(f);
+        }
+        boot.barrier()?;
+        Ok(AllGather {
+            world: world.clone(),
+            shard_bytes,
+            input,
+            output,
+            _flags: flags,
+            _counters: counters,
+            proxy,
+            _fifo: fifo,
+            diag,
+            params,
+        })
+    }
+
+    /// This rank's shard: write it here before a launch.
+    pub fn input(&self) -> &DeviceBuffer<u8> {
+        &self.input
+    }
+
+    /// The gathered result (`world * shard_bytes`), valid after [`AllGather::wait`].
+    pub fn output(&self) -> DeviceSlice<'_, u8> {
+        self.output.local().as_slice()
+    }
+
+    /// Shard size.
+    pub fn shard_bytes(&self) -> usize {
+        self.shard_bytes
+    }
+
+    /// Grid size (intra + inter CTAs).
+    pub fn ctas(&self) -> u32 {
+        self.params.roles.total()
+    }
+
+    /// Enqueue one all-gather (asynchronous). Back-to-back launches are fine while inputs stay
+    /// the same; to change inputs between launches use [`AllGather::run`], which also waits until
+    /// every rank is done reading.
+    pub fn launch(&mut self, gpu: &Gpu) -> Result<()> {
+        self.params.epoch = self.params.epoch.wrapping_add(1);
+        let cfg = LaunchConfig::linear(self.ctas(), 512, 0);
+        // SAFETY: every address in params belongs to buffers owned by self (or mapped peers'
+        // buffers, alive until every rank passed the closing barrier of run / drop).
+        unsafe { gpu.launch(kernels::ALLGATHER, &cfg, &self.params)? };
+        Ok(())
+    }
+
+    /// Wait for this rank's launches; report a device-side timeout or a proxy error.
+    pub fn wait(&self, gpu: &Gpu) -> Result<()> {
+        let sync = gpu.synchronize();
+        let d = self.diag.read(0);
+        if d.status != DIAG_OK {
+            return Err(Error::DeviceTimeout(WaitReport(d)));
+        }
+        if let Some(p) = &self.proxy {
+            p.check()?;
+        }
+        sync.map_err(Error::from)
+    }
+
+    /// Launch, wait, then a bootstrap barrier (all ranks done with this launch's data).
+    pub fn run(&mut self, gpu: &Gpu, boot: &mut Bootstrap) -> Result<()> {
+        self.launch(gpu)?;
+        self.wait(gpu)?;
+        boot.barrier()?;
+        Ok(())
+    }
+
+    /// Proxy counters (None on a single node).
+    pub fn proxy_stats(&self) -> Option<ProxyStats> {
+        self.proxy.as_ref().map(|p| p.stats())
+    }
+
+    /// The process group.
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+}

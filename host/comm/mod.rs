@@ -1,0 +1,16 @@
+//! The GPU-driven communication runtime: who we are ([`world`]), how processes find each other
+//! ([`bootstrap`], [`launch`]), symmetric NVLink buffers ([`symm`]), the GPU -> CPU command FIFO
+//! ([`fifo`]), the CPU proxy that drains it ([`proxy`]) into a [`transport`], and the first
+//! user, a GPU-driven all-gather ([`allgather`]).
+mod error;
+
+pub mod allgather;
+pub mod bootstrap;
+pub mod fifo;
+pub mod launch;
+pub mod proxy;
+pub mod symm;
+pub mod transport;
+pub mod world;
+
+pub use error::{CommError, CommResult};

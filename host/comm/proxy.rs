@@ -1,0 +1,149 @@
+//! The CPU proxy: a thread that drains a FIFO in order, hands commands to a [`Transport`] in
+//! batches, and keeps counters. Errors stop the thread and reach the host API through
+//! [`Proxy::check`] / [`Proxy::shutdown`]; shutdown drains what is queued, flushes the transport
+//! and joins the thread.
+use super::error::{CommError, CommResult};
+use super::fifo::{Consumer, RingMemory};
+use super::transport::Transport;
+use crate::abi::FifoCmd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Counters of a running proxy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProxyStats {
+    pub commands: u64,
+    pub bytes: u64,
+    pub batches: u64,
+    pub max_batch: u64,
+}
+
+#[derive(Default)]
+struct Shared {
+    stop: AtomicBool,
+    commands: AtomicU64,
+    bytes: AtomicU64,
+    batches: AtomicU64,
+    max_batch: AtomicU64,
+    error: Mutex<Option<String>>,
+}
+
+/// Proxy settings.
+#[derive(Clone, Copy, Debug)]
+pub struct ProxyConfig {
+    /// Most commands handed to the transport at once.
+    pub max_batch: usize,
+    /// How long shutdown waits for producers to finish a half-published batch.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        Self { max_batch: 32, drain_timeout: Duration::from_millis(100) }
+    }
+}
+
+/// A running proxy thread.
+pub struct Proxy {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<CommResult<()>>>,
+}
+
+impl Proxy {
+    /// Start draining `ring` into `transport`.
+    pub fn start<R: RingMemory + 'static>(ring: Arc<R>, mut transport: Box<dyn Transport>, cfg: ProxyConfig) -> Proxy {
+        let shared = Arc::new(Shared::default());
+        let sh = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("mkernel-proxy".into())
+            .spawn(move || {
+                let r = run(&*ring, &mut *transport, cfg, &sh);
+                if let Err(e) = &r {
+                    *sh.error.lock().unwrap() = Some(e.to_string());
+                }
+                r
+            })
+            .expect("spawning the proxy thread");
+        Proxy { shared, thread: Some(thread) }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ProxyStats {
+        let s = &self.shared;
+        ProxyStats {
+            commands: s.commands.load(Ordering::Relaxed),
+            bytes: s.bytes.load(Ordering::Relaxed),
+            batches: s.batches.load(Ordering::Relaxed),
+            max_batch: s.max_batch.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The proxy's error, if it stopped on one.
+    pub fn check(&self) -> CommResult<()> {
+        match &*self.shared.error.lock().unwrap() {
+            Some(e) => Err(CommError::Transport { transport: "proxy", what: e.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Drain, flush the transport, stop the thread; the final counters or the proxy's error.
+    pub fn shutdown(mut self) -> CommResult<ProxyStats> {
+        self.stop_and_join()?;
+        Ok(self.stats())
+    }
+
+    fn stop_and_join(&mut self) -> CommResult<()> {
+        self.shared.stop.store(true, Ordering::Release);
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(CommError::Transport { transport: "proxy", what: "the proxy thread panicked".into() }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        // Never leave the thread running; an error was already recorded for check().
+        let _ = self.stop_and_join();
+    }
+}
+
+fn run(ring: &dyn RingMemory, transport: &mut dyn Transport, cfg: ProxyConfig, sh: &Shared) -> CommResult<()> {
+    transport.on_proxy_thread()?;
+    let mut consumer = Consumer::default();
+    let mut batch: Vec<FifoCmd> = Vec::with_capacity(cfg.max_batch);
+    let mut idle_since: Option<Instant> = None;
+    let mut idle_polls = 0u32;
+    loop {
+        batch.clear();
+        if consumer.poll(ring, &mut batch, cfg.max_batch) > 0 {
+            transport.post(&batch)?;
+            let bytes = batch.iter().fold(0u64, |a, c| a.saturating_add(c.bytes));
+            sh.commands.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            sh.bytes.fetch_add(bytes, Ordering::Relaxed);
+            sh.batches.fetch_add(1, Ordering::Relaxed);
+            sh.max_batch.fetch_max(batch.len() as u64, Ordering::Relaxed);
+            idle_since = None;
+            idle_polls = 0;
+            continue;
+        }
+        transport.progress()?;
+        if sh.stop.load(Ordering::Acquire) {
+            // Keep draining until the ring has been quiet for drain_timeout.
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= cfg.drain_timeout {
+                return transport.flush();
+            }
+        }
+        // Spin briefly for latency, then yield so an idle proxy does not own a core.
+        idle_polls = idle_polls.saturating_add(1);
+        if idle_polls > 4096 {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}

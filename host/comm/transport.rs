@@ -1,0 +1,216 @@
+//! Transports carry out FIFO commands. `post` gets commands in FIFO order and must keep, per
+//! destination rank (one queue pair), data before the flag written after it.
+//!
+//! - [`FnTransport`]: a closure per command (tests, loopback signalling).
+//! - [`EmulatedNic`]: the proxy performs the writes with CUDA copies into peers' memory mapped
+//!   through CUDA IPC (ranks of emulated nodes on one host), in order per destination, and
+//!   models a NIC's bandwidth and latency: a flag becomes visible only when the modelled NIC
+//!   would have delivered the data before it.
+//! - [`verbs`]: RDMA over InfiniBand/RoCE (see that module for what has run).
+use super::error::{CommError, CommResult};
+use crate::abi::{FifoCmd, OP_FENCE, OP_SIGNAL, OP_WRITE};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+pub mod verbs;
+
+/// Something that executes FIFO commands.
+pub trait Transport: Send {
+    /// Short name for errors and logs.
+    fn name(&self) -> &'static str;
+    /// Called once on the proxy thread before the first command (bind a CUDA context, ...).
+    fn on_proxy_thread(&mut self) -> CommResult<()> {
+        Ok(())
+    }
+    /// Start these commands, in order.
+    fn post(&mut self, cmds: &[FifoCmd]) -> CommResult<()>;
+    /// Make progress on started work (completions, deferred flags); called when the FIFO is idle.
+    fn progress(&mut self) -> CommResult<()> {
+        Ok(())
+    }
+    /// Complete everything started.
+    fn flush(&mut self) -> CommResult<()>;
+}
+
+/// A transport that runs a closure on every command.
+pub struct FnTransport<F: FnMut(&FifoCmd) -> CommResult<()> + Send>(pub F);
+
+impl<F: FnMut(&FifoCmd) -> CommResult<()> + Send> Transport for FnTransport<F> {
+    fn name(&self) -> &'static str {
+        "fn"
+    }
+    fn post(&mut self, cmds: &[FifoCmd]) -> CommResult<()> {
+        cmds.iter().try_for_each(&mut self.0)
+    }
+    fn flush(&mut self) -> CommResult<()> {
+        Ok(())
+    }
+}
+
+/// A NIC's timing: one serial wire of `bandwidth` bytes/s plus a fixed `latency` per message.
+#[derive(Clone, Debug)]
+pub struct NicModel {
+    bytes_per_s: f64,
+    latency: Duration,
+    busy_until: Option<Instant>,
+}
+
+impl NicModel {
+    /// Default: one 400 Gb/s ConnectX-7 (50 GB/s), 2 us.
+    pub fn cx7() -> Self {
+        Self::new(50e9, Duration::from_micros(2))
+    }
+
+    pub fn new(bytes_per_s: f64, latency: Duration) -> Self {
+        Self { bytes_per_s, latency, busy_until: None }
+    }
+
+    /// When a message of `bytes` handed to the NIC at `now` is delivered (wire is serial).
+    pub fn deliver(&mut self, now: Instant, bytes: u64) -> Instant {
+        let start = self.busy_until.map_or(now, |b| b.max(now));
+        let end = start + Duration::from_secs_f64(bytes as f64 / self.bytes_per_s);
+        self.busy_until = Some(end);
+        end + self.latency
+    }
+}
+
+/// Address tables of an emulated NIC: where each registered buffer lives.
+#[derive(Clone, Debug, Default)]
+pub struct Regions {
+    /// Local buffers by id: (device address, bytes).
+    pub local: Vec<(u64, u64)>,
+    /// Remote buffers: `remote[rank][id]` = (device address mapped here, bytes).
+    pub remote: Vec<Vec<(u64, u64)>>,
+}
+
+impl Regions {
+    fn resolve(&self, loc: u64, rank: Option<u32>, bytes: u64) -> CommResult<u64> {
+        let (id, off) = FifoCmd::split(loc);
+        let table = match rank {
+            None => &self.local,
+            Some(r) => self.remote.get(r as usize).ok_or_else(|| bad(format!("no buffers registered for rank {r}")))?,
+        };
+        let (base, len) =
+            *table.get(id as usize).ok_or_else(|| bad(format!("buffer id {id} not registered (rank {rank:?})")))?;
+        if base == 0 || off + bytes > len {
+            return Err(bad(format!("buffer {id} of rank {rank:?}: bytes {off}..{} outside its {len}", off + bytes)));
+        }
+        Ok(base + off)
+    }
+}
+
+fn bad(what: String) -> CommError {
+    CommError::Transport { transport: "emulated-nic", what }
+}
+
+struct Deferred {
+    at: Instant,
+    addr: u64,
+    value: u32,
+    qp: usize,
+}
+
+/// The emulated NIC (see the module docs). One CUDA stream per destination rank is its queue pair.
+pub struct EmulatedNic {
+    device: u32,
+    regions: Regions,
+    model: NicModel,
+    qps: Vec<cust::stream::Stream>,
+    flags: VecDeque<Deferred>,
+    gpu: Option<crate::gpu::Gpu>,
+    /// Bytes written so far.
+    pub bytes: u64,
+}
+
+// SAFETY: the streams are used only from the proxy thread after on_proxy_thread.
+unsafe impl Send for EmulatedNic {}
+
+impl EmulatedNic {
+    /// A NIC on GPU `device` with these address tables and timing.
+    pub fn new(device: u32, regions: Regions, model: NicModel) -> Self {
+        Self { device, regions, model, qps: Vec::new(), flags: VecDeque::new(), gpu: None, bytes: 0 }
+    }
+
+    fn raise_due_flags(&mut self, all: bool) -> CommResult<()> {
+        let now = Instant::now();
+        while let Some(f) = self.flags.front() {
+            if !all && f.at > now {
+                break;
+            }
+            if all {
+                while Instant::now() < f.at {
+                    std::hint::spin_loop();
+                }
+            }
+            // Same stream as the data: the flag write starts after the data copy completed.
+            // SAFETY: addr is a registered, mapped 4-byte flag; the stream is alive.
+            let r = unsafe { cust_raw::cuMemsetD32Async(f.addr, f.value, 1, self.qps[f.qp].as_inner()) };
+            crate::gpu::check_raw("cuMemsetD32Async", r)?;
+            self.flags.pop_front();
+        }
+        Ok(())
+    }
+}
+
+impl Transport for EmulatedNic {
+    fn name(&self) -> &'static str {
+        "emulated-nic"
+    }
+
+    fn on_proxy_thread(&mut self) -> CommResult<()> {
+        let gpu = crate::gpu::Gpu::new(self.device)?;
+        for _ in 0..self.regions.remote.len() {
+            let s = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None)
+                .map_err(|e| bad(format!("creating a queue-pair stream: {e}")))?;
+            self.qps.push(s);
+        }
+        self.gpu = Some(gpu);
+        Ok(())
+    }
+
+    fn post(&mut self, cmds: &[FifoCmd]) -> CommResult<()> {
+        for c in cmds {
+            let dst = c.dst_rank();
+            let qp = dst as usize;
+            if qp >= self.qps.len() {
+                return Err(bad(format!("command for rank {dst}, but only {} ranks are registered", self.qps.len())));
+            }
+            let now = Instant::now();
+            let at = match c.op() {
+                OP_WRITE => {
+                    let src = self.regions.resolve(c.src, None, c.bytes)?;
+                    let to = self.regions.resolve(c.dst, Some(dst), c.bytes)?;
+                    // SAFETY: both ranges were checked against registered buffers.
+                    let r =
+                        unsafe { cust_raw::cuMemcpyDtoDAsync_v2(to, src, c.bytes as usize, self.qps[qp].as_inner()) };
+                    crate::gpu::check_raw("cuMemcpyDtoDAsync", r)?;
+                    self.bytes += c.bytes;
+                    self.model.deliver(now, c.bytes)
+                }
+                OP_SIGNAL => self.model.deliver(now, 4),
+                OP_FENCE => {
+                    self.flush()?;
+                    continue;
+                }
+                op => return Err(bad(format!("unknown opcode {op}"))),
+            };
+            if c.flag != 0 {
+                let addr = self.regions.resolve(c.flag, Some(dst), 4)?;
+                self.flags.push_back(Deferred { at, addr, value: c.flag_value as u32, qp });
+            }
+        }
+        self.raise_due_flags(false)
+    }
+
+    fn progress(&mut self) -> CommResult<()> {
+        self.raise_due_flags(false)
+    }
+
+    fn flush(&mut self) -> CommResult<()> {
+        self.raise_due_flags(true)?;
+        for s in &self.qps {
+            s.synchronize().map_err(|e| bad(format!("synchronising a queue pair: {e}")))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,90 @@
+//! The communication runtime on GPUs: the FIFO fed by thousands of GPU threads, GPU <-> proxy
+//! round trips, and the GPU-driven all-gather across processes in several layouts (payloads
+//! encode their source rank; odd shard sizes; many launches with no reset). Layouts that need two
+//! GPUs skip loudly on one unless MKERNEL_REQUIRE_GPUS=2, which turns the skip into a failure.
+use mkernel::comm::launch::{launch, LaunchSpec};
+use mkernel::gpu;
+use mkernel::testing::{gpu_or_skip, mkernel_bin};
+use std::time::Duration;
+
+fn gpus_or_skip(name: &str, need: u32) -> bool {
+    gpu_or_skip(name).is_some() && {
+        let have = gpu::device_count().unwrap_or(0);
+        let required = std::env::var("MKERNEL_REQUIRE_GPUS").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
+        if have < need {
+            assert!(required < need, "{name}: MKERNEL_REQUIRE_GPUS={required} but only {have} GPU(s)");
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "skipped: no CUDA device ({name}: needs {need} GPUs, {have} present)");
+        }
+        have >= need
+    }
+}
+
+fn allgather(nprocs: u32, nodes: u32, gpus: &[u32], shard: usize, iters: u32) {
+    let spec = LaunchSpec {
+        nprocs,
+        nodes,
+        gpus: Some(gpus.to_vec()),
+        program: mkernel_bin(env!("CARGO_BIN_EXE_mkernel")).into(),
+        args: ["rank-check", "allgather", "--shard-bytes", &shard.to_string(), "--iters", &iters.to_string()]
+            .iter()
+            .map(Into::into)
+            .collect(),
+        env: vec![],
+        timeout: Some(Duration::from_secs(120)),
+    };
+    launch(&spec)
+        .unwrap_or_else(|e| panic!("all-gather {nprocs} ranks / {nodes} nodes on GPUs {gpus:?}, shard {shard}: {e}"));
+}
+
+#[test]
+fn fifo_from_gpu_threads() {
+    let Some(g) = gpu_or_skip("fifo_from_gpu_threads") else { return };
+    let (rate, rtt) = mkernel::bench::fifo_run(&g, 132, 128, 32, 500).unwrap();
+    let mut us: Vec<f64> = rtt.iter().map(|&n| n as f64 / 1e3).collect();
+    us.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert!(us[0] > 0.0, "round trips must take time");
+    println!("fifo: {:.2} M commands/s, round trip median {:.2} us", rate / 1e6, us[us.len() / 2]);
+}
+
+#[test]
+fn allgather_two_ranks_sharing_one_gpu() {
+    // Both paths on one GPU: 1 node x 2 ranks (IPC-mapped peer memory), 2 nodes x 1 rank (FIFO,
+    // proxy, emulated NIC).
+    if gpu_or_skip("allgather_two_ranks_sharing_one_gpu").is_none() {
+        return;
+    }
+    for shard in [17usize, 1_000_003, 4 << 20] {
+        allgather(2, 1, &[0, 0], shard, 6);
+        allgather(2, 2, &[0, 0], shard, 6);
+    }
+}
+
+#[test]
+fn allgather_one_node_two_gpus() {
+    if !gpus_or_skip("allgather_one_node_two_gpus", 2) {
+        return;
+    }
+    for shard in [17usize, 1_000_003, 16 << 20] {
+        allgather(2, 1, &[0, 1], shard, 10);
+    }
+}
+
+#[test]
+fn allgather_two_emulated_nodes_one_gpu_each() {
+    if !gpus_or_skip("allgather_two_emulated_nodes_one_gpu_each", 2) {
+        return;
+    }
+    for shard in [17usize, 1_000_003, 16 << 20] {
+        allgather(2, 2, &[0, 1], shard, 10);
+    }
+}
+
+#[test]
+fn allgather_two_nodes_of_two_ranks() {
+    // NVLink inside each emulated node, FIFO + emulated NIC between them.
+    if !gpus_or_skip("allgather_two_nodes_of_two_ranks", 2) {
+        return;
+    }
+    allgather(4, 2, &[0, 1, 0, 1], 1_000_003, 8);
+}
