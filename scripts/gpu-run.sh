@@ -49,10 +49,12 @@ if want fifo; then
   "$here/bin/mkernel" bench fifo 2>&1 | tee -a "$out/bench.log"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 if want comm && [ "$ngpu" -ge 2 ]; then
-  for layout in "-n 2 --nodes 1" "-n 2 --nodes 2"; do
-    echo "== mkernel all-gather, launch $layout" | tee -a "$out/bench.log"
-    "$here/bin/mkernel" launch $layout --timeout-s 300 -- "$here/bin/mkernel" bench allgather --json "$out/allgather-${layout// /_}.jsonl" 2>&1 | tee -a "$out/bench.log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  for layout in "-n $ngpu --nodes 1" "-n $ngpu --nodes $ngpu"; do
+    for ctas in ${MKERNEL_AG_CTAS:-16}; do
+      echo "== mkernel all-gather, launch $layout, $ctas copy CTAs" | tee -a "$out/bench.log"
+      "$here/bin/mkernel" launch $layout --timeout-s 300 -- "$here/bin/mkernel" bench allgather --intra-ctas "$ctas" --json "$out/ag-n${layout##* }-c$ctas.jsonl" 2>&1 | tee -a "$out/bench.log"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    done
   done
   if [ -f "$here/torch_baselines.py" ]; then
     echo "== NCCL baseline (torch_baselines.py multi)" | tee -a "$out/bench.log"

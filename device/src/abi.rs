@@ -208,13 +208,15 @@ impl FifoCmd {
 
 abi_struct! {
     /// Where a GPU finds its FIFO: the ring (host-mapped, `capacity` commands, a power of two),
-    /// the head counter (device memory, claimed with atomics) and the consumed position the
-    /// proxy publishes (host-mapped).
-    pub struct FifoParams [32] {
+    /// the head counter (device memory, claimed with atomics), the consumed position the proxy
+    /// publishes (host-mapped), and a device-memory cache of it (read over PCIe only when the
+    /// ring looks full).
+    pub struct FifoParams [40] {
         pub ring: u64,
         pub head: u64,
         pub tail: u64,
         pub capacity: u64,
+        pub tail_cache: u64,
     }
 }
 
@@ -224,7 +226,7 @@ pub const MAX_LOCAL_RANKS: usize = 8;
 abi_struct! {
     /// GPU-driven all-gather: rank r's `shard_bytes` of `input` land at `r * shard_bytes` in every
     /// rank's symmetric `output`; then the kernel waits until every other rank's shard arrived.
-    pub struct AllGatherParams [264] {
+    pub struct AllGatherParams [272] {
         pub input: u64,
         pub output: u64,
         /// My symmetric flag buffer: u32 epoch flags, one per source rank.
@@ -255,7 +257,7 @@ abi_struct! {
     /// FIFO exercise: every thread of the grid pushes `per_thread` commands whose fields encode
     /// (thread, index) (mode 0); or thread 0 alone ping-pongs `per_thread` SIGNALs with the proxy,
     /// which answers by setting `reply_flag`, and records each round trip in ns to `out` (mode 1).
-    pub struct FifoTestParams [72] {
+    pub struct FifoTestParams [80] {
         pub fifo: FifoParams,
         pub diag: u64,
         pub timeout_ns: u64,

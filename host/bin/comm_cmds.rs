@@ -159,13 +159,14 @@ pub fn cmd_bench_allgather(args: &[String]) -> R {
             ts.push(ms as f64);
         }
         ag.wait(&gpu).map_err(|e| e.to_string())?;
-        // Baseline: the copy engine pushing this rank's shard to the next local rank's output.
+        // Baseline: the copy engine pushing this rank's shard into the next local rank's output
+        // (the same bytes the kernel's CTAs move over NVLink), one rank at a time.
         let mut ce = Vec::new();
         if world.nodes == 1 && world.world_size > 1 {
             let peer_rank = world.local_to_global((world.local_rank + 1) % world.local_world_size);
-            let _ = peer_rank;
-            let dst = ag.output().addr(); // same-size local copy if no peer address is exposed
+            let dst = ag.peer_output(peer_rank).ok_or("peer output not mapped")? + (world.rank as usize * shard) as u64;
             for _ in 0..reps {
+                boot.barrier().map_err(|e| e.to_string())?;
                 let ms = gpu.time_ms(|| {
                     // SAFETY: both ranges are ours and shard bytes long.
                     let r = unsafe {
@@ -183,9 +184,14 @@ pub fn cmd_bench_allgather(args: &[String]) -> R {
         let t = median(ts);
         let w = world.world_size as f64;
         let busbw = total as f64 * (w - 1.0) / w / t / 1e6;
+        // What one rank pushes to one peer per launch, over the kernel's time: comparable with the
+        // copy engine's rate below.
         let line = format!(
-            "{{\"op\":\"all_gather\",\"impl\":\"mkernel\",\"world\":{},\"nodes\":{},\"bytes\":{total},\"ms\":{t:.5},\"busbw_gbps\":{busbw:.2},\"intra_ctas\":{ctas},\"local_copy_ms\":{}}}",
-            world.world_size, world.nodes, if ce.is_empty() { "null".into() } else { format!("{:.5}", median(ce)) }
+            "{{\"op\":\"all_gather\",\"impl\":\"mkernel\",\"world\":{},\"nodes\":{},\"bytes\":{total},\"ms\":{t:.5},\"busbw_gbps\":{busbw:.2},\"intra_ctas\":{ctas},\"p2p_copy_engine_ms\":{},\"p2p_copy_engine_gbps\":{}}}",
+            world.world_size,
+            world.nodes,
+            if ce.is_empty() { "null".into() } else { format!("{:.5}", median(ce.clone())) },
+            if ce.is_empty() { "null".into() } else { format!("{:.1}", shard as f64 / median(ce) / 1e6) }
         );
         if world.rank == 0 {
             println!("{line}");

@@ -174,6 +174,11 @@ impl AllGather {
         self.output.local().as_slice()
     }
 
+    /// Rank `r`'s output as mapped in this process (None: another host).
+    pub fn peer_output(&self, r: u32) -> Option<u64> {
+        self.output.peer(r)
+    }
+
     /// Shard size.
     pub fn shard_bytes(&self) -> usize {
         self.shard_bytes

@@ -144,7 +144,8 @@ impl Consumer {
 pub struct Fifo {
     ring: MappedBuffer<u64>,
     tail: MappedBuffer<u64>,
-    head: DeviceBuffer<u64>,
+    /// head and tail cache, in device memory.
+    counters: DeviceBuffer<u64>,
     capacity: u64,
 }
 
@@ -154,17 +155,18 @@ impl Fifo {
         check_capacity(capacity)?;
         let ring = gpu.mapped::<u64>(capacity as usize * WORDS)?;
         let tail = gpu.mapped::<u64>(1)?;
-        let head = gpu.upload(&[0u64])?;
-        Ok(Fifo { ring, tail, head, capacity })
+        let counters = gpu.upload(&[0u64, 0u64])?;
+        Ok(Fifo { ring, tail, counters, capacity })
     }
 
     /// What kernels need to push.
     pub fn params(&self) -> FifoParams {
         FifoParams {
             ring: self.ring.device_addr(),
-            head: self.head.addr(),
+            head: self.counters.addr(),
             tail: self.tail.device_addr(),
             capacity: self.capacity,
+            tail_cache: self.counters.addr() + 8,
         }
     }
 }

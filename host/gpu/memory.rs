@@ -25,6 +25,15 @@ pub struct DeviceSlice<'a, T: Pod> {
     _t: PhantomData<&'a T>,
 }
 
+/// Wait for the legacy default stream. A pageable host-to-device copy (and a memset) may return
+/// before its data lands in device memory; another process (a peer rank) would then see the old
+/// contents, or see them overwrite its own later writes (seen on an H200: a poison fill landing
+/// after a barrier clobbered a peer's all-gather shard).
+fn legacy_stream_sync() -> Result<()> {
+    // SAFETY: the null stream is the context's legacy default stream.
+    check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) })
+}
+
 fn bytes_of<T>(len: usize) -> usize {
     len * std::mem::size_of::<T>()
 }
@@ -84,13 +93,14 @@ impl<T: Pod> DeviceBuffer<T> {
         self.as_slice().to_vec()
     }
 
-    /// Set every byte to `byte` (poisoning outputs before a test run).
+    /// Set every byte to `byte` (poisoning outputs before a test run); complete on return.
     pub fn fill_bytes(&self, byte: u8) -> Result<()> {
         if self.len == 0 {
             return Ok(());
         }
         // SAFETY: the range is this allocation.
-        check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(self.ptr, byte, bytes_of::<T>(self.len)) })
+        check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(self.ptr, byte, bytes_of::<T>(self.len)) })?;
+        legacy_stream_sync()
     }
 
     /// Free now, returning the driver's verdict (drop frees too, but can only report by panic).
@@ -134,14 +144,15 @@ impl<T: Pod> DeviceSlice<'_, T> {
         self.ptr
     }
 
-    /// Copy `src` (exactly `len` elements) from the host (synchronous).
+    /// Copy `src` (exactly `len` elements) from the host; the data is in device memory on return.
     pub fn copy_from(&self, src: &[T]) -> Result<()> {
         assert_eq!(src.len(), self.len, "host slice length must match the device slice");
         if self.len == 0 {
             return Ok(());
         }
         // SAFETY: both ranges are valid for len elements.
-        check("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(self.ptr, src.as_ptr().cast(), bytes_of::<T>(self.len)) })
+        check("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(self.ptr, src.as_ptr().cast(), bytes_of::<T>(self.len)) })?;
+        legacy_stream_sync()
     }
 
     /// Copy to a new host vector (synchronous).

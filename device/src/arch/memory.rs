@@ -161,3 +161,32 @@ pub fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
     };
     r
 }
+
+/// Atomic maximum, relaxed, GPU scope. Returns the previous value.
+///
+/// # Safety
+/// `p` must be valid and 8-byte aligned.
+#[inline(always)]
+pub unsafe fn atom_max_relaxed_gpu_u64(p: *mut u64, v: u64) -> u64 {
+    let r: u64;
+    asm!("atom.relaxed.gpu.max.u64 {r}, [{p}], {v};", r = out(reg64) r, p = in(reg64) p, v = in(reg64) v, options(nostack));
+    r
+}
+
+/// 16-byte global store of two u64 (weak; order it with a later release).
+///
+/// # Safety
+/// `p` must be 16-byte aligned, writable global (or host-mapped) memory.
+#[inline(always)]
+pub unsafe fn st_global_v2_u64(p: *mut u64, v: [u64; 2]) {
+    asm!("st.global.v2.u64 [{p}], {{{a}, {b}}};", p = in(reg64) p, a = in(reg64) v[0], b = in(reg64) v[1], options(nostack));
+}
+
+/// 8-byte global store (weak).
+///
+/// # Safety
+/// `p` must be 8-byte aligned, writable global (or host-mapped) memory.
+#[inline(always)]
+pub unsafe fn st_global_u64(p: *mut u64, v: u64) {
+    asm!("st.global.u64 [{p}], {v};", p = in(reg64) p, v = in(reg64) v, options(nostack));
+}

@@ -25,11 +25,26 @@ unsafe fn copy_range(src: *const u8, dst: *mut u8, start: u64, end: u64) {
     let t = thread_idx_x() as u64;
     let vec_ok = (src as u64 | dst as u64) % VEC == 0;
     let aligned_end = if vec_ok { start + ((end - start) / VEC) * VEC } else { start };
-    let mut i = start + t * VEC;
+    // Eight 16-byte loads in flight per thread before their stores: one at a time leaves an SM
+    // latency-bound at ~10 GB/s (measured), far below NVLink.
+    const UNROLL: u64 = 8;
+    const STEP: u64 = THREADS as u64 * VEC;
+    let mut base = start;
+    while base + UNROLL * STEP <= aligned_end {
+        let mut v = [[0u32; 4]; UNROLL as usize];
+        for (k, x) in v.iter_mut().enumerate() {
+            *x = ld_global_nc_v4_u32(src.add((base + k as u64 * STEP + t * VEC) as usize) as *const [u32; 4]);
+        }
+        for (k, x) in v.iter().enumerate() {
+            st_global_v4_u32(dst.add((base + k as u64 * STEP + t * VEC) as usize) as *mut [u32; 4], *x);
+        }
+        base += UNROLL * STEP;
+    }
+    let mut i = base + t * VEC;
     while i < aligned_end {
         let v = ld_global_nc_v4_u32(src.add(i as usize) as *const [u32; 4]);
         st_global_v4_u32(dst.add(i as usize) as *mut [u32; 4], v);
-        i += THREADS as u64 * VEC;
+        i += STEP;
     }
     let mut j = aligned_end + t;
     while j < end {
