@@ -6,6 +6,7 @@ use super::error::CommError;
 use super::fifo::Fifo;
 use super::proxy::{Proxy, ProxyConfig, ProxyStats};
 use super::symm::SymmBuffer;
+use super::transport::verbs::VerbsTransport;
 use super::transport::{EmulatedNic, NicModel, Regions};
 use super::world::World;
 use crate::abi::{AllGatherParams, RoleSplit, WaitDiag, DIAG_OK, MAX_LOCAL_RANKS};
@@ -123,30 +124,41 @@ impl AllGather {
         if world.nodes > 1 {
             let f = Arc::new(Fifo::new(gpu, opts.fifo_capacity)?);
             params.fifo = f.params();
-            let mut regions = Regions {
-                local: vec![
-                    (input.addr(), shard_bytes as u64),
-                    (output.addr(), total),
-                    (flags.addr(), 4 * world.world_size as u64),
-                ],
-                remote: Vec::new(),
-            };
-            for r in 0..world.world_size {
-                let (o, fl) = (output.peer(r), flags.peer(r));
-                if !world.is_local(r) && (o.is_none() || fl.is_none()) {
-                    let what = format!(
-                        "rank {r} is on another host: that needs the verbs transport, which is not available yet"
-                    );
-                    return Err(CommError::Transport { transport: "emulated-nic", what }.into());
+            let local = vec![
+                (input.addr(), shard_bytes as u64),
+                (output.addr(), total),
+                (flags.addr(), 4 * world.world_size as u64),
+            ];
+            // Ranks on other hosts are not mapped here: they need real RDMA. MKERNEL_TRANSPORT
+            // forces a choice (`verbs` or `emulated`).
+            let other_host = (0..world.world_size)
+                .any(|r| !world.is_local(r) && (output.peer(r).is_none() || flags.peer(r).is_none()));
+            let forced = std::env::var("MKERNEL_TRANSPORT").ok();
+            let transport: Box<dyn super::transport::Transport> = match forced.as_deref() {
+                Some("verbs") => Box::new(VerbsTransport::connect(world, boot, &local, None)?),
+                None if other_host => Box::new(VerbsTransport::connect(world, boot, &local, None)?),
+                Some("emulated") | None => {
+                    if other_host {
+                        let what = "some ranks are on another host: the emulated NIC only reaches ranks of this host"
+                            .to_string();
+                        return Err(CommError::Transport { transport: "emulated-nic", what }.into());
+                    }
+                    let mut regions = Regions { local, remote: Vec::new() };
+                    for r in 0..world.world_size {
+                        let (o, fl) = (output.peer(r).unwrap_or(0), flags.peer(r).unwrap_or(0));
+                        regions.remote.push(vec![(0, 0), (o, total), (fl, 4 * world.world_size as u64)]);
+                    }
+                    Box::new(EmulatedNic::new(world.device, regions, opts.nic.clone()))
                 }
-                regions.remote.push(vec![
-                    (0, 0),
-                    (o.unwrap_or(0), total),
-                    (fl.unwrap_or(0), 4 * world.world_size as u64),
-                ]);
-            }
-            let nic = EmulatedNic::new(world.device, regions, opts.nic.clone());
-            proxy = Some(Proxy::start(f.clone(), Box::new(nic), ProxyConfig::default()));
+                Some(other) => {
+                    return Err(CommError::Env {
+                        var: "MKERNEL_TRANSPORT",
+                        rule: format!("`{other}`: must be `verbs` or `emulated`"),
+                    }
+                    .into())
+                }
+            };
+            proxy = Some(Proxy::start(f.clone(), transport, ProxyConfig::default()));
             fifo = Some(f);
         }
         boot.barrier()?;

@@ -50,10 +50,14 @@ pub(crate) type LaunchKernelEx = unsafe extern "C" fn(
     extra: *mut *mut c_void,
 ) -> sys::CUresult;
 
+pub(crate) type MemGetHandleForAddressRange =
+    unsafe extern "C" fn(handle: *mut c_void, dptr: u64, size: usize, handle_type: u32, flags: u64) -> sys::CUresult;
+
 /// The entry points, resolved once per process.
 pub(crate) struct Cuda12 {
     pub tensor_map_encode_tiled: TensorMapEncodeTiled,
     pub launch_kernel_ex: LaunchKernelEx,
+    pub mem_get_handle_for_address_range: Option<MemGetHandleForAddressRange>,
 }
 
 fn proc_address(name: &'static CStr) -> Result<*mut c_void> {
@@ -80,6 +84,10 @@ pub(crate) fn cuda12() -> Result<&'static Cuda12> {
                     launch_kernel_ex: std::mem::transmute::<*mut c_void, LaunchKernelEx>(proc_address(
                         c"cuLaunchKernelEx",
                     )?),
+                    // Optional: only RDMA registration needs it.
+                    mem_get_handle_for_address_range: proc_address(c"cuMemGetHandleForAddressRange")
+                        .ok()
+                        .map(|p| std::mem::transmute::<*mut c_void, MemGetHandleForAddressRange>(p)),
                 })
             }
         };

@@ -149,6 +149,19 @@ fn open_device(ordinal: u32) -> Result<DeviceState> {
     Ok(DeviceState { ctx, module, functions: Mutex::new(functions), info })
 }
 
+/// Export `[addr, addr + len)` of device memory as a dma-buf file descriptor (for RDMA
+/// registration). The caller owns (and closes) the descriptor.
+pub fn dmabuf_fd(addr: u64, len: u64) -> Result<i32> {
+    let get = driver::cuda12()?
+        .mem_get_handle_for_address_range
+        .ok_or(GpuError::MissingEntryPoint("cuMemGetHandleForAddressRange"))?;
+    let mut fd: i32 = -1;
+    // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD = 1
+    // SAFETY: writes one int; the range must be device memory of the current context.
+    check("cuMemGetHandleForAddressRange", unsafe { get((&mut fd as *mut i32).cast(), addr, len as usize, 1, 0) })?;
+    Ok(fd)
+}
+
 /// Grid, block, dynamic shared memory and (optionally) cluster shape of a launch.
 #[derive(Clone, Copy, Debug)]
 pub struct LaunchConfig {
