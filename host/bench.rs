@@ -88,37 +88,54 @@ pub fn bench_gemm(
     Ok(GemmBenchRow { shape, layout, ours_ms: median(ours), cublas_ms: cublas.map(|_| median(theirs)) })
 }
 
-/// The FIFO exercise behind `mkernel bench fifo` and the GPU FIFO test: `blocks x threads` GPU
-/// threads push `per` commands each into one proxy thread, which checks every command arrived
-/// exactly once, untorn and in per-thread order; then `rounds` GPU -> proxy -> GPU ping-pongs.
-/// Returns (commands/s over the kernel's time, round trips in ns).
-/// Throughput (commands/s, every command checked exactly once and untorn) and ping-pong RTTs.
-pub fn fifo_run(gpu: &Gpu, blocks: u32, threads: u32, per: u32, rounds: u32) -> crate::Result<(f64, Vec<u64>)> {
-    let fifo = Arc::new(Fifo::new(gpu, 4096)?);
+/// One FIFO throughput configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct FifoBench {
+    pub blocks: u32,
+    pub threads: u32,
+    /// Commands each GPU thread pushes.
+    pub per_thread: u32,
+    /// Ring slots (power of two).
+    pub capacity: u64,
+    /// Check every command (exactly once, untorn, in per-thread order); off: only count them.
+    pub verify: bool,
+    pub max_batch: usize,
+}
+
+impl Default for FifoBench {
+    fn default() -> Self {
+        Self { blocks: 132, threads: 128, per_thread: 32, capacity: 4096, verify: true, max_batch: 32 }
+    }
+}
+
+/// GPU threads push into one proxy thread; commands per second over the kernel's time. With
+/// `verify`, an error unless every command arrived exactly once, untorn, in per-thread order.
+pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
+    let FifoBench { blocks, threads, per_thread: per, capacity, verify, max_batch } = cfg;
+    let fifo = Arc::new(Fifo::new(gpu, capacity)?);
     let diag = gpu.mapped::<WaitDiag>(1)?;
     let total = blocks as u64 * threads as u64 * per as u64;
     let seen: Arc<Vec<AtomicU32>> = Arc::new((0..blocks * threads).map(|_| AtomicU32::new(0)).collect());
     let bad = Arc::new(AtomicU64::new(0));
     let (s2, b2) = (seen.clone(), bad.clone());
-    let proxy = Proxy::start(
-        fifo.clone(),
-        Box::new(FnTransport(move |c: &FifoCmd| {
-            let (_, id) = FifoCmd::split(c.src);
-            let (t, i) = ((id >> 32) as u32, id as u32);
-            let ok = c.op() == OP_WRITE
-                && FifoCmd::split(c.dst).1 == !id & 0xffff_ffff_ffff
-                && c.bytes == id ^ 0x5555_5555_5555_5555
-                && c.flag_value == id.rotate_left(17)
-                && c.dst_rank() == t & 0xffff
-                && (t as usize) < s2.len();
-            // Each thread's commands arrive in its own order: index i must be the next one.
-            if !ok || s2[t as usize].fetch_add(1, Ordering::Relaxed) != i {
-                b2.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(())
-        })),
-        ProxyConfig::default(),
-    );
+    let check = move |c: &FifoCmd| {
+        let (_, id) = FifoCmd::split(c.src);
+        let (t, i) = ((id >> 32) as u32, id as u32);
+        let ok = c.op() == OP_WRITE
+            && FifoCmd::split(c.dst).1 == !id & 0xffff_ffff_ffff
+            && c.bytes == id ^ 0x5555_5555_5555_5555
+            && c.flag_value == id.rotate_left(17)
+            && c.dst_rank() == t & 0xffff
+            && (t as usize) < s2.len();
+        // Each thread's commands arrive in its own order: index i must be the next one.
+        if !ok || s2[t as usize].fetch_add(1, Ordering::Relaxed) != i {
+            b2.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    };
+    let transport: Box<dyn crate::comm::transport::Transport> =
+        if verify { Box::new(FnTransport(check)) } else { Box::new(FnTransport(|_: &FifoCmd| Ok(()))) };
+    let proxy = Proxy::start(fifo.clone(), transport, ProxyConfig { max_batch, ..Default::default() });
     let p = FifoTestParams {
         fifo: fifo.params(),
         diag: diag.device_addr(),
@@ -128,8 +145,8 @@ pub fn fifo_run(gpu: &Gpu, blocks: u32, threads: u32, per: u32, rounds: u32) -> 
         per_thread: per,
         mode: FIFO_TEST_THROUGHPUT,
     };
-    let ms =
-        gpu.time_ms(|| unsafe { gpu.launch(kernels::FIFO_PUSH_TEST, &LaunchConfig::linear(blocks, threads, 0), &p) })?;
+    // SAFETY: the FIFO, diagnostics block and proxy outlive the kernel (synchronised below).
+    let ms = gpu.time_ms(|| unsafe { gpu.launch(kernels::FIFO_PUSH_TEST, &LaunchConfig::linear(blocks, threads, 0), &p) })?;
     gpu.synchronize()?;
     let start = std::time::Instant::now();
     while proxy.stats().commands < total && start.elapsed() < Duration::from_secs(10) {
@@ -140,19 +157,18 @@ pub fn fifo_run(gpu: &Gpu, blocks: u32, threads: u32, per: u32, rounds: u32) -> 
         return Err(crate::Error::DeviceTimeout(crate::WaitReport(diag.read(0))));
     }
     let wrong = bad.load(Ordering::Relaxed);
-    let short = seen.iter().filter(|c| c.load(Ordering::Relaxed) != per).count();
+    let short = if verify { seen.iter().filter(|c| c.load(Ordering::Relaxed) != per).count() } else { 0 };
     if stats.commands != total || wrong != 0 || short != 0 {
-        return Err(crate::Error::InvalidArgument {
-            arg: "fifo",
-            rule: format!(
-                "{} of {total} commands arrived, {wrong} wrong or out of order, {short} threads short",
-                stats.commands
-            ),
-        });
+        let rule = format!("{} of {total} commands arrived, {wrong} wrong or out of order, {short} threads short", stats.commands);
+        return Err(crate::Error::InvalidArgument { arg: "fifo", rule });
     }
-    let throughput = total as f64 / (ms as f64 / 1e3);
+    Ok(total as f64 / (ms as f64 / 1e3))
+}
 
-    // Ping-pong: the proxy answers each SIGNAL by setting a host-mapped flag the GPU polls.
+/// `rounds` GPU -> proxy -> GPU ping-pongs (push a SIGNAL, the proxy sets a host-mapped flag the
+/// GPU polls); each round trip in ns.
+pub fn fifo_roundtrips(gpu: &Gpu, rounds: u32) -> crate::Result<Vec<u64>> {
+    let diag = gpu.mapped::<WaitDiag>(1)?;
     let fifo = Arc::new(Fifo::new(gpu, 64)?);
     let reply = Arc::new(gpu.mapped::<u32>(1)?);
     let out = gpu.alloc::<u64>(rounds as usize)?;
@@ -174,11 +190,18 @@ pub fn fifo_run(gpu: &Gpu, blocks: u32, threads: u32, per: u32, rounds: u32) -> 
         per_thread: rounds,
         mode: FIFO_TEST_PINGPONG,
     };
+    // SAFETY: as above.
     unsafe { gpu.launch(kernels::FIFO_PUSH_TEST, &LaunchConfig::linear(1, 32, 0), &p)? };
     gpu.synchronize()?;
     proxy.shutdown()?;
     if diag.read(0).status != DIAG_OK {
         return Err(crate::Error::DeviceTimeout(crate::WaitReport(diag.read(0))));
     }
-    Ok((throughput, out.to_vec()?))
+    Ok(out.to_vec()?)
+}
+
+/// The default throughput configuration (verified) and `rounds` round trips.
+pub fn fifo_run(gpu: &Gpu, blocks: u32, threads: u32, per: u32, rounds: u32) -> crate::Result<(f64, Vec<u64>)> {
+    let rate = fifo_throughput(gpu, FifoBench { blocks, threads, per_thread: per, ..Default::default() })?;
+    Ok((rate, fifo_roundtrips(gpu, rounds)?))
 }

@@ -204,19 +204,32 @@ pub fn cmd_bench_allgather(args: &[String]) -> R {
     Ok(())
 }
 
-/// `mkernel bench fifo [--threads N] [--per-thread K] [--rounds R]`: GPU -> proxy throughput and
-/// GPU -> proxy -> GPU round-trip latency, on one GPU.
+/// `mkernel bench fifo [--rounds R] [--matrix]`: GPU -> proxy throughput and GPU -> proxy -> GPU
+/// round-trip latency on one GPU; `--matrix` also varies ring size, producers and checking.
 pub fn cmd_bench_fifo(args: &[String]) -> R {
+    use mkernel::bench::{fifo_roundtrips, fifo_throughput, FifoBench};
     let gpu = Gpu::new(0).map_err(|e| e.to_string())?;
-    let blocks: u32 = opt(args, "--blocks", 132)?;
-    let per: u32 = opt(args, "--per-thread", 64)?;
     let rounds: u32 = opt(args, "--rounds", 2000)?;
-    let (throughput, ns) = mkernel::bench::fifo_run(&gpu, blocks, 128, per, rounds).map_err(|e| e.to_string())?;
-    let mut rtt: Vec<f64> = ns.iter().map(|&x| x as f64 / 1e3).collect();
+    let mut configs = vec![FifoBench::default()];
+    if args.iter().any(|a| a == "--matrix") {
+        for capacity in [1024u64, 4096, 16384] {
+            for (blocks, threads, per) in [(132u32, 128u32, 32u32), (132, 32, 128), (16, 32, 1024)] {
+                for verify in [true, false] {
+                    configs.push(FifoBench { blocks, threads, per_thread: per, capacity, verify, max_batch: 32 });
+                }
+            }
+        }
+        configs.push(FifoBench { max_batch: 128, verify: false, ..Default::default() });
+    }
+    for c in configs {
+        let rate = fifo_throughput(&gpu, c).map_err(|e| e.to_string())?;
+        println!(
+            "fifo throughput: {:6.2} M commands/s  ({} GPU threads x {}, ring {}, batch {}, {})",
+            rate / 1e6, c.blocks * c.threads, c.per_thread, c.capacity, c.max_batch, if c.verify { "every command checked" } else { "counted only" }
+        );
+    }
+    let mut rtt: Vec<f64> = fifo_roundtrips(&gpu, rounds).map_err(|e| e.to_string())?.iter().map(|&x| x as f64 / 1e3).collect();
     rtt.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    println!(
-        "fifo: {:.2} M commands/s from {} GPU threads into one proxy thread; round trip GPU->proxy->GPU median {:.2} us, p99 {:.2} us ({} rounds)",
-        throughput / 1e6, blocks * 128, rtt[rtt.len() / 2], rtt[rtt.len() * 99 / 100], rtt.len()
-    );
+    println!("fifo round trip GPU->proxy->GPU: median {:.2} us, p99 {:.2} us ({} rounds)", rtt[rtt.len() / 2], rtt[rtt.len() * 99 / 100], rtt.len());
     Ok(())
 }
