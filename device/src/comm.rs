@@ -21,38 +21,25 @@ pub unsafe fn fifo_push(
     let ticket = atom_add_relaxed_gpu_u64(f.head as *mut u64, 1);
     let tail = f.tail as *const u64;
     let cache = f.tail_cache as *mut u64;
-    // The cached tail only lags the real one, so passing this check is always safe. When the
-    // ring looks full, only producers at the frontier (within FRONTIER slots of a free one) read
-    // the real tail over PCIe and publish it to the cache; the rest wait on the cache in L2.
-    // (Thousands of threads all polling PCIe cut throughput from ~40 to ~2.5 M commands/s.)
-    const FRONTIER: u64 = 64;
-    let mut cached = ld_acquire_gpu_u64(cache);
-    if ticket >= cached + f.capacity {
+    // The cached tail only lags the real one, so passing this check is always safe; only when
+    // the ring looks full do we pay a PCIe read of the real tail.
+    if ticket >= ld_acquire_gpu_u64(cache) + f.capacity {
         let start = globaltimer_ns();
         loop {
-            let behind = ticket + 1 - (cached + f.capacity);
-            if behind <= FRONTIER {
-                let t = ld_acquire_sys_u64(tail);
-                // Release: the proxy's clearing of a slot (before its release of `tail`) stays
-                // ordered before any producer that learns the new tail through the cache.
-                atom_max_acq_rel_gpu_u64(cache, t);
-                if ticket < t + f.capacity {
-                    break;
-                }
+            let t = ld_acquire_sys_u64(tail);
+            atom_max_relaxed_gpu_u64(cache, t);
+            if ticket < t + f.capacity {
+                break;
             }
             if crate::sync::aborted(diag) {
                 return Err(());
             }
             let waited = globaltimer_ns().wrapping_sub(start);
             if waited > timeout_ns {
-                report_timeout(diag, site, f.tail, ticket + 1 - f.capacity, ld_acquire_sys_u64(tail), waited);
+                report_timeout(diag, site, f.tail, ticket + 1 - f.capacity, t, waited);
                 return Err(());
             }
-            nanosleep(if behind <= FRONTIER { 64 } else { 512 });
-            cached = ld_acquire_gpu_u64(cache);
-            if ticket < cached + f.capacity {
-                break;
-            }
+            nanosleep(64);
         }
     }
     let slot = (f.ring as *mut u64).add(((ticket & (f.capacity - 1)) * 8) as usize);
