@@ -146,7 +146,8 @@ pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
         mode: FIFO_TEST_THROUGHPUT,
     };
     // SAFETY: the FIFO, diagnostics block and proxy outlive the kernel (synchronised below).
-    let ms = gpu.time_ms(|| unsafe { gpu.launch(kernels::FIFO_PUSH_TEST, &LaunchConfig::linear(blocks, threads, 0), &p) })?;
+    let ms =
+        gpu.time_ms(|| unsafe { gpu.launch(kernels::FIFO_PUSH_TEST, &LaunchConfig::linear(blocks, threads, 0), &p) })?;
     gpu.synchronize()?;
     let start = std::time::Instant::now();
     while proxy.stats().commands < total && start.elapsed() < Duration::from_secs(10) {
@@ -159,7 +160,10 @@ pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
     let wrong = bad.load(Ordering::Relaxed);
     let short = if verify { seen.iter().filter(|c| c.load(Ordering::Relaxed) != per).count() } else { 0 };
     if stats.commands != total || wrong != 0 || short != 0 {
-        let rule = format!("{} of {total} commands arrived, {wrong} wrong or out of order, {short} threads short", stats.commands);
+        let rule = format!(
+            "{} of {total} commands arrived, {wrong} wrong or out of order, {short} threads short",
+            stats.commands
+        );
         return Err(crate::Error::InvalidArgument { arg: "fifo", rule });
     }
     Ok(total as f64 / (ms as f64 / 1e3))

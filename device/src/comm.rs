@@ -27,7 +27,9 @@ pub unsafe fn fifo_push(
         let start = globaltimer_ns();
         loop {
             let t = ld_acquire_sys_u64(tail);
-            atom_max_relaxed_gpu_u64(cache, t);
+            // Release: a producer that learns this tail only through the cache is still ordered
+            // after the proxy's clearing of the slot (which precedes its release of `tail`).
+            atom_max_acq_rel_gpu_u64(cache, t);
             if ticket < t + f.capacity {
                 break;
             }

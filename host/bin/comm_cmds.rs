@@ -225,11 +225,22 @@ pub fn cmd_bench_fifo(args: &[String]) -> R {
         let rate = fifo_throughput(&gpu, c).map_err(|e| e.to_string())?;
         println!(
             "fifo throughput: {:6.2} M commands/s  ({} GPU threads x {}, ring {}, batch {}, {})",
-            rate / 1e6, c.blocks * c.threads, c.per_thread, c.capacity, c.max_batch, if c.verify { "every command checked" } else { "counted only" }
+            rate / 1e6,
+            c.blocks * c.threads,
+            c.per_thread,
+            c.capacity,
+            c.max_batch,
+            if c.verify { "every command checked" } else { "counted only" }
         );
     }
-    let mut rtt: Vec<f64> = fifo_roundtrips(&gpu, rounds).map_err(|e| e.to_string())?.iter().map(|&x| x as f64 / 1e3).collect();
+    let mut rtt: Vec<f64> =
+        fifo_roundtrips(&gpu, rounds).map_err(|e| e.to_string())?.iter().map(|&x| x as f64 / 1e3).collect();
     rtt.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    println!("fifo round trip GPU->proxy->GPU: median {:.2} us, p99 {:.2} us ({} rounds)", rtt[rtt.len() / 2], rtt[rtt.len() * 99 / 100], rtt.len());
+    println!(
+        "fifo round trip GPU->proxy->GPU: median {:.2} us, p99 {:.2} us ({} rounds)",
+        rtt[rtt.len() / 2],
+        rtt[rtt.len() * 99 / 100],
+        rtt.len()
+    );
     Ok(())
 }

@@ -162,14 +162,14 @@ pub fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
     r
 }
 
-/// Atomic maximum, relaxed, GPU scope. Returns the previous value.
+/// Atomic maximum, acquire-release, GPU scope. Returns the previous value.
 ///
 /// # Safety
 /// `p` must be valid and 8-byte aligned.
 #[inline(always)]
-pub unsafe fn atom_max_relaxed_gpu_u64(p: *mut u64, v: u64) -> u64 {
+pub unsafe fn atom_max_acq_rel_gpu_u64(p: *mut u64, v: u64) -> u64 {
     let r: u64;
-    asm!("atom.relaxed.gpu.max.u64 {r}, [{p}], {v};", r = out(reg64) r, p = in(reg64) p, v = in(reg64) v, options(nostack));
+    asm!("atom.acq_rel.gpu.max.u64 {r}, [{p}], {v};", r = out(reg64) r, p = in(reg64) p, v = in(reg64) v, options(nostack));
     r
 }
 
