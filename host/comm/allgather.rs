@@ -37,7 +37,7 @@ impl Default for AllGatherOptions {
             chunk_bytes: 1 << 20,
             timeout: Duration::from_secs(10),
             nic: NicModel::cx7(),
-            fifo_capacity: 1024,
+            fifo_capacity: 4096,
         }
     }
 }
