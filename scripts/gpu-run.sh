@@ -46,7 +46,7 @@ if want criterion; then
   done
 fi
 if want fifo; then
-  "$here/bin/mkernel" bench fifo 2>&1 | tee -a "$out/bench.log"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  "$here/bin/mkernel" bench fifo ${MKERNEL_FIFO_ARGS:-} 2>&1 | tee -a "$out/bench.log"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 if want comm && [ "$ngpu" -ge 2 ]; then
   for layout in "-n $ngpu --nodes 1" "-n $ngpu --nodes $ngpu"; do
