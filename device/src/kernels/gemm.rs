@@ -128,27 +128,32 @@ unsafe fn compute_cta<const TRANS_B: u32, H: TileHooks>(p: &GemmParams, hooks: &
     }
     sync_threads();
 
-    let tiles = TileIter::new(idx, p.roles.compute, grid.count());
+    let tl = TileLoop { p, hooks, smem, grid, tiles: TileIter::new(idx, p.roles.compute, grid.count()), k_blocks };
     if wg == 0 {
         setmaxnreg_dec::<40>();
         if tid == 0 {
-            produce::<TRANS_B, H>(p, hooks, &smem, &grid, tiles, k_blocks);
+            produce::<TRANS_B, H>(&tl);
         }
     } else {
         setmaxnreg_inc::<232>();
-        consume::<TRANS_B, H>(p, hooks, &smem, &grid, tiles, k_blocks, wg - 1, tid % 128);
+        consume::<TRANS_B, H>(&tl, wg - 1, tid % 128);
     }
 }
 
-#[inline(always)]
-unsafe fn produce<const TRANS_B: u32, H: TileHooks>(
-    p: &GemmParams,
-    hooks: &H,
-    smem: &Smem,
-    grid: &TileGrid,
+/// What both roles of a compute CTA walk: the same tiles, ring and k-blocks.
+struct TileLoop<'a, H> {
+    p: &'a GemmParams,
+    hooks: &'a H,
+    smem: Smem,
+    grid: TileGrid,
     tiles: TileIter,
     k_blocks: u32,
-) {
+}
+
+#[inline(always)]
+unsafe fn produce<const TRANS_B: u32, H: TileHooks>(tl: &TileLoop<'_, H>) {
+    let TileLoop { p, hooks, smem, grid, tiles, k_blocks } = tl;
+    let (tiles, k_blocks) = (*tiles, *k_blocks);
     prefetch_tensormap(p.a_map);
     prefetch_tensormap(p.b_map);
     let mut ring = Ring { slot: 0, phase: 0 };
@@ -196,18 +201,10 @@ unsafe fn mma_k_block<const TRANS_B: u32>(acc: &mut [f32; 128], a: u32, b: u32, 
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn consume<const TRANS_B: u32, H: TileHooks>(
-    p: &GemmParams,
-    hooks: &H,
-    smem: &Smem,
-    grid: &TileGrid,
-    tiles: TileIter,
-    k_blocks: u32,
-    cwg: u32,
-    t: u32,
-) {
+unsafe fn consume<const TRANS_B: u32, H: TileHooks>(tl: &TileLoop<'_, H>, cwg: u32, t: u32) {
+    let TileLoop { p, hooks, smem, grid, tiles, k_blocks } = tl;
+    let (tiles, k_blocks) = (*tiles, *k_blocks);
     let lane = t % 32;
     let mut ring = Ring { slot: 0, phase: 0 };
     let mut acc = [0f32; 128];
