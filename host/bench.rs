@@ -42,7 +42,8 @@ impl GemmBenchRow {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// Median of samples (the upper one of the middle pair).
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
 }
@@ -154,9 +155,7 @@ pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
         std::thread::sleep(Duration::from_millis(1));
     }
     let stats = proxy.shutdown()?;
-    if diag.read(0).status != DIAG_OK {
-        return Err(crate::Error::DeviceTimeout(crate::WaitReport(diag.read(0))));
-    }
+    crate::error::check_diag(&diag)?;
     let wrong = bad.load(Ordering::Relaxed);
     let short = if verify { seen.iter().filter(|c| c.load(Ordering::Relaxed) != per).count() } else { 0 };
     if stats.commands != total || wrong != 0 || short != 0 {
@@ -198,9 +197,7 @@ pub fn fifo_roundtrips(gpu: &Gpu, rounds: u32) -> crate::Result<Vec<u64>> {
     unsafe { gpu.launch(kernels::FIFO_PUSH_TEST, &LaunchConfig::linear(1, 32, 0), &p)? };
     gpu.synchronize()?;
     proxy.shutdown()?;
-    if diag.read(0).status != DIAG_OK {
-        return Err(crate::Error::DeviceTimeout(crate::WaitReport(diag.read(0))));
-    }
+    crate::error::check_diag(&diag)?;
     Ok(out.to_vec()?)
 }
 

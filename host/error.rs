@@ -59,6 +59,15 @@ pub enum Error {
 /// Result of an mkernel operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `Err(DeviceTimeout)` when a bounded device wait recorded a report in `diag`.
+pub(crate) fn check_diag(diag: &crate::gpu::MappedBuffer<WaitDiag>) -> Result<()> {
+    let d = diag.read(0);
+    if d.status != crate::abi::DIAG_OK {
+        return Err(Error::DeviceTimeout(WaitReport(d)));
+    }
+    Ok(())
+}
+
 pub(crate) fn invalid(arg: &'static str, rule: impl Into<String>) -> Error {
     Error::InvalidArgument { arg, rule: rule.into() }
 }

@@ -15,8 +15,8 @@
 //! gemm.run(&gpu)?; // launch, wait, report any device-side timeout
 //! # Ok(()) }
 //! ```
-use crate::abi::{GemmParams, RoleSplit, WaitDiag, B_KN, B_NK, DIAG_OK};
-use crate::error::{invalid, Error, Result, WaitReport};
+use crate::abi::{GemmParams, RoleSplit, WaitDiag, B_KN, B_NK};
+use crate::error::{check_diag, invalid, Error, Result};
 use crate::gpu::{kernels, DeviceBuffer, Gpu, LaunchConfig, MappedBuffer, Swizzle, TensorMap, Tile2d, TmaDtype};
 use half::bf16;
 use mkernel_device::kernels_info::gemm as k;
@@ -216,11 +216,7 @@ impl<'a> Gemm<'a> {
 
     /// Return the device's wait report, if a wait of an earlier launch gave up.
     pub fn check_diag(&self) -> Result<()> {
-        let d = self.diag.read(0);
-        if d.status != DIAG_OK {
-            return Err(Error::DeviceTimeout(WaitReport(d)));
-        }
-        Ok(())
+        check_diag(&self.diag)
     }
 }
 

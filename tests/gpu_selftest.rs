@@ -156,14 +156,6 @@ fn wgmma_accumulator_layout_matches_tile_math() {
     assert_eq!((r, c), (16 + 1 + 8, 8 + 2));
 }
 
-fn handshake_word(seed: u32, epoch: u32, w: u32) -> u32 {
-    let mut x = seed ^ epoch.wrapping_mul(0x9e37_79b9) ^ w.wrapping_mul(0x85eb_ca6b);
-    x ^= x >> 16;
-    x = x.wrapping_mul(0x7feb_352d);
-    x ^= x >> 15;
-    x
-}
-
 #[test]
 fn host_gpu_flag_handshake() {
     let Some(gpu) = gpu_or_skip("host_gpu_flag_handshake") else { return };

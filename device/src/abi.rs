@@ -70,6 +70,15 @@ abi_struct! {
     }
 }
 
+/// Payload word `w` of handshake round `epoch` (the kernel writes it, the host test checks it).
+pub const fn handshake_word(seed: u32, epoch: u32, w: u32) -> u32 {
+    let mut x = seed ^ epoch.wrapping_mul(0x9e37_79b9) ^ w.wrapping_mul(0x85eb_ca6b);
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb_352d);
+    x ^= x >> 15;
+    x
+}
+
 abi_struct! {
     /// Each block writes its cluster coordinates to `out[blockIdx.x]`.
     pub struct ClusterIdsParams [8] {

@@ -1,5 +1,6 @@
 //! `mkernel launch`, the per-rank checks the multi-process tests run, and the communication
 //! benchmarks.
+use mkernel::bench::median;
 use mkernel::comm::allgather::{AllGather, AllGatherOptions};
 use mkernel::comm::bootstrap::Bootstrap;
 use mkernel::comm::launch::{launch, LaunchSpec};
@@ -124,11 +125,6 @@ fn allgather_check(world: &World, timeout: Duration, args: &[String]) -> R {
     boot.barrier().map_err(|e| e.to_string())?;
     println!("allgather ok: rank {} of {} ({} nodes), shard {shard} B, {iters} checked launches + 50 back to back; proxy {:?}", world.rank, world.world_size, world.nodes, ag.proxy_stats());
     Ok(())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
 }
 
 /// `mkernel bench allgather [--sizes bytes,..] [--reps R] [--intra-ctas C] [--json F]`, as a rank.

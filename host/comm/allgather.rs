@@ -9,8 +9,8 @@ use super::symm::SymmBuffer;
 use super::transport::verbs::VerbsTransport;
 use super::transport::{EmulatedNic, NicModel, Regions};
 use super::world::World;
-use crate::abi::{AllGatherParams, RoleSplit, WaitDiag, DIAG_OK, MAX_LOCAL_RANKS};
-use crate::error::{Error, Result, WaitReport};
+use crate::abi::{AllGatherParams, RoleSplit, WaitDiag, MAX_LOCAL_RANKS};
+use crate::error::{check_diag, Error, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, MappedBuffer};
 use std::sync::Arc;
 use std::time::Duration;
@@ -216,10 +216,7 @@ impl AllGather {
     /// Wait for this rank's launches; report a device-side timeout or a proxy error.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
         let sync = gpu.synchronize();
-        let d = self.diag.read(0);
-        if d.status != DIAG_OK {
-            return Err(Error::DeviceTimeout(WaitReport(d)));
-        }
+        check_diag(&self.diag)?;
         if let Some(p) = &self.proxy {
             p.check()?;
         }

@@ -14,7 +14,7 @@
 use crate::abi::*;
 use crate::arch::*;
 use crate::sched::{Role, TileGrid, TileIter};
-use crate::sync::{report_timeout, wait_mbarrier, WaitSite};
+use crate::sync::{wait_mbarrier, WaitSite};
 use crate::tile::*;
 
 pub use crate::kernels_info::gemm::*;
@@ -249,7 +249,6 @@ unsafe fn consume<const TRANS_B: u32, H: TileHooks>(tl: &TileLoop<'_, H>, cwg: u
     if t == 0 {
         bulk_wait_group::<0>();
     }
-    let _ = report_timeout; // (the engine's waits report through wait_or_trap)
 }
 
 macro_rules! unroll32 {

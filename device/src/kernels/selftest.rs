@@ -119,16 +119,6 @@ pub unsafe extern "ptx-kernel" fn mk_wgmma_tile(p: WgmmaTileParams) {
     }
 }
 
-/// Deterministic payload word `w` of handshake round `epoch` (the host computes the same).
-#[inline(always)]
-pub const fn handshake_word(seed: u32, epoch: u32, w: u32) -> u32 {
-    let mut x = seed ^ epoch.wrapping_mul(0x9e37_79b9) ^ w.wrapping_mul(0x85eb_ca6b);
-    x ^= x >> 16;
-    x = x.wrapping_mul(0x7feb_352d);
-    x ^= x >> 15;
-    x
-}
-
 /// GPU <-> host ping-pong over host-mapped memory. Round `i` (epoch `base_epoch + i + 1`): the GPU
 /// writes `words` payload words, release-stores `flags[0] = epoch`; the host checks them, writes
 /// its reply at `data[words]` and release-stores `flags[1] = epoch`; the GPU acquire-waits on
