@@ -3,7 +3,8 @@
 #   bash .gpu/gpu-run.sh MODE... [-- extra args for `mkernel bench gemm`]
 # Modes: tests (every test binary, MKERNEL_REQUIRE_GPU=1: a skip is a failure; MKERNEL_TESTS
 # limits which), bench (GEMM vs cuBLAS table + JSON), criterion, fifo (FIFO throughput and
-# latency), comm (all-gather benches in both layouts + NCCL all_gather baseline; 2+ GPUs), all.
+# latency), comm (all-gather benches in both layouts + NCCL all_gather baseline; 2+ GPUs;
+# MKERNEL_AG_CTAS, MKERNEL_AG_COPY and MKERNEL_AG_ARGS vary it), all.
 # Logs go to $OUT (or ./gpu-out): one tests log, one bench log, JSON lines.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -51,10 +52,19 @@ fi
 if want comm && [ "$ngpu" -ge 2 ]; then
   for layout in "-n $ngpu --nodes 1" "-n $ngpu --nodes $ngpu"; do
     for ctas in ${MKERNEL_AG_CTAS:-16}; do
-      echo "== mkernel all-gather, launch $layout, $ctas copy CTAs" | tee -a "$out/bench.log"
-      "$here/bin/mkernel" launch $layout --timeout-s 300 -- "$here/bin/mkernel" bench allgather --intra-ctas "$ctas" --json "$out/ag-n${layout##* }-c$ctas.jsonl" 2>&1 | tee -a "$out/bench.log"
-      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+      for copy in ${MKERNEL_AG_COPY:-bulk}; do
+        echo "== mkernel all-gather, launch $layout, $ctas copy CTAs, $copy" | tee -a "$out/bench.log"
+        "$here/bin/mkernel" launch $layout --timeout-s 300 -- "$here/bin/mkernel" bench allgather --intra-ctas "$ctas" --copy "$copy" ${MKERNEL_AG_ARGS:-} --json "$out/ag-n${layout##* }-c$ctas-$copy.jsonl" 2>&1 | tee -a "$out/bench.log"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+      done
     done
+  done
+  # The NVLink rate of the copy CTAs alone: in place, nothing is copied locally, so the kernel
+  # moves exactly the bytes of the copy-engine baseline printed beside it.
+  for copy in ${MKERNEL_AG_COPY:-bulk}; do
+    echo "== mkernel all-gather in place, launch -n $ngpu --nodes 1, 16 copy CTAs, $copy" | tee -a "$out/bench.log"
+    "$here/bin/mkernel" launch -n "$ngpu" --nodes 1 --timeout-s 300 -- "$here/bin/mkernel" bench allgather --intra-ctas 16 --copy "$copy" --in-place --json "$out/ag-inplace-$copy.jsonl" 2>&1 | tee -a "$out/bench.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   done
   if [ -f "$here/torch_baselines.py" ]; then
     echo "== NCCL baseline (torch_baselines.py multi)" | tee -a "$out/bench.log"

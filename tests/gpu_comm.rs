@@ -21,6 +21,11 @@ fn gpus_or_skip(name: &str, need: u32) -> bool {
 }
 
 fn allgather(nprocs: u32, nodes: u32, gpus: &[u32], shard: usize, iters: u32) {
+    allgather_with(nprocs, nodes, gpus, shard, iters, &[]);
+}
+
+/// `extra`: options of `mkernel rank-check allgather` (`--copy lsu|bulk`, `--in-place`).
+fn allgather_with(nprocs: u32, nodes: u32, gpus: &[u32], shard: usize, iters: u32, extra: &[&str]) {
     let spec = LaunchSpec {
         nprocs,
         nodes,
@@ -28,13 +33,15 @@ fn allgather(nprocs: u32, nodes: u32, gpus: &[u32], shard: usize, iters: u32) {
         program: mkernel_bin(env!("CARGO_BIN_EXE_mkernel")).into(),
         args: ["rank-check", "allgather", "--shard-bytes", &shard.to_string(), "--iters", &iters.to_string()]
             .iter()
+            .chain(extra)
             .map(Into::into)
             .collect(),
         env: vec![],
         timeout: Some(Duration::from_secs(120)),
     };
-    launch(&spec)
-        .unwrap_or_else(|e| panic!("all-gather {nprocs} ranks / {nodes} nodes on GPUs {gpus:?}, shard {shard}: {e}"));
+    launch(&spec).unwrap_or_else(|e| {
+        panic!("all-gather {nprocs} ranks / {nodes} nodes on GPUs {gpus:?}, shard {shard}, {extra:?}: {e}")
+    });
 }
 
 #[test]
@@ -65,8 +72,10 @@ fn allgather_one_node_two_gpus() {
     if !gpus_or_skip("allgather_one_node_two_gpus", 2) {
         return;
     }
-    for shard in [17usize, 1_000_003, 16 << 20] {
-        allgather(2, 1, &[0, 1], shard, 10);
+    for extra in [&["--copy", "bulk"][..], &["--copy", "lsu"], &["--in-place"]] {
+        for shard in [17usize, 1_000_003, 16 << 20, (16 << 20) + 48] {
+            allgather_with(2, 1, &[0, 1], shard, 10, extra);
+        }
     }
 }
 
@@ -78,6 +87,7 @@ fn allgather_two_emulated_nodes_one_gpu_each() {
     for shard in [17usize, 1_000_003, 16 << 20] {
         allgather(2, 2, &[0, 1], shard, 10);
     }
+    allgather_with(2, 2, &[0, 1], 1_000_003, 10, &["--in-place"]);
 }
 
 #[test]

@@ -235,7 +235,7 @@ pub const MAX_LOCAL_RANKS: usize = 8;
 abi_struct! {
     /// GPU-driven all-gather: rank r's `shard_bytes` of `input` land at `r * shard_bytes` in every
     /// rank's symmetric `output`; then the kernel waits until every other rank's shard arrived.
-    pub struct AllGatherParams [272] {
+    pub struct AllGatherParams [280] {
         pub input: u64,
         pub output: u64,
         /// My symmetric flag buffer: u32 epoch flags, one per source rank.
@@ -258,9 +258,19 @@ abi_struct! {
         pub local_world: u32,
         pub epoch: u32,
         pub roles: RoleSplit,
+        /// How intra-comm CTAs move bytes: [`COPY_LSU`] or [`COPY_BULK`].
+        pub copy_mode: u32,
+        /// 1: `input` is this rank's slice of `output` (nothing to copy locally).
+        pub in_place: u32,
         pub _pad: u32,
     }
 }
+
+/// NVLink copy by ordinary 16-byte vector loads and stores from every thread of the CTA.
+pub const COPY_LSU: u32 = 0;
+/// NVLink copy by TMA bulk copies (global -> shared -> peer global) issued by one thread,
+/// through a ring of shared-memory stages (see `kernels_info::allgather`).
+pub const COPY_BULK: u32 = 1;
 
 abi_struct! {
     /// FIFO exercise: every thread of the grid pushes `per_thread` commands whose fields encode

@@ -42,6 +42,22 @@ pub mod kernels_info {
         pub const SMEM_BYTES: u32 = BAR_OFF + 2 * STAGES * 8;
         const _: () = assert!(SMEM_BYTES <= 227 * 1024);
     }
+
+    /// The all-gather's copy CTAs.
+    pub mod allgather {
+        /// Threads per CTA.
+        pub const THREADS: u32 = 512;
+        /// Bytes per TMA bulk copy (`COPY_BULK`). Chosen on 2x H200 (docs/PERF.md): 16 KiB x 12
+        /// stages with 6 loads ahead beat 32 KiB x 6 and 8 KiB x 24 at every split of the ring.
+        pub const BULK_CHUNK: u32 = 16 << 10;
+        /// Shared-memory stages of the bulk ring.
+        pub const BULK_STAGES: u32 = 12;
+        /// Chunks loaded ahead of the store in progress (the rest of the ring holds stores).
+        pub const BULK_AHEAD: u32 = 6;
+        /// Dynamic shared memory of a `COPY_BULK` launch: the stages, then one mbarrier each.
+        pub const BULK_SMEM_BYTES: u32 = BULK_CHUNK * BULK_STAGES + 8 * BULK_STAGES;
+        const _: () = assert!(BULK_SMEM_BYTES <= 227 * 1024);
+    }
 }
 #[cfg(target_arch = "nvptx64")]
 pub mod sync;

@@ -1,7 +1,7 @@
 //! `mkernel launch`, the per-rank checks the multi-process tests run, and the communication
 //! benchmarks.
 use mkernel::bench::median;
-use mkernel::comm::allgather::{AllGather, AllGatherOptions};
+use mkernel::comm::allgather::{AllGather, AllGatherOptions, NvlinkCopy};
 use mkernel::comm::bootstrap::Bootstrap;
 use mkernel::comm::launch::{launch, LaunchSpec};
 use mkernel::comm::world::World;
@@ -86,6 +86,8 @@ fn allgather_check(world: &World, timeout: Duration, args: &[String]) -> R {
     let mut boot = Bootstrap::connect(world, timeout).map_err(|e| e.to_string())?;
     let opts = AllGatherOptions {
         intra_ctas: opt(args, "--intra-ctas", 8)?,
+        copy: opt(args, "--copy", NvlinkCopy::Bulk)?,
+        in_place: args.iter().any(|a| a == "--in-place"),
         chunk_bytes: opt(args, "--chunk-bytes", 256 << 10)?,
         ..Default::default()
     };
@@ -110,8 +112,8 @@ fn allgather_check(world: &World, timeout: Duration, args: &[String]) -> R {
     // New data every launch: run() ends with a barrier, so nobody overwrites data still read.
     for it in 0..iters {
         let mine: Vec<u8> = (0..shard).map(|i| pattern(world.rank, it, i)).collect();
-        ag.input().copy_from(&mine).map_err(|e| e.to_string())?;
         ag.output().copy_from(&vec![0xa5; w * shard]).map_err(|e| e.to_string())?;
+        ag.input().copy_from(&mine).map_err(|e| e.to_string())?; // after the poison: may alias it
         boot.barrier().map_err(|e| e.to_string())?; // everyone poisoned before anyone writes
         ag.run(&gpu, &mut boot).map_err(|e| e.to_string())?;
         verify(&ag, it)?;
@@ -127,12 +129,15 @@ fn allgather_check(world: &World, timeout: Duration, args: &[String]) -> R {
     Ok(())
 }
 
-/// `mkernel bench allgather [--sizes bytes,..] [--reps R] [--intra-ctas C] [--json F]`, as a rank.
+/// `mkernel bench allgather [--sizes bytes,..] [--reps R] [--intra-ctas C] [--copy lsu|bulk]
+/// [--in-place] [--json F]`, as a rank.
 pub fn cmd_bench_allgather(args: &[String]) -> R {
     let world = World::from_env().map_err(|e| e.to_string())?;
     let sizes: String = opt(args, "--sizes", "1048576,16777216,268435456".to_string())?;
     let reps: usize = opt(args, "--reps", 20)?;
     let ctas: u32 = opt(args, "--intra-ctas", 16)?;
+    let copy: NvlinkCopy = opt(args, "--copy", NvlinkCopy::Bulk)?;
+    let in_place = args.iter().any(|a| a == "--in-place");
     let json: String = opt(args, "--json", String::new())?;
     let gpu = Gpu::new(world.device).map_err(|e| e.to_string())?;
     let mut boot = Bootstrap::connect(&world, Duration::from_secs(30)).map_err(|e| e.to_string())?;
@@ -140,7 +145,7 @@ pub fn cmd_bench_allgather(args: &[String]) -> R {
     for total in sizes.split(',').map(|s| s.parse::<usize>().map_err(|_| format!("bad size {s}"))) {
         let total = total?;
         let shard = total / world.world_size as usize;
-        let opts = AllGatherOptions { intra_ctas: ctas, ..Default::default() };
+        let opts = AllGatherOptions { intra_ctas: ctas, copy, in_place, ..Default::default() };
         let mut ag = AllGather::new(&gpu, &mut boot, &world, shard, opts).map_err(|e| e.to_string())?;
         for _ in 0..3 {
             ag.launch(&gpu).map_err(|e| e.to_string())?;
@@ -183,7 +188,7 @@ pub fn cmd_bench_allgather(args: &[String]) -> R {
         // What one rank pushes to one peer per launch, over the kernel's time: comparable with the
         // copy engine's rate below.
         let line = format!(
-            "{{\"op\":\"all_gather\",\"impl\":\"mkernel\",\"world\":{},\"nodes\":{},\"bytes\":{total},\"ms\":{t:.5},\"busbw_gbps\":{busbw:.2},\"intra_ctas\":{ctas},\"p2p_copy_engine_ms\":{},\"p2p_copy_engine_gbps\":{}}}",
+            "{{\"op\":\"all_gather\",\"impl\":\"mkernel\",\"world\":{},\"nodes\":{},\"bytes\":{total},\"ms\":{t:.5},\"busbw_gbps\":{busbw:.2},\"intra_ctas\":{ctas},\"copy\":\"{copy:?}\",\"in_place\":{in_place},\"p2p_copy_engine_ms\":{},\"p2p_copy_engine_gbps\":{}}}",
             world.world_size,
             world.nodes,
             if ce.is_empty() { "null".into() } else { format!("{:.5}", median(ce.clone())) },

@@ -9,17 +9,43 @@ use super::symm::SymmBuffer;
 use super::transport::verbs::VerbsTransport;
 use super::transport::{EmulatedNic, NicModel, Regions};
 use super::world::World;
-use crate::abi::{AllGatherParams, RoleSplit, WaitDiag, MAX_LOCAL_RANKS};
+use crate::abi::{AllGatherParams, RoleSplit, WaitDiag, COPY_BULK, COPY_LSU, MAX_LOCAL_RANKS};
 use crate::error::{check_diag, Error, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, MappedBuffer};
+use mkernel_device::kernels_info::allgather::{BULK_SMEM_BYTES, THREADS};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How the intra-comm CTAs move bytes over NVLink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NvlinkCopy {
+    /// 16-byte vector loads and stores from all 512 threads of a CTA.
+    Lsu,
+    /// TMA bulk copies through a shared-memory ring, issued by one thread per CTA.
+    Bulk,
+}
+
+impl std::str::FromStr for NvlinkCopy {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "lsu" => Ok(Self::Lsu),
+            "bulk" => Ok(Self::Bulk),
+            _ => Err(format!("`{s}`: must be `lsu` or `bulk`")),
+        }
+    }
+}
 
 /// Tuning and transport settings.
 #[derive(Clone, Debug)]
 pub struct AllGatherOptions {
     /// CTAs copying over NVLink.
     pub intra_ctas: u32,
+    /// How they copy.
+    pub copy: NvlinkCopy,
+    /// The shard is written straight into this rank's slice of the output
+    /// ([`AllGather::input`] is that slice): no separate input buffer and no local copy.
+    pub in_place: bool,
     /// Bytes per FIFO WRITE for other nodes.
     pub chunk_bytes: u64,
     /// Bound on every device-side wait.
@@ -34,6 +60,8 @@ impl Default for AllGatherOptions {
     fn default() -> Self {
         Self {
             intra_ctas: 16,
+            copy: NvlinkCopy::Bulk,
+            in_place: false,
             chunk_bytes: 1 << 20,
             timeout: Duration::from_secs(10),
             nic: NicModel::cx7(),
@@ -46,7 +74,8 @@ impl Default for AllGatherOptions {
 pub struct AllGather {
     world: World,
     shard_bytes: usize,
-    input: DeviceBuffer<u8>,
+    /// None when in place.
+    input: Option<DeviceBuffer<u8>>,
     output: SymmBuffer,
     _flags: SymmBuffer,
     _counters: DeviceBuffer<u32>,
@@ -85,13 +114,18 @@ impl AllGather {
         if opts.intra_ctas == 0 || opts.intra_ctas > 1024 {
             return Err(invalid("intra_ctas", format!("{} must be in 1..=1024", opts.intra_ctas)));
         }
-        let input = gpu.alloc::<u8>(shard_bytes)?;
+        let input = if opts.in_place { None } else { Some(gpu.alloc::<u8>(shard_bytes)?) };
         let output = SymmBuffer::new(gpu, boot, world, total as usize)?;
+        let input_addr = match &input {
+            Some(b) => b.addr(),
+            None => output.addr() + world.rank as u64 * shard_bytes as u64,
+        };
         let flags = SymmBuffer::new(gpu, boot, world, 4 * world.world_size as usize)?;
         let counters = gpu.upload(&vec![0u32; world.local_world_size as usize])?;
         let diag = gpu.mapped::<WaitDiag>(1)?;
         let mut params = AllGatherParams {
-            input: input.addr(),
+            input: input_addr,
+            in_place: opts.in_place as u32,
             output: output.addr(),
             flags: flags.addr(),
             counters: counters.addr(),
@@ -109,6 +143,10 @@ impl AllGather {
                 inter_send: (world.nodes > 1) as u32,
                 inter_reduce: 0,
             },
+            copy_mode: match opts.copy {
+                NvlinkCopy::Lsu => COPY_LSU,
+                NvlinkCopy::Bulk => COPY_BULK,
+            },
             ..Default::default()
         };
         for lr in 0..world.local_world_size {
@@ -125,7 +163,7 @@ impl AllGather {
             let f = Arc::new(Fifo::new(gpu, opts.fifo_capacity)?);
             params.fifo = f.params();
             let local = vec![
-                (input.addr(), shard_bytes as u64),
+                (input_addr, shard_bytes as u64),
                 (output.addr(), total),
                 (flags.addr(), 4 * world.world_size as u64),
             ];
@@ -177,8 +215,14 @@ impl AllGather {
     }
 
     /// This rank's shard: write it here before a launch.
-    pub fn input(&self) -> &DeviceBuffer<u8> {
-        &self.input
+    pub fn input(&self) -> DeviceSlice<'_, u8> {
+        match &self.input {
+            Some(b) => b.as_slice(),
+            None => {
+                let r = self.world.rank as usize;
+                self.output.local().slice(r * self.shard_bytes..(r + 1) * self.shard_bytes)
+            }
+        }
     }
 
     /// The gathered result (`world * shard_bytes`), valid after [`AllGather::wait`].
@@ -206,7 +250,8 @@ impl AllGather {
     /// every rank is done reading.
     pub fn launch(&mut self, gpu: &Gpu) -> Result<()> {
         self.params.epoch = self.params.epoch.wrapping_add(1);
-        let cfg = LaunchConfig::linear(self.ctas(), 512, 0);
+        let smem = if self.params.copy_mode == COPY_BULK { BULK_SMEM_BYTES } else { 0 };
+        let cfg = LaunchConfig::linear(self.ctas(), THREADS, smem);
         // SAFETY: every address in params belongs to buffers owned by self (or mapped peers'
         // buffers, alive until every rank passed the closing barrier of run / drop).
         unsafe { gpu.launch(kernels::ALLGATHER, &cfg, &self.params)? };

@@ -68,3 +68,38 @@ pub fn prefetch_tensormap(tmap: u64) {
 pub fn fence_proxy_async_shared() {
     unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) }
 }
+
+/// Copy `bytes` (a multiple of 16, at most 2^20 - 1) from global `src` to shared `dst`, completing
+/// them as transactions on the mbarrier `bar`. Both addresses 16-byte aligned.
+///
+/// # Safety
+/// `src..src+bytes` is readable global memory; `dst` has room; `bar` is an initialised mbarrier
+/// whose expected transaction count covers this copy.
+#[inline(always)]
+pub unsafe fn bulk_load(dst: u32, src: u64, bytes: u32, bar: u32) {
+    asm!(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{d}], [{s}], {n}, [{b}];",
+        d = in(reg32) dst, s = in(reg64) src, n = in(reg32) bytes, b = in(reg32) bar, options(nostack)
+    )
+}
+
+/// Copy `bytes` (a multiple of 16) from shared `src` to global `dst` (which may be a peer GPU's
+/// memory mapped over NVLink). Part of the current bulk async-group.
+///
+/// # Safety
+/// `dst..dst+bytes` is writable global memory; `src` holds the bytes, written before this call
+/// by the async proxy (a completed [`bulk_load`]) or fenced with [`fence_proxy_async_shared`].
+#[inline(always)]
+pub unsafe fn bulk_store(dst: u64, src: u32, bytes: u32) {
+    asm!(
+        "cp.async.bulk.global.shared::cta.bulk_group [{d}], [{s}], {n};",
+        d = in(reg64) dst, s = in(reg32) src, n = in(reg32) bytes, options(nostack)
+    )
+}
+
+/// Order completed async-proxy writes to global memory (bulk stores) before this thread's later
+/// generic-proxy accesses, such as the release store of a flag that announces them.
+#[inline(always)]
+pub fn fence_proxy_async_global() {
+    unsafe { asm!("fence.proxy.async.global;", options(nostack)) }
+}

@@ -1,7 +1,8 @@
 //! A GPU-driven all-gather: the first user of the communication runtime.
 //!
 //! Roles (from `p.roles`): intra-comm CTAs copy this rank's shard into every local rank's output
-//! over NVLink (16-byte vector stores into peer memory), then raise that peer's flag for this
+//! over NVLink (`p.copy_mode`: 16-byte vector stores from every thread, or TMA bulk copies
+//! through shared memory issued by one thread), then raise that peer's flag for this
 //! rank; one inter-send CTA pushes WRITE commands (data, then flag on the last chunk) into the FIFO
 //! for every rank on another node, which the CPU proxy carries out. Finally one thread waits,
 //! bounded, until every other rank's flag reached this launch's epoch.
@@ -12,11 +13,59 @@
 use crate::abi::*;
 use crate::arch::*;
 use crate::comm::fifo_push;
+use crate::kernels_info::allgather::{BULK_AHEAD, BULK_CHUNK, BULK_STAGES, THREADS};
 use crate::sched::Role;
-use crate::sync::{wait_flag_sys_u32, WaitSite};
+use crate::sync::{wait_flag_sys_u32, wait_mbarrier, WaitSite};
 
-const THREADS: u32 = 512;
 const VEC: u64 = 16;
+const PIECE_ALIGN: u64 = 64 << 10;
+
+/// One thread moves bytes `start..end` (a multiple of 16; both buffers 16-byte aligned) from
+/// `src` to `dst` with TMA bulk copies through a ring of `BULK_STAGES` shared-memory stages:
+/// loads run `BULK_AHEAD` chunks in front of the stores, so up to `BULK_STAGES - BULK_AHEAD`
+/// stores read shared memory at once, and a stage is reloaded only once the store that read it
+/// is done reading. `used` counts chunks ever loaded through the ring, which gives each stage's
+/// mbarrier phase across calls. Returns false on a timeout (already reported).
+#[inline(always)]
+unsafe fn bulk_copy(p: &AllGatherParams, src: u64, dst: u64, start: u64, end: u64, used: &mut u32) -> bool {
+    const STORES: u32 = BULK_STAGES - BULK_AHEAD;
+    let data = dyn_smem_base();
+    let bars = data + BULK_CHUNK * BULK_STAGES;
+    let count = (end - start).div_ceil(BULK_CHUNK as u64) as u32;
+    let off = |i: u32| start + i as u64 * BULK_CHUNK as u64;
+    let len = |i: u32| (end - off(i)).min(BULK_CHUNK as u64) as u32;
+    let stage = |i: u32| (*used + i) % BULK_STAGES;
+    let load = |i: u32| {
+        let s = stage(i);
+        mbarrier_arrive_expect_tx(bars + 8 * s, len(i));
+        bulk_load(data + s * BULK_CHUNK, src + off(i), len(i), bars + 8 * s);
+    };
+    for i in 0..count.min(BULK_AHEAD) {
+        load(i);
+    }
+    let site = WaitSite { rank: p.rank, role: Role::IntraComm as u32, tile: block_idx_x(), what: WAIT_MBAR_FULL };
+    let mut ok = true;
+    for i in 0..count {
+        let s = stage(i);
+        let parity = ((*used + i) / BULK_STAGES) & 1;
+        if wait_mbarrier(bars + 8 * s, parity, p.timeout_ns, p.diag as *mut WaitDiag, site).is_err() {
+            ok = false;
+            break;
+        }
+        bulk_store(dst + off(i), data + s * BULK_CHUNK, len(i));
+        bulk_commit_group();
+        if i + BULK_AHEAD < count {
+            // The stage of chunk i + AHEAD was read by store i + AHEAD - STAGES; the STORES newer
+            // ones may still be reading.
+            bulk_wait_group_read::<STORES>();
+            load(i + BULK_AHEAD);
+        }
+    }
+    bulk_wait_group::<0>();
+    fence_proxy_async_global();
+    *used += count;
+    ok
+}
 
 #[inline(always)]
 unsafe fn copy_range(src: *const u8, dst: *mut u8, start: u64, end: u64) {
@@ -56,8 +105,21 @@ unsafe fn copy_range(src: *const u8, dst: *mut u8, start: u64, end: u64) {
 #[inline(always)]
 unsafe fn intra(p: &AllGatherParams, idx: u32) {
     let ctas = p.roles.intra_comm;
-    // Each local peer's shard is split into `ctas` contiguous pieces of 16-byte multiples.
-    let piece = p.shard_bytes.div_ceil(ctas as u64).div_ceil(VEC) * VEC;
+    let bulk = p.copy_mode == COPY_BULK;
+    if bulk && thread_idx_x() == 0 {
+        for s in 0..BULK_STAGES {
+            mbarrier_init(dyn_smem_base() + BULK_CHUNK * BULK_STAGES + 8 * s, 1);
+        }
+        fence_mbarrier_init();
+    }
+    let mut used = 0u32;
+    // Set by thread 0 when a bulk wait timed out (already reported): it skips further copies and
+    // raises no flag, but keeps meeting the block barriers.
+    let mut failed = false;
+    // Each local peer's shard is split into `ctas` contiguous pieces: 64 KiB multiples when the
+    // shard is large enough, else 16-byte multiples.
+    let align = if p.shard_bytes >= ctas as u64 * PIECE_ALIGN { PIECE_ALIGN } else { VEC };
+    let piece = p.shard_bytes.div_ceil(ctas as u64).div_ceil(align) * align;
     let start = (idx as u64 * piece).min(p.shard_bytes);
     let end = (start + piece).min(p.shard_bytes);
     let src = p.input as *const u8;
@@ -65,10 +127,22 @@ unsafe fn intra(p: &AllGatherParams, idx: u32) {
     for lp in 0..p.local_world {
         // Start with a different peer in each CTA to spread NVLink traffic.
         let peer = (lp + p.local_rank + idx) % p.local_world;
+        if p.in_place != 0 && peer == p.local_rank {
+            continue; // the shard already sits in this rank's output
+        }
         let dst = (p.peer_output[peer as usize] as *mut u8).add(dst_off as usize);
-        copy_range(src, dst, start, end);
+        if bulk && (src as u64 | dst as u64) % VEC == 0 {
+            // Thread 0 moves the 16-byte multiple; every thread helps with the ragged tail.
+            let bulk_end = start + (end - start) / VEC * VEC;
+            if thread_idx_x() == 0 && !failed {
+                failed = !bulk_copy(p, src as u64, dst as u64, start, bulk_end, &mut used);
+            }
+            copy_range(src, dst, bulk_end, end);
+        } else {
+            copy_range(src, dst, start, end);
+        }
         sync_threads();
-        if thread_idx_x() == 0 {
+        if thread_idx_x() == 0 && !failed {
             fence_acq_rel_sys();
             let counter = (p.counters as *mut u32).add(peer as usize);
             let before = atom_add_acq_rel_sys_u32(counter, 1);
