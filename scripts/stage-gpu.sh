@@ -12,7 +12,8 @@ cargo test --release --no-run --message-format=json -q 2>/dev/null \
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        print(m["target"]["name"], m["executable"])' \
+        kind = m["target"]["kind"][0]  # the lib and the bin are both named mkernel
+        print(m["target"]["name"] + ("-bin" if kind == "bin" else ""), m["executable"])' \
   | while read -r name exe; do cp "$exe" ".gpu/bin/test-$name"; done
 cargo bench --no-run --message-format=json -q 2>/dev/null \
   | python3 -c 'import json,sys

@@ -98,3 +98,33 @@ fn allgather_two_nodes_of_two_ranks() {
     }
     allgather(4, 2, &[0, 1, 0, 1], 1_000_003, 8);
 }
+
+#[test]
+fn staging_stream_copies_then_raises_flags_in_order() {
+    // The host-staged RDMA path's memory half (CudaMem): pinned host slot -> GPU buffer, then the
+    // flag, on one stream; tokens complete in order; GPU -> host back for the check.
+    use mkernel::comm::transport::verbs::{engine::Mem, CudaMem};
+    let Some(g) = gpu_or_skip("staging_stream_copies_then_raises_flags_in_order") else { return };
+    let n = (1 << 20) + 37;
+    let mut mem = CudaMem::new(0).unwrap();
+    let slot = g.mapped::<u8>(n).unwrap();
+    let back = g.mapped::<u8>(n).unwrap();
+    let dev = g.alloc::<u8>(n).unwrap();
+    let flag = g.upload(&[0u32]).unwrap();
+    let mut rng = mkernel::testing::Rng::fresh("staging_stream");
+    let data: Vec<u8> = (0..n).map(|_| rng.next_u32() as u8).collect();
+    mem.write_host(slot.host_ptr() as u64, &data);
+    dev.fill_bytes(0xa5).unwrap();
+    let mut tokens = vec![mem.copy(dev.addr(), slot.host_ptr() as u64, n as u64).unwrap()];
+    tokens.push(mem.set_u32(flag.addr(), 0x5eed).unwrap());
+    tokens.push(mem.copy(back.host_ptr() as u64, dev.addr(), n as u64).unwrap());
+    assert_eq!(tokens, [0, 1, 2], "tokens count operations in order");
+    let start = std::time::Instant::now();
+    while mem.done().unwrap() < 3 {
+        assert!(start.elapsed() < Duration::from_secs(10), "staging stream stuck at {}", mem.done().unwrap());
+    }
+    let mut got = vec![0u8; n];
+    mem.read_host(back.host_ptr() as u64, &mut got);
+    assert!(got == data, "staged bytes differ after the round trip");
+    assert_eq!(flag.to_vec().unwrap(), [0x5eed]);
+}

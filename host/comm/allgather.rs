@@ -6,7 +6,7 @@ use super::error::CommError;
 use super::fifo::Fifo;
 use super::proxy::{Proxy, ProxyConfig, ProxyStats};
 use super::symm::SymmBuffer;
-use super::transport::verbs::VerbsTransport;
+use super::transport::verbs::{VerbsOptions, VerbsTransport};
 use super::transport::{EmulatedNic, NicModel, Regions};
 use super::world::World;
 use crate::abi::{AllGatherParams, RoleSplit, WaitDiag, COPY_BULK, COPY_LSU, MAX_LOCAL_RANKS};
@@ -173,8 +173,10 @@ impl AllGather {
                 .any(|r| !world.is_local(r) && (output.peer(r).is_none() || flags.peer(r).is_none()));
             let forced = std::env::var("MKERNEL_TRANSPORT").ok();
             let transport: Box<dyn super::transport::Transport> = match forced.as_deref() {
-                Some("verbs") => Box::new(VerbsTransport::connect(world, boot, &local, None)?),
-                None if other_host => Box::new(VerbsTransport::connect(world, boot, &local, None)?),
+                Some("verbs") => Box::new(VerbsTransport::connect(world, boot, &local, &VerbsOptions::from_env()?)?),
+                None if other_host => {
+                    Box::new(VerbsTransport::connect(world, boot, &local, &VerbsOptions::from_env()?)?)
+                }
                 Some("emulated") | None => {
                     if other_host {
                         let what = "some ranks are on another host: the emulated NIC only reaches ranks of this host"
