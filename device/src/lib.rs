@@ -54,8 +54,10 @@ pub mod kernels_info {
         pub const BULK_STAGES: u32 = 12;
         /// Chunks loaded ahead of the store in progress (the rest of the ring holds stores).
         pub const BULK_AHEAD: u32 = 6;
-        /// Dynamic shared memory of a `COPY_BULK` launch: the stages, then one mbarrier each.
-        pub const BULK_SMEM_BYTES: u32 = BULK_CHUNK * BULK_STAGES + 8 * BULK_STAGES;
+        /// Offset of the stages' mbarriers (one each), after the stages.
+        pub const BULK_BAR_OFF: u32 = BULK_CHUNK * BULK_STAGES;
+        /// Dynamic shared memory of a `COPY_BULK` launch.
+        pub const BULK_SMEM_BYTES: u32 = BULK_BAR_OFF + 8 * BULK_STAGES;
         const _: () = assert!(BULK_SMEM_BYTES <= 227 * 1024);
     }
 }

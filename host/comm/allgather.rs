@@ -171,25 +171,10 @@ impl AllGather {
             // forces a choice (`verbs` or `emulated`).
             let other_host = (0..world.world_size)
                 .any(|r| !world.is_local(r) && (output.peer(r).is_none() || flags.peer(r).is_none()));
-            let forced = std::env::var("MKERNEL_TRANSPORT").ok();
-            let transport: Box<dyn super::transport::Transport> = match forced.as_deref() {
-                Some("verbs") => Box::new(VerbsTransport::connect(world, boot, &local, &VerbsOptions::from_env()?)?),
-                None if other_host => {
-                    Box::new(VerbsTransport::connect(world, boot, &local, &VerbsOptions::from_env()?)?)
-                }
-                Some("emulated") | None => {
-                    if other_host {
-                        let what = "some ranks are on another host: the emulated NIC only reaches ranks of this host"
-                            .to_string();
-                        return Err(CommError::Transport { transport: "emulated-nic", what }.into());
-                    }
-                    let mut regions = Regions { local, remote: Vec::new() };
-                    for r in 0..world.world_size {
-                        let (o, fl) = (output.peer(r).unwrap_or(0), flags.peer(r).unwrap_or(0));
-                        regions.remote.push(vec![(0, 0), (o, total), (fl, 4 * world.world_size as u64)]);
-                    }
-                    Box::new(EmulatedNic::new(world.device, regions, opts.nic.clone()))
-                }
+            let verbs = match std::env::var("MKERNEL_TRANSPORT").ok().as_deref() {
+                Some("verbs") => true,
+                Some("emulated") => false,
+                None => other_host,
                 Some(other) => {
                     return Err(CommError::Env {
                         var: "MKERNEL_TRANSPORT",
@@ -197,6 +182,21 @@ impl AllGather {
                     }
                     .into())
                 }
+            };
+            let transport: Box<dyn super::transport::Transport> = if verbs {
+                Box::new(VerbsTransport::connect(world, boot, &local, &VerbsOptions::from_env()?)?)
+            } else {
+                if other_host {
+                    let what =
+                        "some ranks are on another host: the emulated NIC only reaches ranks of this host".to_string();
+                    return Err(CommError::Transport { transport: "emulated-nic", what }.into());
+                }
+                let mut regions = Regions { local, remote: Vec::new() };
+                for r in 0..world.world_size {
+                    let (o, fl) = (output.peer(r).unwrap_or(0), flags.peer(r).unwrap_or(0));
+                    regions.remote.push(vec![(0, 0), (o, total), (fl, 4 * world.world_size as u64)]);
+                }
+                Box::new(EmulatedNic::new(world.device, regions, opts.nic.clone()))
             };
             proxy = Some(Proxy::start(f.clone(), transport, ProxyConfig::default()));
             fifo = Some(f);

@@ -13,7 +13,7 @@
 use crate::abi::*;
 use crate::arch::*;
 use crate::comm::fifo_push;
-use crate::kernels_info::allgather::{BULK_AHEAD, BULK_CHUNK, BULK_STAGES, THREADS};
+use crate::kernels_info::allgather::{BULK_AHEAD, BULK_BAR_OFF, BULK_CHUNK, BULK_STAGES, THREADS};
 use crate::sched::Role;
 use crate::sync::{wait_flag_sys_u32, wait_mbarrier, WaitSite};
 
@@ -30,7 +30,7 @@ const PIECE_ALIGN: u64 = 64 << 10;
 unsafe fn bulk_copy(p: &AllGatherParams, src: u64, dst: u64, start: u64, end: u64, used: &mut u32) -> bool {
     const STORES: u32 = BULK_STAGES - BULK_AHEAD;
     let data = dyn_smem_base();
-    let bars = data + BULK_CHUNK * BULK_STAGES;
+    let bars = data + BULK_BAR_OFF;
     let count = (end - start).div_ceil(BULK_CHUNK as u64) as u32;
     let off = |i: u32| start + i as u64 * BULK_CHUNK as u64;
     let len = |i: u32| (end - off(i)).min(BULK_CHUNK as u64) as u32;
@@ -108,7 +108,7 @@ unsafe fn intra(p: &AllGatherParams, idx: u32) {
     let bulk = p.copy_mode == COPY_BULK;
     if bulk && thread_idx_x() == 0 {
         for s in 0..BULK_STAGES {
-            mbarrier_init(dyn_smem_base() + BULK_CHUNK * BULK_STAGES + 8 * s, 1);
+            mbarrier_init(dyn_smem_base() + BULK_BAR_OFF + 8 * s, 1);
         }
         fence_mbarrier_init();
     }

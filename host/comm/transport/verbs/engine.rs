@@ -269,8 +269,9 @@ pub struct Engine {
     cfg: EngineConfig,
     /// This rank (its block in every peer's staging area).
     me: u32,
-    /// Which ranks have QPs (other nodes).
+    /// Which ranks have QPs (other nodes), as flags by rank and as a list.
     remote_ranks: Vec<bool>,
+    ranks: Vec<u32>,
     local: Vec<LocalRegion>,
     remote: Vec<Vec<RemoteRegion>>,
     staging: Option<Staging>,
@@ -298,10 +299,12 @@ impl Engine {
         let world = remote_ranks.len();
         let qps = (0..world * cfg.lanes as usize).map(|_| QpState::default()).collect();
         let peers = (0..world).map(|_| Peer::default()).collect();
+        let ranks = (0..world as u32).filter(|&r| remote_ranks[r as usize]).collect();
         Ok(Self {
             cfg,
             me,
             remote_ranks,
+            ranks,
             local,
             remote,
             staging,
@@ -321,7 +324,7 @@ impl Engine {
     /// and zeroed credit words). Call before the peers may send (the closing barrier).
     pub fn start(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
         if let (Some(s), Some(st)) = (self.cfg.staged, &self.staging) {
-            for r in self.ranks() {
+            for &r in &self.ranks {
                 mem.write_host(s.credit(st.local.0, r), &[0; 4]);
                 nic.post_recv(self.qp(r, 0), s.slots)?;
             }
@@ -329,8 +332,8 @@ impl Engine {
         Ok(())
     }
 
-    fn ranks(&self) -> Vec<u32> {
-        (0..self.remote_ranks.len() as u32).filter(|&r| self.remote_ranks[r as usize]).collect()
+    fn is_remote(&self, rank: u32) -> bool {
+        self.remote_ranks.get(rank as usize).copied().unwrap_or(false)
     }
 
     fn qp(&self, rank: u32, lane: u32) -> usize {
@@ -345,7 +348,7 @@ impl Engine {
                 continue;
             }
             let dst = c.dst_rank();
-            if !self.remote_ranks.get(dst as usize).copied().unwrap_or(false) {
+            if !self.is_remote(dst) {
                 return Err(err(format!("command for rank {dst}: not a rank on another node (no QP)")));
             }
             if !matches!(c.op(), OP_WRITE | OP_SIGNAL) {
@@ -477,7 +480,7 @@ impl Engine {
     /// Where every QP and peer stands, for timeout reports.
     pub fn describe(&self) -> String {
         let mut s = String::new();
-        for r in self.ranks() {
+        for &r in &self.ranks {
             for lane in 0..self.cfg.lanes {
                 let q = &self.qps[self.qp(r, lane)];
                 if q.posted != q.retired {
@@ -531,8 +534,8 @@ impl Engine {
     /// Make progress: completions, flags whose data landed, staged pieces and credits.
     pub fn progress(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
         self.poll(nic, mem)?;
-        for r in self.ranks() {
-            self.release_flags(r, nic, mem)?;
+        for i in 0..self.ranks.len() {
+            self.release_flags(self.ranks[i], nic, mem)?;
         }
         if self.cfg.staged.is_some() {
             self.staged_progress(nic, mem)?;
@@ -555,7 +558,8 @@ impl Engine {
         // Staged senders: wait for the receivers' credits.
         if let (Some(s), Some(st)) = (self.cfg.staged, &self.staging) {
             let base = st.local.0;
-            for r in self.ranks() {
+            for i in 0..self.ranks.len() {
+                let r = self.ranks[i];
                 while self.peers[r as usize].sent != self.read_credit(mem, s, base, r) {
                     self.progress(nic, mem)?;
                     self.check_time(start, || format!("flush: rank {r} has not credited every staged slot"))?;
@@ -626,7 +630,7 @@ impl Engine {
 
     fn receive_staged(&mut self, from: u32, slot: u32, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
         let s = self.cfg.staged.ok_or_else(|| err(format!("an immediate from rank {from} outside staged mode")))?;
-        if slot >= s.slots || !self.remote_ranks.get(from as usize).copied().unwrap_or(false) {
+        if slot >= s.slots || !self.is_remote(from) {
             return Err(err(format!("immediate {slot} from rank {from}: no such staging slot")));
         }
         let base = self.staging.as_ref().unwrap().local.0;
@@ -661,24 +665,22 @@ impl Engine {
 
     fn staged_progress(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
         let s = self.cfg.staged.unwrap();
-        let st = self.staging.clone().unwrap();
+        let (base, _, lkey) = self.staging.as_ref().unwrap().local;
         let done = mem.done()?;
-        for r in self.ranks() {
+        for i in 0..self.ranks.len() {
+            let r = self.ranks[i];
+            let remote = self.staging.as_ref().unwrap().remote.get(r as usize).copied().filter(|x| x.rkey != 0);
+            let remote = || remote.ok_or_else(|| err(format!("rank {r} has no staging area")));
             // Sender: pieces whose payload reached the send slot go out, in order.
-            while let Some(p) = self.peers[r as usize].outgoing.front() {
-                if p.token > done {
+            while let Some(&StagedPiece { slot, len, token }) = self.peers[r as usize].outgoing.front() {
+                if token > done {
                     break;
                 }
-                let (slot, len) = (p.slot, p.len);
                 self.peers[r as usize].outgoing.pop_front();
-                let remote = st
-                    .remote
-                    .get(r as usize)
-                    .filter(|x| x.rkey != 0)
-                    .ok_or_else(|| err(format!("rank {r} has no staging area")))?;
+                let remote = remote()?;
                 let op = WrOp::WriteImm {
-                    local: s.send_slot(st.local.0, r, slot),
-                    lkey: st.local.2,
+                    local: s.send_slot(base, r, slot),
+                    lkey,
                     len: len as u32,
                     remote: s.recv_slot(remote.addr, self.me, slot),
                     rkey: remote.rkey,
@@ -695,7 +697,7 @@ impl Engine {
             if p.freed != p.credited {
                 let freed = p.freed;
                 p.credited = freed;
-                let remote = st.remote[r as usize];
+                let remote = remote()?;
                 let op = WrOp::WriteU32 { value: freed, remote: s.credit(remote.addr, self.me), rkey: remote.rkey };
                 self.post_wr(nic, mem, self.qp(r, 0), op, false)?;
             }
