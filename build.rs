@@ -27,6 +27,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=MKERNEL_DEVICE_TOOLCHAIN");
     println!("cargo:rerun-if-env-changed=CUDA_LIBRARY_PATH");
     link_stub_rpath();
+    embed_commit(&root);
 
     let toolchain = env::var("MKERNEL_DEVICE_TOOLCHAIN").unwrap_or_else(|_| pinned_toolchain(&root));
     let sysroot = sysroot(&toolchain);
@@ -126,6 +127,26 @@ fn link_stub_rpath() {
     if marker.exists() {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     }
+}
+
+/// `MKERNEL_COMMIT` for benchmark records: `git describe --always --dirty` of the source tree, or
+/// `unknown` outside a git checkout (a crates.io build).
+fn embed_commit(root: &Path) {
+    for p in [".git/HEAD", ".git/index"] {
+        if root.join(p).exists() {
+            println!("cargo:rerun-if-changed={}", root.join(p).display());
+        }
+    }
+    let commit = Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=7"])
+        .current_dir(root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=MKERNEL_COMMIT={commit}");
 }
 
 fn fail(msg: &str) -> ! {

@@ -1,188 +1,309 @@
-//! `mkernel`: what GPUs are here and whether mkernel works on them (`info`), and benchmarks
-//! beside their baselines (`bench gemm`).
-use mkernel::bench::{bench_gemm, GemmBenchRow};
-use mkernel::gemm::{BLayout, Gemm, GemmOptions, GemmShape, Output};
-use mkernel::gpu::{self, Gpu};
-use mkernel::testing::Rng;
+//! `mkernel`: what GPUs are here and whether mkernel works on them (`info`), one process per rank
+//! (`launch`), benchmarks beside their baselines (`bench`), role-split sweeps (`tune`), charts of
+//! results (`plot`) and the per-rank checks the multi-process tests run (`rank-check`).
+//!
+//! Exit codes: 0 success; 1 the command failed; 2 bad usage (every value is checked by the parser
+//! before anything touches a GPU); 3 no usable CUDA device for a command that needs one.
+use clap::{Args, Parser, Subcommand};
+use mkernel::gemm::{BLayout, GemmShape};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-mod comm_cmds;
+mod args;
+mod cmd_bench;
+mod cmd_info;
+mod cmd_rank;
+mod plot;
 
-const USAGE: &str = "usage:
-  mkernel info                      GPUs found, PTX module, a quick self-check
-  mkernel bench gemm [--shapes MxNxK,...] [--layouts nk,kn] [--reps N] [--json FILE]
-                                    mkernel GEMM vs cuBLAS, same GPU, interleaved
-  mkernel bench fifo [--blocks B] [--per-thread K] [--rounds R]
-                                    GPU->CPU command FIFO: commands/s and round-trip latency
-  mkernel launch -n N [--nodes K] [--gpus a,b,..] [--timeout-s T] -- PROGRAM ARGS..
-                                    one process per rank (torchrun-style variables), fail-fast
-  mkernel bench allgather [--sizes B,..] [--reps R] [--intra-ctas C] [--json FILE]   (as a rank)
-  mkernel rank-check bootstrap|allgather [...]                                       (as a rank)";
+/// Exit code of a command that needs a CUDA device where none is usable.
+const EXIT_NO_DEVICE: u8 = 3;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mkernel",
+    version,
+    about = "Persistent fused multi-GPU kernels for Hopper: check, launch, benchmark, plot"
+)]
+#[command(after_help = "Exit codes: 0 success, 1 failure, 2 bad usage, 3 no usable CUDA device.")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// GPUs, their topology (peer access, NVLink), RDMA devices, the transport each layout would
+    /// use, and a GEMM self-check on each Hopper GPU.
+    Info,
+    /// Start one process per rank with torchrun-style variables; stop all when one fails.
+    Launch(LaunchArgs),
+    /// Benchmarks beside their baselines (same GPU, same process, interleaved; JSON lines).
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// Sweep an op's role split and chunk size on this machine and write the table its defaults
+    /// come from.
+    #[command(subcommand)]
+    Tune(TuneCmd),
+    /// Charts of benchmark JSON lines (ours and torch_baselines.py's), SVG and PNG.
+    Plot(PlotArgs),
+    /// The per-rank checks the multi-process tests run (under `mkernel launch`).
+    #[command(subcommand)]
+    RankCheck(RankCheckCmd),
+}
+
+/// `mkernel launch`.
+#[derive(Args, Debug)]
+pub struct LaunchArgs {
+    /// Processes (ranks) to start.
+    #[arg(short = 'n', long = "nprocs", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub nprocs: u32,
+    /// Emulated nodes the ranks form (must divide --nprocs): the inter-node path (FIFO, proxy,
+    /// emulated NIC) then runs between groups of GPUs of this host.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub nodes: u32,
+    /// GPU of each rank (default: rank r uses GPU r).
+    #[arg(long, value_delimiter = ',', value_parser = args::ordinal)]
+    pub gpus: Option<Vec<u32>>,
+    /// Kill every rank after this many seconds.
+    #[arg(long = "timeout-s", default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_s: u64,
+    /// The program and its arguments (put `--` before them when they start with `-`).
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+/// How timed loops run.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct TimingArgs {
+    /// Timed iterations (median reported).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub reps: u32,
+    /// Untimed launches first.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub warmup: u32,
+}
+
+impl TimingArgs {
+    fn timing(&self) -> mkernel::bench::Timing {
+        mkernel::bench::Timing { warmup: self.warmup as usize, reps: self.reps as usize }
+    }
+}
+
+/// Where several ranks run: as ranks of an outer `mkernel launch`, or started by the command.
+#[derive(Args, Debug, Clone)]
+pub struct RanksArgs {
+    /// Ranks to start when not already running under `mkernel launch` (default: every GPU).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub world: Option<u32>,
+    /// Emulated nodes those ranks form (must divide the world).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub nodes: u32,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCmd {
+    /// mkernel's GEMM beside cuBLAS on one GPU.
+    Gemm {
+        /// Shapes MxNxK, comma-separated.
+        #[arg(long, value_delimiter = ',', value_parser = args::shape,
+              default_value = "8192x8192x8192,16384x8192x8192,16384x4096x8192,16384x16384x2048")]
+        shapes: Vec<GemmShape>,
+        /// B layouts: nk ([N, K]) and/or kn ([K, N]).
+        #[arg(long, value_delimiter = ',', value_parser = args::layout, default_value = "nk,kn")]
+        layouts: Vec<BLayout>,
+        #[command(flatten)]
+        timing: TimingArgs,
+        /// Also write JSON lines here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// The GPU-driven all-gather beside the copy engine (run on several ranks).
+    Allgather {
+        /// Output sizes (bytes, or with K/M/G), comma-separated.
+        #[arg(long, value_delimiter = ',', value_parser = args::size, default_value = "1M,16M,256M")]
+        sizes: Vec<usize>,
+        /// CTAs copying over NVLink.
+        #[arg(long = "intra-ctas", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        intra_ctas: u32,
+        /// How those CTAs copy.
+        #[arg(long, value_enum, default_value_t = CopyArg::Bulk)]
+        copy: CopyArg,
+        /// Gather in place (the shard already sits in the output).
+        #[arg(long = "in-place")]
+        in_place: bool,
+        #[command(flatten)]
+        ranks: RanksArgs,
+        #[command(flatten)]
+        timing: TimingArgs,
+        /// Also write JSON lines here (rank 0).
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// The GPU -> CPU command FIFO: commands per second and round-trip latency on one GPU.
+    Fifo {
+        /// Pushing CTAs.
+        #[arg(long, default_value_t = 132, value_parser = clap::value_parser!(u32).range(1..=65535))]
+        blocks: u32,
+        /// Pushing threads per CTA.
+        #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        threads: u32,
+        /// Commands each thread pushes.
+        #[arg(long = "per-thread", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        per_thread: u32,
+        /// GPU -> proxy -> GPU round trips to time.
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+        rounds: u32,
+        /// Also sweep ring size, producers and checking.
+        #[arg(long)]
+        matrix: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum CopyArg {
+    /// TMA bulk copies through shared memory, one issuing thread per CTA.
+    Bulk,
+    /// 16-byte vector loads and stores from every thread.
+    Lsu,
+}
+
+#[derive(Subcommand, Debug)]
+enum TuneCmd {}
+
+/// `mkernel plot`.
+#[derive(Args, Debug)]
+struct PlotArgs {
+    /// JSON-lines files (from `mkernel bench --json` and `torch_baselines.py --json`).
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Folder for the charts.
+    #[arg(long, default_value = "docs/plots")]
+    out: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RankCheckCmd {
+    /// Three rounds of bootstrap all-gathers of rank-encoded blobs, then a barrier.
+    Bootstrap {
+        /// Bound on each bootstrap step.
+        #[arg(long = "timeout-ms", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+        timeout_ms: u64,
+    },
+    /// The all-gather on fresh rank-encoded data, poisoned outputs, then launches back to back.
+    Allgather {
+        /// Bytes per rank.
+        #[arg(long = "shard-bytes", default_value = "1000003", value_parser = args::size)]
+        shard_bytes: usize,
+        /// Checked launches.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+        iters: u32,
+        /// CTAs copying over NVLink.
+        #[arg(long = "intra-ctas", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        intra_ctas: u32,
+        /// How they copy.
+        #[arg(long, value_enum, default_value_t = CopyArg::Bulk)]
+        copy: CopyArg,
+        /// Gather in place.
+        #[arg(long = "in-place")]
+        in_place: bool,
+        /// Bytes per FIFO write to other nodes.
+        #[arg(long = "chunk-bytes", default_value = "256K", value_parser = args::size)]
+        chunk_bytes: usize,
+        /// Bound on each bootstrap step and device wait.
+        #[arg(long = "timeout-ms", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+        timeout_ms: u64,
+    },
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let r = match args.first().map(String::as_str) {
-        Some("info") | None => info(),
-        Some("bench") if args.get(1).map(String::as_str) == Some("gemm") => bench(&args[2..]),
-        Some("bench") if args.get(1).map(String::as_str) == Some("allgather") => {
-            comm_cmds::cmd_bench_allgather(&args[2..])
-        }
-        Some("bench") if args.get(1).map(String::as_str) == Some("fifo") => comm_cmds::cmd_bench_fifo(&args[2..]),
-        Some("launch") => comm_cmds::cmd_launch(&args[1..]),
-        Some("rank-check") => comm_cmds::cmd_rank_check(&args[1..]),
-        _ => {
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Info => cmd_info::info(),
+        Cmd::Launch(a) => cmd_rank::launch(a),
+        Cmd::Bench(b) => bench(b),
+        Cmd::Tune(t) => match t {},
+        Cmd::Plot(p) => plot::plot(&p.inputs, &p.out).map(|s| {
+            for f in &s.files {
+                println!("{}", f.display());
+            }
+            eprintln!("plot: {} records, {} lines skipped", s.records, s.skipped);
+        }),
+        Cmd::RankCheck(c) => cmd_rank::rank_check(c),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mkernel: {e}");
-            ExitCode::FAILURE
+            eprintln!("mkernel: {e:#}");
+            let no_device = e.chain().any(|c| {
+                c.downcast_ref::<mkernel::GpuError>().is_some_and(|g| g.is_no_device())
+                    || c.downcast_ref::<mkernel::Error>()
+                        .is_some_and(|m| matches!(m, mkernel::Error::Gpu(g) if g.is_no_device()))
+            });
+            ExitCode::from(if no_device { EXIT_NO_DEVICE } else { 1 })
         }
     }
 }
 
-fn info() -> Result<(), String> {
-    let n = gpu::device_count().map_err(|e| e.to_string())?;
-    println!(
-        "mkernel {}: PTX module {} bytes, {} kernels, target sm_90a",
-        env!("CARGO_PKG_VERSION"),
-        gpu::kernels::PTX.len(),
-        gpu::kernels::ALL.len()
-    );
-    if n == 0 {
-        println!("no CUDA device found (no NVIDIA driver or no GPU here): nothing to check");
-        return Ok(());
-    }
-    for i in 0..n {
-        let g = Gpu::new(i).map_err(|e| format!("GPU {i}: {e}"))?;
-        let d = g.info();
-        println!(
-            "GPU {i}: {} sm_{}{} {} SMs, {:.1} GiB, L2 {} MiB, {} KiB smem/block, driver {}.{}; PTX loaded in {:.0} ms",
-            d.name,
-            d.compute_capability.0,
-            d.compute_capability.1,
-            d.sm_count,
-            d.total_memory as f64 / (1u64 << 30) as f64,
-            d.l2_bytes >> 20,
-            d.max_smem_per_block >> 10,
-            d.driver_version / 1000,
-            d.driver_version % 1000 / 10,
-            d.module_load.as_secs_f64() * 1e3
-        );
-        if d.compute_capability != (9, 0) {
-            println!("  not a Hopper GPU: mkernel's kernels need sm_90a");
-            continue;
+fn bench(b: BenchCmd) -> anyhow::Result<()> {
+    match b {
+        BenchCmd::Gemm { shapes, layouts, timing, json } => {
+            cmd_bench::gemm(&shapes, &layouts, timing.timing(), json.as_deref())
         }
-        print!("  self-check (GEMM 1000x1544x4104 vs host reference, both B layouts): ");
-        for layout in [BLayout::NK, BLayout::KN] {
-            let err = self_check(&g, layout).map_err(|e| e.to_string())?;
-            if err > 4e-3 {
-                println!("FAILED ({layout:?}: rel err {err:.2e})");
-                return Err("self-check failed".into());
-            }
-            print!("{layout:?} ok ({err:.1e}) ");
+        BenchCmd::Allgather { sizes, intra_ctas, copy, in_place, ranks, timing, json } => {
+            cmd_bench::allgather(&sizes, intra_ctas, copy, in_place, &ranks, timing.timing(), json.as_deref())
         }
-        println!();
+        BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
+            cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)
+        }
     }
-    Ok(())
 }
 
-fn self_check(g: &Gpu, layout: BLayout) -> mkernel::Result<f64> {
-    let shape = GemmShape { m: 1000, n: 1544, k: 4104 };
-    let mut rng = Rng::new(7);
-    let (a, b) = (rng.bf16_vec(shape.m * shape.k), rng.bf16_vec(shape.k * shape.n));
-    let (da, db) = (g.upload(&a)?, g.upload(&b)?);
-    let dc = g.alloc::<half::bf16>(shape.m * shape.n)?;
-    dc.fill_bytes(0xff)?;
-    Gemm::new(g, shape, layout, &da, &db, Output::Bf16(&dc), GemmOptions::default())?.run(g)?;
-    let mut worst = 0f64;
-    for i in [0, 1, 499, 998, 999] {
-        let got: Vec<f64> = dc.slice(i * shape.n..(i + 1) * shape.n).to_vec()?.iter().map(|x| x.to_f64()).collect();
-        let want = mkernel::gemm::reference_row(&a, &b, shape, layout, i);
-        worst = worst.max(mkernel::testing::rel_err(&got, &want));
-    }
-    Ok(worst)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
 
-fn bench(args: &[String]) -> Result<(), String> {
-    let mut shapes = "8192x8192x8192,16384x8192x8192,16384x4096x8192,16384x16384x2048".to_string();
-    let mut layouts = vec![BLayout::NK, BLayout::KN];
-    let (mut reps, mut json) = (20usize, None::<String>);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
-        match a.as_str() {
-            "--shapes" => shapes = val()?,
-            "--reps" => reps = val()?.parse().map_err(|e| format!("--reps: {e}"))?,
-            "--json" => json = Some(val()?),
-            "--layouts" => {
-                layouts = val()?
-                    .split(',')
-                    .map(|l| match l {
-                        "nk" => Ok(BLayout::NK),
-                        "kn" => Ok(BLayout::KN),
-                        o => Err(format!("--layouts: unknown layout {o} (nk or kn)")),
-                    })
-                    .collect::<Result<_, _>>()?
-            }
-            o => return Err(format!("unknown option {o}\n{USAGE}")),
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    fn err(args: &[&str]) -> String {
+        let e = Cli::try_parse_from(std::iter::once("mkernel").chain(args.iter().copied())).unwrap_err();
+        e.to_string()
+    }
+
+    #[test]
+    fn bad_values_name_their_flag_and_rule() {
+        let e = err(&["bench", "gemm", "--shapes", "0x0x0"]);
+        assert!(e.contains("--shapes") && e.contains("M must be at least 1"), "{e}");
+        let e = err(&["bench", "gemm", "--reps", "0"]);
+        assert!(e.contains("--reps") && e.contains("0 is not in 1..=100000"), "{e}");
+        let e = err(&["bench", "allgather", "--sizes", "abc"]);
+        assert!(e.contains("--sizes") && e.contains("not a size"), "{e}");
+        let e = err(&["bench", "gemm", "--layouts", "xy"]);
+        assert!(e.contains("--layouts") && e.contains("`nk`"), "{e}");
+        let e = err(&["launch", "-n", "-1", "--", "true"]);
+        assert!(e.contains("-n"), "{e}");
+        let e = err(&["launch", "--timeout", "2", "-n", "2", "--", "true"]);
+        assert!(e.contains("--timeout"), "{e}");
+    }
+
+    #[test]
+    fn launch_takes_the_program_with_or_without_dashes() {
+        for args in [&["launch", "-n", "2", "--", "prog", "-x"][..], &["launch", "-n", "2", "prog", "-x"]] {
+            let cli = Cli::try_parse_from(std::iter::once("mkernel").chain(args.iter().copied())).unwrap();
+            let Cmd::Launch(l) = cli.cmd else { panic!("not launch") };
+            assert_eq!(l.command, ["prog", "-x"]);
+            assert_eq!(l.timeout_s, 900);
         }
     }
-    let shapes: Vec<GemmShape> = shapes
-        .split(',')
-        .map(|s| {
-            let v: Vec<usize> =
-                s.split('x').map(|x| x.parse().map_err(|_| format!("bad shape {s}"))).collect::<Result<_, _>>()?;
-            match v[..] {
-                [m, n, k] => Ok(GemmShape { m, n, k }),
-                _ => Err(format!("bad shape {s}: want MxNxK")),
-            }
-        })
-        .collect::<Result<_, _>>()?;
-    let g = Gpu::new(0).map_err(|e| e.to_string())?;
-    let cublas = match mkernel::baseline::Cublas::new(&g) {
-        Ok(c) => {
-            eprintln!("cuBLAS: {}", c.path);
-            Some(c)
-        }
-        Err(e) => {
-            eprintln!("cuBLAS unavailable, timing mkernel alone: {e}");
-            None
-        }
-    };
-    let gpu_name = g.info().name.clone();
-    let mut rows: Vec<GemmBenchRow> = Vec::new();
-    for &s in &shapes {
-        for &l in &layouts {
-            let r = bench_gemm(&g, cublas.as_ref(), s, l, reps, 5).map_err(|e| e.to_string())?;
-            eprintln!("{}", r.json(&gpu_name));
-            rows.push(r);
+
+    #[test]
+    fn help_is_not_an_error() {
+        for args in [&["--help"][..], &["launch", "--help"], &["bench", "gemm", "--help"]] {
+            let e = Cli::try_parse_from(std::iter::once("mkernel").chain(args.iter().copied())).unwrap_err();
+            assert_eq!(e.exit_code(), 0, "{args:?}");
         }
     }
-    if let Some(path) = json {
-        let text: String = rows.iter().map(|r| r.json(&gpu_name) + "\n").collect();
-        std::fs::write(&path, text).map_err(|e| format!("{path}: {e}"))?;
-    }
-    println!("GEMM bf16 -> bf16 on {gpu_name}, median of {reps} interleaved launches (CUDA events)");
-    println!(
-        "{:<22} {:>3} {:>10} {:>9} {:>10} {:>9} {:>7}",
-        "shape MxNxK", "B", "ours ms", "TFLOP/s", "cuBLAS ms", "TFLOP/s", "ratio"
-    );
-    for r in &rows {
-        let opt = |v: Option<f64>, p: usize| v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into());
-        println!(
-            "{:<22} {:>3} {:>10.3} {:>9.1} {:>10} {:>9} {:>7}",
-            format!("{}x{}x{}", r.shape.m, r.shape.n, r.shape.k),
-            format!("{:?}", r.layout),
-            r.ours_ms,
-            r.ours_tflops(),
-            opt(r.cublas_ms, 3),
-            opt(r.cublas_tflops(), 1),
-            opt(r.ratio(), 3)
-        );
-    }
-    Ok(())
 }

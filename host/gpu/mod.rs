@@ -6,6 +6,7 @@ mod error;
 pub mod kernels;
 mod memory;
 mod tensor_map;
+pub mod topology;
 
 pub use error::{GpuError, Result};
 pub use kernels::Kernel;
@@ -357,6 +358,16 @@ impl Gpu {
                 check("cuLaunchKernelEx", (api.launch_kernel_ex)(&raw, f, args.as_mut_ptr(), std::ptr::null_mut()))
             }
         }
+    }
+
+    /// Enqueue a device-to-device copy of `bytes` on this handle's stream (the copy engine; `dst`
+    /// may be a peer's memory mapped here).
+    ///
+    /// # Safety
+    /// `src..src + bytes` and `dst..dst + bytes` are device memory valid until the copy completes.
+    pub unsafe fn copy_async(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        self.make_current()?;
+        check("cuMemcpyDtoDAsync", sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.stream.as_inner()))
     }
 
     /// Time `work` (which enqueues on this handle's stream) with CUDA events; milliseconds.

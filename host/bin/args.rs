@@ -1,0 +1,88 @@
+//! Typed command-line values, checked by the parser before anything touches a GPU: each parser
+//! returns the rule a bad value broke, and clap names the flag beside it.
+use mkernel::gemm::{BLayout, GemmShape};
+
+/// `MxNxK`, each at least 1.
+pub fn shape(s: &str) -> Result<GemmShape, String> {
+    let dims: Vec<&str> = s.split('x').collect();
+    let [m, n, k] = dims[..] else {
+        return Err(format!("`{s}` is not MxNxK (three sizes joined by `x`, e.g. 8192x8192x8192)"));
+    };
+    let dim = |v: &str, name: &str| -> Result<usize, String> {
+        match v.parse::<usize>() {
+            Ok(0) => Err(format!("`{s}`: {name} must be at least 1")),
+            Ok(x) => Ok(x),
+            Err(_) => Err(format!("`{s}`: {name} = `{v}` is not a whole number")),
+        }
+    };
+    Ok(GemmShape { m: dim(m, "M")?, n: dim(n, "N")?, k: dim(k, "K")? })
+}
+
+/// A B layout: `nk` ([N, K], a torch Linear weight) or `kn` ([K, N]).
+pub fn layout(s: &str) -> Result<BLayout, String> {
+    match s {
+        "nk" => Ok(BLayout::NK),
+        "kn" => Ok(BLayout::KN),
+        _ => Err(format!("`{s}`: a B layout is `nk` ([N, K]) or `kn` ([K, N])")),
+    }
+}
+
+/// A byte count at least 1: a whole number with an optional binary suffix (`K`, `M`, `G`, with or
+/// without `iB`), e.g. `1048576`, `16M`, `256MiB`.
+pub fn size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!("`{s}` is not a size (a whole number, e.g. 16M or 1048576)"));
+    }
+    let shift = match unit.trim_end_matches("iB").trim_end_matches('B') {
+        "" => 0,
+        "K" | "k" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use a number with K, M or G, e.g. 16M)")),
+    };
+    let n: usize = num.parse().map_err(|_| format!("`{s}` is not a size (a whole number, e.g. 16M or 1048576)"))?;
+    if n == 0 {
+        return Err(format!("`{s}`: a size must be at least 1 byte"));
+    }
+    n.checked_shl(shift).filter(|v| v >> shift == n).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// A GPU ordinal list: `0,1,2`.
+pub fn ordinal(s: &str) -> Result<u32, String> {
+    s.trim().parse().map_err(|_| format!("`{s}` is not a GPU ordinal (0, 1, ...)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes() {
+        assert_eq!(shape("8x16x24").unwrap(), GemmShape { m: 8, n: 16, k: 24 });
+        for bad in ["0x8x8", "8x8", "8x8x8x8", "axbxc", "8x-1x8", ""] {
+            assert!(shape(bad).is_err(), "{bad} accepted");
+        }
+        assert!(shape("0x8x8").unwrap_err().contains("M must be at least 1"));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(size("17").unwrap(), 17);
+        assert_eq!(size("16M").unwrap(), 16 << 20);
+        assert_eq!(size("256MiB").unwrap(), 256 << 20);
+        assert_eq!(size("1G").unwrap(), 1 << 30);
+        for bad in ["0", "abc", "-1", "5X", "99999999999999999999G"] {
+            assert!(size(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn layouts() {
+        assert_eq!(layout("nk").unwrap(), BLayout::NK);
+        assert_eq!(layout("kn").unwrap(), BLayout::KN);
+        assert!(layout("NK").is_err());
+    }
+}

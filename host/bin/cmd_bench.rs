@@ -1,0 +1,140 @@
+//! `mkernel bench <op>`: every op through the one harness (`mkernel::bench::harness`), a table on
+//! stdout, JSON lines with `--json`, progress on stderr when it is a terminal.
+use crate::cmd_rank::as_rank;
+use crate::{CopyArg, RanksArgs};
+use anyhow::Context;
+use mkernel::bench::{self, harness, Record, RunInfo, Timing};
+use mkernel::comm::allgather::{AllGather, AllGatherOptions};
+use mkernel::comm::bootstrap::Bootstrap;
+use mkernel::gemm::{BLayout, GemmShape};
+use mkernel::Gpu;
+use std::path::Path;
+use std::time::Duration;
+
+fn finish(records: &[Record], vs: Option<&str>, json: Option<&Path>) -> anyhow::Result<()> {
+    harness::print_table(records, vs);
+    if let Some(path) = json {
+        harness::write_json(path, records).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `bench gemm`: mkernel vs cuBLAS, interleaved, per shape and layout.
+pub fn gemm(shapes: &[GemmShape], layouts: &[BLayout], timing: Timing, json: Option<&Path>) -> anyhow::Result<()> {
+    let g = Gpu::new(0)?;
+    let cublas = match mkernel::baseline::Cublas::new(&g) {
+        Ok(c) => {
+            eprintln!("cuBLAS: {}", c.path);
+            Some(c)
+        }
+        Err(e) => {
+            eprintln!("cuBLAS unavailable, timing mkernel alone: {e}");
+            None
+        }
+    };
+    let bar = harness::progress((shapes.len() * layouts.len()) as u64, "bench gemm");
+    let mut records = Vec::new();
+    for &s in shapes {
+        for &l in layouts {
+            records.extend(bench::bench_gemm(&g, cublas.as_ref(), s, l, timing)?);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    println!("GEMM bf16 -> bf16 on {}, median of {} interleaved launches (CUDA events)", g.info().name, timing.reps);
+    finish(&records, Some("cublas"), json)
+}
+
+/// `bench allgather`, as ranks: the GPU-driven all-gather, and (one node) the copy engine moving
+/// the same shard into a peer.
+pub fn allgather(
+    sizes: &[usize],
+    intra_ctas: u32,
+    copy: CopyArg,
+    in_place: bool,
+    ranks: &RanksArgs,
+    timing: Timing,
+    json: Option<&Path>,
+) -> anyhow::Result<()> {
+    let Some(world) = as_rank(ranks)? else { return Ok(()) };
+    let gpu = Gpu::new(world.device)?;
+    let mut boot = Bootstrap::connect(&world, Duration::from_secs(60))?;
+    let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
+    let mut records = Vec::new();
+    for &total in sizes {
+        let w = world.world_size as usize;
+        anyhow::ensure!(total >= w, "--sizes: {total} bytes cannot be split over {w} ranks");
+        let shard = total / w;
+        let opts = AllGatherOptions { intra_ctas, copy: copy.into(), in_place, ..Default::default() };
+        let mut ag = AllGather::new(&gpu, &mut boot, &world, shard, opts)?;
+        let ms = harness::time_ms(&gpu, &mut boot, timing, || ag.launch(&gpu))?;
+        ag.wait(&gpu)?;
+        let busbw = (total as f64) * (w as f64 - 1.0) / w as f64;
+        records.push(
+            run.record("all_gather", total.to_string(), "-", "mkernel", ms)
+                .with_bytes(busbw)
+                .with("intra_ctas", intra_ctas)
+                .with("copy", format!("{copy:?}").to_lowercase())
+                .with("in_place", in_place),
+        );
+        // The copy engine pushing this rank's shard into the next local rank's output: the bytes
+        // the kernel's CTAs move over NVLink to one peer, for the "share of the copy engine".
+        if world.nodes == 1 && world.world_size > 1 {
+            let peer = world.local_to_global((world.local_rank + 1) % world.local_world_size);
+            let dst = ag.peer_output(peer).context("peer output not mapped")? + (world.rank as usize * shard) as u64;
+            let src = ag.input().addr();
+            // SAFETY: both ranges are `shard` bytes of live buffers owned by `ag` (ours, and the
+            // peer's mapped output, kept alive until the closing barrier below).
+            let ms = harness::time_ms(&gpu, &mut boot, timing, || Ok(unsafe { gpu.copy_async(dst, src, shard)? }))?;
+            records
+                .push(run.record("all_gather", total.to_string(), "-", "copy-engine-p2p", ms).with_bytes(shard as f64));
+        }
+        boot.barrier()?;
+    }
+    if world.rank == 0 {
+        println!(
+            "all-gather, {} ranks on {} node(s), slowest rank's median of {} launches",
+            world.world_size, world.nodes, timing.reps
+        );
+        finish(&records, None, json)?;
+    }
+    Ok(())
+}
+
+/// `bench fifo`: GPU -> proxy throughput and GPU -> proxy -> GPU round trips.
+pub fn fifo(blocks: u32, threads: u32, per_thread: u32, rounds: u32, matrix: bool) -> anyhow::Result<()> {
+    use mkernel::bench::{fifo_roundtrips, fifo_throughput, FifoBench};
+    let gpu = Gpu::new(0)?;
+    let mut configs = vec![FifoBench { blocks, threads, per_thread, ..Default::default() }];
+    if matrix {
+        for capacity in [1024u64, 4096, 16384] {
+            for (blocks, threads, per) in [(132u32, 128u32, 32u32), (132, 32, 128), (16, 32, 1024)] {
+                for verify in [true, false] {
+                    configs.push(FifoBench { blocks, threads, per_thread: per, capacity, verify, max_batch: 32 });
+                }
+            }
+        }
+        configs.push(FifoBench { max_batch: 128, verify: false, ..Default::default() });
+    }
+    for c in configs {
+        let rate = fifo_throughput(&gpu, c)?;
+        println!(
+            "fifo throughput: {:6.2} M commands/s  ({} GPU threads x {}, ring {}, batch {}, {})",
+            rate / 1e6,
+            c.blocks * c.threads,
+            c.per_thread,
+            c.capacity,
+            c.max_batch,
+            if c.verify { "every command checked" } else { "counted only" }
+        );
+    }
+    let mut rtt: Vec<f64> = fifo_roundtrips(&gpu, rounds)?.iter().map(|&x| x as f64 / 1e3).collect();
+    rtt.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "fifo round trip GPU->proxy->GPU: median {:.2} us, p99 {:.2} us ({} rounds)",
+        rtt[rtt.len() / 2],
+        rtt[(rtt.len() * 99 / 100).min(rtt.len() - 1)],
+        rtt.len()
+    );
+    Ok(())
+}

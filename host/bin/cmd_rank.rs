@@ -1,0 +1,160 @@
+//! `mkernel launch`, running a multi-rank command as ranks, and `mkernel rank-check`.
+use crate::{CopyArg, LaunchArgs, RankCheckCmd, RanksArgs};
+use anyhow::{bail, ensure, Context};
+use mkernel::comm::allgather::{AllGather, AllGatherOptions, NvlinkCopy};
+use mkernel::comm::bootstrap::Bootstrap;
+use mkernel::comm::launch::{launch as launch_ranks, LaunchSpec};
+use mkernel::comm::world::World;
+use mkernel::Gpu;
+use std::time::Duration;
+
+/// `mkernel launch -n N [--nodes K] [--gpus a,b,..] [--timeout-s T] [--] PROGRAM ARGS..`
+pub fn launch(a: LaunchArgs) -> anyhow::Result<()> {
+    let (program, args) = a.command.split_first().context("no program to launch")?;
+    let spec = LaunchSpec {
+        nprocs: a.nprocs,
+        nodes: a.nodes,
+        gpus: a.gpus,
+        program: program.clone(),
+        args: args.to_vec(),
+        env: Vec::new(),
+        timeout: Some(Duration::from_secs(a.timeout_s)),
+    };
+    Ok(launch_ranks(&spec)?)
+}
+
+/// A multi-rank command either runs as one rank of an outer `mkernel launch` (RANK is set) or
+/// starts its own ranks: the same command line, under the launcher, on `--world` GPUs (default:
+/// every GPU here). Returns the world when this process is a rank, `None` when it launched them
+/// (and they all succeeded).
+pub fn as_rank(ranks: &RanksArgs) -> anyhow::Result<Option<World>> {
+    if std::env::var_os("RANK").is_some() {
+        let world = World::from_env()?;
+        if let Some(w) = ranks.world {
+            ensure!(w == world.world_size, "--world {w} but WORLD_SIZE is {}", world.world_size);
+        }
+        ensure!(
+            ranks.nodes == 1 || ranks.nodes == world.nodes,
+            "--nodes {} but the launcher formed {} nodes",
+            ranks.nodes,
+            world.nodes
+        );
+        return Ok(Some(world));
+    }
+    let world = match ranks.world {
+        Some(w) => w,
+        None => mkernel::gpu::device_count()?.max(1),
+    };
+    ensure!(world % ranks.nodes == 0, "--nodes {} must divide the {world} ranks", ranks.nodes);
+    let spec = LaunchSpec {
+        nprocs: world,
+        nodes: ranks.nodes,
+        gpus: None,
+        program: std::env::current_exe()?.into(),
+        args: std::env::args_os().skip(1).collect(),
+        env: Vec::new(),
+        timeout: Some(Duration::from_secs(1800)),
+    };
+    launch_ranks(&spec)?;
+    Ok(None)
+}
+
+impl From<CopyArg> for NvlinkCopy {
+    fn from(c: CopyArg) -> Self {
+        match c {
+            CopyArg::Bulk => NvlinkCopy::Bulk,
+            CopyArg::Lsu => NvlinkCopy::Lsu,
+        }
+    }
+}
+
+/// Payload byte `i` of rank `r`'s shard in round `it`: encodes the source rank.
+pub fn pattern(r: u32, it: u32, i: usize) -> u8 {
+    let x = (i as u32).wrapping_mul(2_654_435_761) ^ it.wrapping_mul(40503) ^ r.wrapping_mul(0x9e37);
+    ((x >> 13) as u8) ^ (r as u8).wrapping_mul(31)
+}
+
+/// `mkernel rank-check ...` (run as one rank, under `mkernel launch`).
+pub fn rank_check(c: RankCheckCmd) -> anyhow::Result<()> {
+    let world = World::from_env()?;
+    match c {
+        RankCheckCmd::Bootstrap { timeout_ms } => {
+            let mut boot = Bootstrap::connect(&world, Duration::from_millis(timeout_ms))?;
+            for round in 0..3u32 {
+                let mine: Vec<u8> = (0..(world.rank as usize + 1) * 7).map(|i| pattern(world.rank, round, i)).collect();
+                let all = boot.all_gather(&mine)?;
+                for (r, b) in all.iter().enumerate() {
+                    let want: Vec<u8> = (0..(r + 1) * 7).map(|i| pattern(r as u32, round, i)).collect();
+                    ensure!(*b == want, "round {round}: blob from rank {r} is wrong");
+                }
+            }
+            boot.barrier()?;
+            println!("bootstrap ok: rank {} of {}", world.rank, world.world_size);
+            Ok(())
+        }
+        RankCheckCmd::Allgather { shard_bytes, iters, intra_ctas, copy, in_place, chunk_bytes, timeout_ms } => {
+            let opts = AllGatherOptions {
+                intra_ctas,
+                copy: copy.into(),
+                in_place,
+                chunk_bytes: chunk_bytes as u64,
+                timeout: Duration::from_millis(timeout_ms),
+                ..Default::default()
+            };
+            allgather_check(&world, Duration::from_millis(timeout_ms), shard_bytes, iters, opts)
+        }
+    }
+}
+
+fn allgather_check(
+    world: &World,
+    timeout: Duration,
+    shard: usize,
+    iters: u32,
+    opts: AllGatherOptions,
+) -> anyhow::Result<()> {
+    let gpu = Gpu::new(world.device)?;
+    let mut boot = Bootstrap::connect(world, timeout)?;
+    let mut ag = AllGather::new(&gpu, &mut boot, world, shard, opts)?;
+    let w = world.world_size as usize;
+    let verify = |ag: &AllGather, it: u32| -> anyhow::Result<()> {
+        let out = ag.output().to_vec()?;
+        for r in 0..w {
+            for i in 0..shard {
+                let want = pattern(r as u32, it, i);
+                if out[r * shard + i] != want {
+                    bail!(
+                        "rank {}: launch {it}: byte {i} of rank {r}'s shard is wrong ({} vs {want})",
+                        world.rank,
+                        out[r * shard + i]
+                    );
+                }
+            }
+        }
+        Ok(())
+    };
+    // New data every launch: run() ends with a barrier, so nobody overwrites data still read.
+    for it in 0..iters {
+        let mine: Vec<u8> = (0..shard).map(|i| pattern(world.rank, it, i)).collect();
+        ag.output().copy_from(&vec![0xa5; w * shard])?;
+        ag.input().copy_from(&mine)?; // after the poison: may alias it
+        boot.barrier()?; // everyone poisoned before anyone writes
+        ag.run(&gpu, &mut boot)?;
+        verify(&ag, it)?;
+    }
+    // Many launches back to back, no host synchronisation and no reset in between.
+    for _ in 0..50 {
+        ag.launch(&gpu)?;
+    }
+    ag.wait(&gpu)?;
+    verify(&ag, iters - 1)?;
+    boot.barrier()?;
+    println!(
+        "allgather ok: rank {} of {} ({} nodes), shard {shard} B, {iters} checked launches + 50 back to back; proxy {:?}",
+        world.rank,
+        world.world_size,
+        world.nodes,
+        ag.proxy_stats()
+    );
+    Ok(())
+}
