@@ -40,6 +40,39 @@ pub fn gpu_or_skip(name: &str) -> Option<Gpu> {
     None
 }
 
+/// Like [`gpu_or_skip`] for a test that needs `need` GPUs: false (after a loud skip) where fewer
+/// are present, unless `MKERNEL_REQUIRE_GPUS` asks for at least `need`, which makes it a failure.
+pub fn gpus_or_skip(name: &str, need: u32) -> bool {
+    if gpu_or_skip(name).is_none() {
+        return false;
+    }
+    let have = gpu::device_count().unwrap_or(0);
+    let required = std::env::var("MKERNEL_REQUIRE_GPUS").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
+    if have < need {
+        assert!(required < need, "{name}: MKERNEL_REQUIRE_GPUS={required} but only {have} GPU(s)");
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "skipped: no CUDA device ({name}: needs {need} GPUs, {have} present)");
+    }
+    have >= need
+}
+
+/// Run `mkernel ARGS` as `nprocs` ranks on `gpus` forming `nodes` nodes (the multi-process tests'
+/// way to run a per-rank check); panics with the launcher's error, which names the failed rank.
+pub fn run_ranks(built_bin: &str, nprocs: u32, nodes: u32, gpus: &[u32], args: &[&str], timeout_s: u64) {
+    let spec = crate::comm::launch::LaunchSpec {
+        nprocs,
+        nodes,
+        gpus: Some(gpus.to_vec()),
+        program: mkernel_bin(built_bin).into(),
+        args: args.iter().map(Into::into).collect(),
+        env: vec![],
+        timeout: Some(std::time::Duration::from_secs(timeout_s)),
+    };
+    if let Err(e) = crate::comm::launch::launch(&spec) {
+        panic!("{nprocs} ranks / {nodes} nodes on GPUs {gpus:?}, `mkernel {}`: {e}", args.join(" "));
+    }
+}
+
 /// A small deterministic generator (splitmix64): fresh data per seed, same data per seed.
 #[derive(Clone, Debug)]
 pub struct Rng(u64);

@@ -4,7 +4,9 @@
 # Modes: tests (every test binary, MKERNEL_REQUIRE_GPU=1: a skip is a failure; MKERNEL_TESTS
 # limits which), bench (GEMM vs cuBLAS table + JSON), criterion, fifo (FIFO throughput and
 # latency), comm (all-gather benches in both layouts + NCCL all_gather baseline; 2+ GPUs;
-# MKERNEL_AG_CTAS, MKERNEL_AG_COPY and MKERNEL_AG_ARGS vary it), all.
+# MKERNEL_AG_CTAS, MKERNEL_AG_COPY and MKERNEL_AG_ARGS vary it), aggemm (AllGather + GEMM at
+# world 2 and every GPU, one node and emulated nodes; MKERNEL_AGGEMM_ARGS adds options), torch
+# (torch_baselines.py multi at world 2 and every GPU, same call), all.
 # Logs go to $OUT (or ./gpu-out): one tests log, one bench log, JSON lines.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -70,6 +72,24 @@ if want comm && [ "$ngpu" -ge 2 ]; then
     echo "== NCCL baseline (torch_baselines.py multi)" | tee -a "$out/bench.log"
     PYTHONUNBUFFERED=1 timeout 300 python3 "$here/torch_baselines.py" multi --shapes 8192x8192x8192 --json "$out/nccl.jsonl" 2>&1 | grep -E "all_gather|all_reduce|Error|error" | tee -a "$out/bench.log"
   fi
+fi
+if want aggemm && [ "$ngpu" -ge 2 ]; then
+  worlds="2"; [ "$ngpu" -gt 2 ] && worlds="2 $ngpu"
+  for w in $worlds; do
+    for nodes in 1 2; do
+      echo "== mkernel bench ag-gemm, world $w, $nodes node(s)" | tee -a "$out/bench.log"
+      "$here/bin/mkernel" bench ag-gemm --world "$w" --nodes "$nodes" ${MKERNEL_AGGEMM_ARGS:-} --json "$out/aggemm-w$w-n$nodes.jsonl" 2>&1 | tee -a "$out/bench.log"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    done
+  done
+fi
+if want torch && [ "$ngpu" -ge 2 ] && [ -f "$here/torch_baselines.py" ]; then
+  worlds="2"; [ "$ngpu" -gt 2 ] && worlds="2 $ngpu"
+  for w in $worlds; do
+    echo "== torch_baselines.py multi, world $w" | tee -a "$out/bench.log"
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((w - 1))) PYTHONUNBUFFERED=1 timeout 400 python3 "$here/torch_baselines.py" multi ${MKERNEL_TORCH_ARGS:-} --json "$out/torch-multi-w$w.jsonl" 2>&1 | grep -vE "^\s*$" | tee -a "$out/bench.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  done
 fi
 echo "== summary"; cat "$out/tests.log" 2>/dev/null; grep -vE '^\{' "$out/bench.log" 2>/dev/null | tail -n 40
 exit $status

@@ -1,7 +1,12 @@
 //! The FIFO protocol with CPU producers (wrap-around, back-pressure, no torn reads, exactly once
 //! and in order per producer), the proxy with a mock transport (batching, counters, draining
 //! shutdown, errors reaching the caller), and the emulated NIC's timing model.
-use mkernel::abi::{FifoCmd, BUF_FLAGS, BUF_INPUT, BUF_OUTPUT, OP_WRITE};
+use mkernel::abi::{FifoCmd, OP_WRITE};
+
+// Buffer ids round-trip through a command whatever they are.
+const BUF_INPUT: u64 = 0;
+const BUF_OUTPUT: u64 = 1;
+const BUF_FLAGS: u64 = 2;
 use mkernel::comm::fifo::{Consumer, HostRing, RingMemory};
 use mkernel::comm::proxy::{Proxy, ProxyConfig};
 use mkernel::comm::transport::{FnTransport, NicModel};

@@ -2,23 +2,8 @@
 //! round trips, and the GPU-driven all-gather across processes in several layouts (payloads
 //! encode their source rank; odd shard sizes; many launches with no reset). Layouts that need two
 //! GPUs skip loudly on one unless MKERNEL_REQUIRE_GPUS=2, which turns the skip into a failure.
-use mkernel::comm::launch::{launch, LaunchSpec};
-use mkernel::gpu;
-use mkernel::testing::{gpu_or_skip, mkernel_bin};
+use mkernel::testing::{gpu_or_skip, gpus_or_skip, run_ranks};
 use std::time::Duration;
-
-fn gpus_or_skip(name: &str, need: u32) -> bool {
-    gpu_or_skip(name).is_some() && {
-        let have = gpu::device_count().unwrap_or(0);
-        let required = std::env::var("MKERNEL_REQUIRE_GPUS").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
-        if have < need {
-            assert!(required < need, "{name}: MKERNEL_REQUIRE_GPUS={required} but only {have} GPU(s)");
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "skipped: no CUDA device ({name}: needs {need} GPUs, {have} present)");
-        }
-        have >= need
-    }
-}
 
 fn allgather(nprocs: u32, nodes: u32, gpus: &[u32], shard: usize, iters: u32) {
     allgather_with(nprocs, nodes, gpus, shard, iters, &[]);
@@ -26,22 +11,10 @@ fn allgather(nprocs: u32, nodes: u32, gpus: &[u32], shard: usize, iters: u32) {
 
 /// `extra`: options of `mkernel rank-check allgather` (`--copy lsu|bulk`, `--in-place`).
 fn allgather_with(nprocs: u32, nodes: u32, gpus: &[u32], shard: usize, iters: u32, extra: &[&str]) {
-    let spec = LaunchSpec {
-        nprocs,
-        nodes,
-        gpus: Some(gpus.to_vec()),
-        program: mkernel_bin(env!("CARGO_BIN_EXE_mkernel")).into(),
-        args: ["rank-check", "allgather", "--shard-bytes", &shard.to_string(), "--iters", &iters.to_string()]
-            .iter()
-            .chain(extra)
-            .map(Into::into)
-            .collect(),
-        env: vec![],
-        timeout: Some(Duration::from_secs(120)),
-    };
-    launch(&spec).unwrap_or_else(|e| {
-        panic!("all-gather {nprocs} ranks / {nodes} nodes on GPUs {gpus:?}, shard {shard}, {extra:?}: {e}")
-    });
+    let (shard, iters) = (shard.to_string(), iters.to_string());
+    let mut args = vec!["rank-check", "allgather", "--shard-bytes", &shard, "--iters", &iters];
+    args.extend(extra);
+    run_ranks(env!("CARGO_BIN_EXE_mkernel"), nprocs, nodes, gpus, &args, 120);
 }
 
 #[test]
@@ -97,6 +70,17 @@ fn allgather_two_nodes_of_two_ranks() {
         return;
     }
     allgather(4, 2, &[0, 1, 0, 1], 1_000_003, 8);
+}
+
+#[test]
+fn allgather_four_gpus_one_node_and_two_nodes() {
+    if !gpus_or_skip("allgather_four_gpus_one_node_and_two_nodes", 4) {
+        return;
+    }
+    for shard in [17usize, 1_000_003, 16 << 20] {
+        allgather(4, 1, &[0, 1, 2, 3], shard, 6);
+        allgather(4, 2, &[0, 1, 2, 3], shard, 6);
+    }
 }
 
 #[test]

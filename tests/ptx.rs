@@ -99,9 +99,13 @@ fn barriers_tolerate_duplication_by_llvm() {
     }
 }
 
+/// Every kernel built on the GEMM engine: the plain GEMM and the fused ops.
+const ENGINE_KERNELS: [&str; 4] =
+    [kernels::GEMM_KN.name, kernels::GEMM_NK.name, kernels::AG_GEMM_KN.name, kernels::AG_GEMM_NK.name];
+
 #[test]
 fn gemm_kernels_have_launch_bounds() {
-    for k in [kernels::GEMM_KN.name, kernels::GEMM_NK.name] {
+    for k in ENGINE_KERNELS {
         let at = kernels::PTX.find(&format!(".entry {k}(")).unwrap();
         let head = &kernels::PTX[at..at + kernels::PTX[at..].find('{').unwrap()];
         assert!(
@@ -135,7 +139,7 @@ fn selftest_sass_uses_hopper_instructions() {
 
 #[test]
 fn gemm_sass_is_the_fast_path() {
-    for k in [kernels::GEMM_KN.name, kernels::GEMM_NK.name] {
+    for k in ENGINE_KERNELS {
         let sass = sass_of(k);
         for needle in ["HGMMA.64x256x16.F32.BF16", "UTMALDG.2D", "UTMASTG.2D", "SYNCS.PHASECHK", "USETMAXREG"] {
             assert!(sass.contains(needle), "{k} SASS lacks {needle}");
@@ -156,4 +160,16 @@ fn gemm_sass_is_the_fast_path() {
         assert!(sass.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1"), "{k}: no wgmma batch stays in flight");
         assert!(drain <= 2, "{k}: {drain} full drains of the wgmma pipeline (serialised?)");
     }
+}
+
+#[test]
+fn comm_kernels_copy_with_tma_bulk_copies_and_no_multicast() {
+    // The NVLink copies are TMA bulk copies (global -> shared -> peer global), never the NVLink
+    // multicast our GPU machines forbid.
+    for k in [kernels::ALLGATHER.name, kernels::AG_GEMM_KN.name, kernels::AG_GEMM_NK.name] {
+        let sass = sass_of(k);
+        assert!(sass.contains("UBLKCP.S.G") && sass.contains("UBLKCP.G.S"), "{k} SASS lacks bulk copies");
+        assert!(!sass.contains("LDL") && !sass.contains("STL"), "{k} uses local memory");
+    }
+    assert!(!kernels::PTX.contains("multimem"), "the module uses NVLink multicast (multimem)");
 }

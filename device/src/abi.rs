@@ -157,12 +157,9 @@ pub const OP_SIGNAL: u64 = 2;
 /// (for transports that reorder).
 pub const OP_FENCE: u64 = 3;
 
-/// Registered buffer ids the fused kernels use in FIFO commands.
-pub const BUF_INPUT: u64 = 0;
-/// The symmetric output buffer.
-pub const BUF_OUTPUT: u64 = 1;
-/// The symmetric flag buffer (u32 epoch flags).
-pub const BUF_FLAGS: u64 = 2;
+/// The registered buffer id of the communicator's symmetric heap: every buffer a kernel names in
+/// a FIFO command lives in it, at the same offset on every rank.
+pub const BUF_HEAP: u64 = 0;
 
 /// Bits of a 48-bit offset / 16-bit id word.
 pub const OFFSET_BITS: u32 = 48;
@@ -232,13 +229,32 @@ abi_struct! {
 /// Most ranks on one node the intra-node path handles.
 pub const MAX_LOCAL_RANKS: usize = 8;
 
+/// `table[i]` for a per-local-rank table of a parameter block, read without a run-time index: a
+/// dynamic index into a kernel parameter makes the compiler copy the whole block to local memory.
+/// 0 for `i` out of range.
+#[inline(always)]
+pub const fn pick(table: &[u64; MAX_LOCAL_RANKS], i: u32) -> u64 {
+    let mut r = 0;
+    let mut j = 0;
+    while j < MAX_LOCAL_RANKS {
+        if j as u32 == i {
+            r = table[j];
+        }
+        j += 1;
+    }
+    r
+}
+
 abi_struct! {
     /// GPU-driven all-gather: rank r's `shard_bytes` of `input` land at `r * shard_bytes` in every
     /// rank's symmetric `output`; then the kernel waits until every other rank's shard arrived.
-    pub struct AllGatherParams [280] {
+    /// `input`, `output` and `flags` live in the communicator's heap (their `*_heap_off` are
+    /// their offsets there, which FIFO commands carry).
+    pub struct AllGatherParams [304] {
         pub input: u64,
         pub output: u64,
-        /// My symmetric flag buffer: u32 epoch flags, one per source rank.
+        /// My flags: u32 epochs, `data[world]` (rank s's shard arrived) then `ready[world]`
+        /// (rank s entered this launch).
         pub flags: u64,
         /// Device addresses of each local rank's `output` (index: local rank).
         pub peer_output: [u64; 8],
@@ -246,23 +262,108 @@ abi_struct! {
         pub peer_flags: [u64; 8],
         /// Per-local-peer completion counters (device memory, never reset: see the kernel).
         pub counters: u64,
+        /// Launch counter (device `u64`): gives each launch its epoch.
+        pub launches: u64,
         pub fifo: FifoParams,
         pub diag: u64,
         pub timeout_ns: u64,
         pub shard_bytes: u64,
         /// Bytes per FIFO WRITE command.
         pub chunk_bytes: u64,
+        pub input_heap_off: u64,
+        pub output_heap_off: u64,
+        pub flags_heap_off: u64,
         pub rank: u32,
         pub world: u32,
         pub local_rank: u32,
         pub local_world: u32,
-        pub epoch: u32,
         pub roles: RoleSplit,
         /// How intra-comm CTAs move bytes: [`COPY_LSU`] or [`COPY_BULK`].
         pub copy_mode: u32,
         /// 1: `input` is this rank's slice of `output` (nothing to copy locally).
         pub in_place: u32,
-        pub _pad: u32,
+    }
+}
+
+abi_struct! {
+    /// AllGather + GEMM: `C[M, N] = allgather(A)[M, K] @ B` in one launch. Rank r's shard
+    /// `A_r[shard_rows, K]` lands at rows `r * shard_rows ..` of every rank's `gathered` (the
+    /// communicator's heap); compute CTAs run `gemm` (its `a_map` reads `gathered`) in the order of
+    /// `row_order`, each tile first waiting for the arrival flags of exactly the chunks of rows it
+    /// needs. Flags (u32 epochs, see [`AgGemmParams::ready_flag`] / [`AgGemmParams::data_flag`]):
+    /// `ready[s]` = rank s entered this launch (its `gathered` may be overwritten), then
+    /// `data[s][c]` = chunk c of rank s's shard is in this rank's `gathered`.
+    pub struct AgGemmParams [352] {
+        pub gemm: GemmParams,
+        /// My gathered A `[M, K]`.
+        pub gathered: u64,
+        /// Each local rank's `gathered`, mapped here (index: local rank).
+        pub peer_gathered: [u64; 8],
+        /// My flags.
+        pub flags: u64,
+        /// Each local rank's flags, mapped here.
+        pub peer_flags: [u64; 8],
+        /// My shard `[shard_rows, K]` (inside `gathered` when `in_place`).
+        pub shard_src: u64,
+        /// `m_tiles` u32: the tile row walked at each schedule position.
+        pub row_order: u64,
+        /// Launch counter (device `u64`): gives each launch its epoch.
+        pub launches: u64,
+        pub fifo: FifoParams,
+        /// Heap offsets of `gathered` and `flags` (what FIFO commands carry).
+        pub gathered_heap_off: u64,
+        pub flags_heap_off: u64,
+        pub shard_rows: u32,
+        /// Rows per arrival flag.
+        pub chunk_rows: u32,
+        /// Chunks per shard: `ceil(shard_rows / chunk_rows)`.
+        pub chunks: u32,
+        pub rank: u32,
+        pub world: u32,
+        pub local_rank: u32,
+        pub local_world: u32,
+        /// 1: the caller wrote its shard straight into `gathered` (no local copy).
+        pub in_place: u32,
+        /// The last `fwd_ctas` intra-comm CTAs forward shards that came from other nodes to this
+        /// node's other ranks (hierarchical: a shard crosses the network once per node).
+        pub fwd_ctas: u32,
+        /// 1: no compute CTAs; the first intra-comm CTA waits until every chunk arrived (the
+        /// all-gather alone, with the fused kernel's own communication).
+        pub comm_only: u32,
+    }
+}
+
+impl AgGemmParams {
+    /// Flag words per rank: `ready[world]` then `data[world][chunks]`.
+    pub const fn flag_words(world: u32, chunks: u32) -> u32 {
+        world + world * chunks
+    }
+    /// Index of `ready[s]`.
+    pub const fn ready_flag(s: u32) -> u32 {
+        s
+    }
+    /// Index of `data[s][c]`.
+    pub const fn data_flag(&self, s: u32, c: u32) -> u32 {
+        self.world + s * self.chunks + c
+    }
+    /// Bytes of one row of A.
+    pub const fn row_bytes(&self) -> u64 {
+        self.gemm.k as u64 * 2
+    }
+    /// Rows of chunk `c` within a shard: `[first, end)`.
+    pub const fn chunk_rows_range(&self, c: u32) -> (u32, u32) {
+        let first = c * self.chunk_rows;
+        let end = first + self.chunk_rows;
+        (first, if end < self.shard_rows { end } else { self.shard_rows })
+    }
+    /// Byte range of chunk `c` within a shard.
+    pub const fn chunk_bytes_range(&self, c: u32) -> (u64, u64) {
+        let (a, b) = self.chunk_rows_range(c);
+        (a as u64 * self.row_bytes(), b as u64 * self.row_bytes())
+    }
+    /// Byte offset of rank `s`'s shard in `gathered`.
+    pub const fn shard_offset(&self, s: u32) -> u64 {
+        s as u64 * self.shard_rows as u64 * self.row_bytes()
     }
 }
 

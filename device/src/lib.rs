@@ -15,7 +15,11 @@ pub mod arch;
 #[cfg(target_arch = "nvptx64")]
 pub mod comm;
 #[cfg(target_arch = "nvptx64")]
+pub mod gemm;
+#[cfg(target_arch = "nvptx64")]
 pub mod kernels;
+#[cfg(target_arch = "nvptx64")]
+pub mod pipeline;
 
 /// Launch constants of the kernels, visible to the host (which sizes grids and shared memory).
 pub mod kernels_info {
@@ -38,6 +42,8 @@ pub mod kernels_info {
         pub(crate) const B_OFF: u32 = A_OFF + STAGES * A_STAGE_BYTES;
         pub(crate) const C_OFF: u32 = B_OFF + STAGES * B_STAGE_BYTES;
         pub(crate) const BAR_OFF: u32 = C_OFF + 2 * C_WG_BYTES;
+        // The comm CTAs of fused kernels run a bulk-copy ring in the same shared memory.
+        const _: () = assert!(super::allgather::BULK_SMEM_BYTES <= SMEM_BYTES);
         /// Dynamic shared memory the kernel needs.
         pub const SMEM_BYTES: u32 = BAR_OFF + 2 * STAGES * 8;
         const _: () = assert!(SMEM_BYTES <= 227 * 1024);
@@ -54,10 +60,9 @@ pub mod kernels_info {
         pub const BULK_STAGES: u32 = 12;
         /// Chunks loaded ahead of the store in progress (the rest of the ring holds stores).
         pub const BULK_AHEAD: u32 = 6;
-        /// Offset of the stages' mbarriers (one each), after the stages.
-        pub const BULK_BAR_OFF: u32 = BULK_CHUNK * BULK_STAGES;
-        /// Dynamic shared memory of a `COPY_BULK` launch.
-        pub const BULK_SMEM_BYTES: u32 = BULK_BAR_OFF + 8 * BULK_STAGES;
+        /// Dynamic shared memory of a `COPY_BULK` launch: the stages, then a full and an empty
+        /// barrier per stage (the pipeline's layout; the ring uses the full ones).
+        pub const BULK_SMEM_BYTES: u32 = BULK_CHUNK * BULK_STAGES + 16 * BULK_STAGES;
         const _: () = assert!(BULK_SMEM_BYTES <= 227 * 1024);
     }
 }

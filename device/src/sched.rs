@@ -1,7 +1,9 @@
-//! The persistent tile scheduler and CTA roles (pure integer logic, host-testable).
+//! Tile schedulers and CTA roles (pure integer logic, host-testable).
 //!
-//! One definition of tile order serves every role: compute CTAs, and communication roles that
-//! need to know which tile a peer produces when, all call [`TileGrid::coords`].
+//! A [`TileScheduler`] says which output tile comes `i`-th and what a tile must wait for before
+//! its loads; the engine's persistent CTAs take positions `cta, cta + ctas, ...`. One definition
+//! of tile order serves every role: compute CTAs, and communication roles that need to know which
+//! tile a peer produces when, all ask the same scheduler.
 use crate::abi::RoleSplit;
 
 /// `a / b` for a `b` the caller guarantees non-zero: no panic path, which on the device would
@@ -57,6 +59,76 @@ impl TileGrid {
         let rows = if self.m_tiles - first_m < self.group_m { self.m_tiles - first_m } else { self.group_m };
         let in_group = rem_nz(t, per_group);
         (first_m + rem_nz(in_group, rows), div_nz(in_group, rows))
+    }
+}
+
+/// One output tile: its position in the schedule and its tile coordinates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tile {
+    /// Position in schedule order.
+    pub index: u32,
+    /// Tile row (rows `m * TILE_M ..`).
+    pub m: u32,
+    /// Tile column.
+    pub n: u32,
+}
+
+/// The order of a GEMM's output tiles, and what each waits for.
+pub trait TileScheduler {
+    /// Number of tiles.
+    fn count(&self) -> u32;
+    /// The `index`-th tile (`index < count()`).
+    fn tile(&self, index: u32) -> Tile;
+    /// Producer thread, before a tile's first load: wait until its inputs are present (a fused
+    /// kernel's arrival flags). `Err` means the wait gave up and reported why; the launch has
+    /// failed, and the caller carries on without waiting so that the kernel still ends.
+    ///
+    /// # Safety
+    /// Whatever memory the scheduler polls is valid for the launch.
+    #[inline(always)]
+    unsafe fn wait_inputs(&self, _tile: Tile) -> Result<(), ()> {
+        Ok(())
+    }
+}
+
+/// Grouped raster order over the whole grid (the plain GEMM).
+#[derive(Clone, Copy, Debug)]
+pub struct GroupedRaster(pub TileGrid);
+
+impl TileScheduler for GroupedRaster {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        self.0.count()
+    }
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        let (m, n) = self.0.coords(index);
+        Tile { index, m, n }
+    }
+}
+
+/// Grouped raster order over tile rows taken in the order of a table: `rows[p]` is the tile row
+/// walked `p`-th (a fused kernel puts rows whose data is local first, then rows in the order their
+/// data arrives).
+#[derive(Clone, Copy, Debug)]
+pub struct RowOrder {
+    /// The grid, its rows being table positions.
+    pub grid: TileGrid,
+    /// `grid.m_tiles` tile rows, a permutation of `0..grid.m_tiles`.
+    pub rows: *const u32,
+}
+
+impl TileScheduler for RowOrder {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        self.grid.count()
+    }
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        let (p, n) = self.grid.coords(index);
+        // SAFETY: p < grid.m_tiles, and the table holds that many entries (the host checks it).
+        let m = unsafe { *self.rows.add(p as usize) };
+        Tile { index, m, n }
     }
 }
 
@@ -177,6 +249,24 @@ mod tests {
             }
         }
         assert!(count.iter().all(|&c| c == 1));
+    }
+
+    #[test]
+    fn row_order_permutes_rows_and_keeps_columns() {
+        let rows = [2u32, 0, 1];
+        let s = RowOrder { grid: TileGrid::new(3 * 128, 2 * 256, 128, 256, 2), rows: rows.as_ptr() };
+        let mut seen = vec![false; 6];
+        for i in 0..s.count() {
+            let t = s.tile(i);
+            assert_eq!(t.index, i);
+            seen[(t.m * 2 + t.n) as usize] = true;
+        }
+        assert!(seen.iter().all(|&x| x));
+        // Position 0 of the table (tile row 2) comes first.
+        assert_eq!(s.tile(0), Tile { index: 0, m: 2, n: 0 });
+        assert_eq!(s.tile(1), Tile { index: 1, m: 0, n: 0 });
+        let g = GroupedRaster(TileGrid::new(128, 256, 128, 256, 8));
+        assert_eq!((g.count(), g.tile(0)), (1, Tile { index: 0, m: 0, n: 0 }));
     }
 
     #[test]

@@ -14,6 +14,42 @@ pub struct WaitSite {
     pub what: u32,
 }
 
+/// What every bounded wait of one role in one launch shares: the bound, the report's destination
+/// and who is waiting. [`Bound::site`] adds the per-wait details.
+#[derive(Clone, Copy)]
+pub struct Bound {
+    pub timeout_ns: u64,
+    pub diag: *mut WaitDiag,
+    pub rank: u32,
+    pub role: u32,
+}
+
+impl Bound {
+    /// The report fields of a wait on `tile` (or peer, or chunk) of kind `what` (`WAIT_*`).
+    #[inline(always)]
+    pub const fn site(&self, tile: u32, what: u32) -> WaitSite {
+        WaitSite { rank: self.rank, role: self.role, tile, what }
+    }
+
+    /// Wait until the 32-bit flag at `flag` reaches epoch `epoch` ([`wait_flag_sys_u32`]).
+    ///
+    /// # Safety
+    /// As [`wait_flag_sys_u32`].
+    #[inline(always)]
+    pub unsafe fn flag(&self, flag: *const u32, epoch: u32, tile: u32) -> WaitResult {
+        wait_flag_sys_u32(flag, epoch, self.timeout_ns, self.diag, self.site(tile, crate::abi::WAIT_FLAG))
+    }
+
+    /// Wait for an mbarrier phase ([`wait_mbarrier`]).
+    ///
+    /// # Safety
+    /// As [`wait_mbarrier`].
+    #[inline(always)]
+    pub unsafe fn mbarrier(&self, bar: u32, parity: u32, tile: u32, what: u32) -> WaitResult {
+        wait_mbarrier(bar, parity, self.timeout_ns, self.diag, self.site(tile, what))
+    }
+}
+
 /// Outcome of a bounded wait: `Err` means give up (this wait timed out, or another one did).
 pub type WaitResult = Result<(), ()>;
 

@@ -4,12 +4,11 @@ use crate::cmd_rank::as_rank;
 use crate::{CopyArg, RanksArgs};
 use anyhow::Context;
 use mkernel::bench::{self, harness, Record, RunInfo, Timing};
-use mkernel::comm::allgather::{AllGather, AllGatherOptions};
-use mkernel::comm::bootstrap::Bootstrap;
+use mkernel::comm::communicator::{CommOptions, Communicator};
 use mkernel::gemm::{BLayout, GemmShape};
+use mkernel::ops::allgather::{AllGather, AllGatherOptions};
 use mkernel::Gpu;
 use std::path::Path;
-use std::time::Duration;
 
 fn finish(records: &[Record], vs: Option<&str>, json: Option<&Path>) -> anyhow::Result<()> {
     harness::print_table(records, vs);
@@ -58,7 +57,8 @@ pub fn allgather(
 ) -> anyhow::Result<()> {
     let Some(world) = as_rank(ranks)? else { return Ok(()) };
     let gpu = Gpu::new(world.device)?;
-    let mut boot = Bootstrap::connect(&world, Duration::from_secs(60))?;
+    let heap = 2 * sizes.iter().max().copied().unwrap_or(0) + (16 << 20);
+    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
     let mut records = Vec::new();
     for &total in sizes {
@@ -66,8 +66,8 @@ pub fn allgather(
         anyhow::ensure!(total >= w, "--sizes: {total} bytes cannot be split over {w} ranks");
         let shard = total / w;
         let opts = AllGatherOptions { intra_ctas, copy: copy.into(), in_place, ..Default::default() };
-        let mut ag = AllGather::new(&gpu, &mut boot, &world, shard, opts)?;
-        let ms = harness::time_ms(&gpu, &mut boot, timing, || ag.launch(&gpu))?;
+        let ag = AllGather::new(&comm, &gpu, shard, opts)?;
+        let ms = harness::time_ms(&gpu, &mut &comm, timing, || ag.launch(&gpu))?;
         ag.wait(&gpu)?;
         let busbw = (total as f64) * (w as f64 - 1.0) / w as f64;
         records.push(
@@ -85,11 +85,11 @@ pub fn allgather(
             let src = ag.input().addr();
             // SAFETY: both ranges are `shard` bytes of live buffers owned by `ag` (ours, and the
             // peer's mapped output, kept alive until the closing barrier below).
-            let ms = harness::time_ms(&gpu, &mut boot, timing, || Ok(unsafe { gpu.copy_async(dst, src, shard)? }))?;
+            let ms = harness::time_ms(&gpu, &mut &comm, timing, || Ok(unsafe { gpu.copy_async(dst, src, shard)? }))?;
             records
                 .push(run.record("all_gather", total.to_string(), "-", "copy-engine-p2p", ms).with_bytes(shard as f64));
         }
-        boot.barrier()?;
+        comm.barrier()?;
     }
     if world.rank == 0 {
         println!(

@@ -1,10 +1,11 @@
 //! `mkernel launch`, running a multi-rank command as ranks, and `mkernel rank-check`.
 use crate::{CopyArg, LaunchArgs, RankCheckCmd, RanksArgs};
 use anyhow::{bail, ensure, Context};
-use mkernel::comm::allgather::{AllGather, AllGatherOptions, NvlinkCopy};
 use mkernel::comm::bootstrap::Bootstrap;
+use mkernel::comm::communicator::{CommOptions, Communicator};
 use mkernel::comm::launch::{launch as launch_ranks, LaunchSpec};
 use mkernel::comm::world::World;
+use mkernel::ops::allgather::{AllGather, AllGatherOptions, NvlinkCopy};
 use mkernel::Gpu;
 use std::time::Duration;
 
@@ -103,6 +104,7 @@ pub fn rank_check(c: RankCheckCmd) -> anyhow::Result<()> {
             };
             allgather_check(&world, Duration::from_millis(timeout_ms), shard_bytes, iters, opts)
         }
+        RankCheckCmd::AgGemm(a) => crate::cmd_ag_gemm::check(&world, a),
     }
 }
 
@@ -114,8 +116,13 @@ fn allgather_check(
     opts: AllGatherOptions,
 ) -> anyhow::Result<()> {
     let gpu = Gpu::new(world.device)?;
-    let mut boot = Bootstrap::connect(world, timeout)?;
-    let mut ag = AllGather::new(&gpu, &mut boot, world, shard, opts)?;
+    let copts = CommOptions {
+        heap_bytes: 2 * shard * world.world_size as usize + (1 << 20),
+        timeout,
+        ..CommOptions::from_env()?
+    };
+    let comm = Communicator::new(&gpu, world, copts)?;
+    let ag = AllGather::new(&comm, &gpu, shard, opts)?;
     let w = world.world_size as usize;
     let verify = |ag: &AllGather, it: u32| -> anyhow::Result<()> {
         let out = ag.output().to_vec()?;
@@ -133,13 +140,15 @@ fn allgather_check(
         }
         Ok(())
     };
-    // New data every launch: run() ends with a barrier, so nobody overwrites data still read.
+    // New data every launch and no barrier between launches: a rank writes into a peer's output
+    // only once that peer entered the same launch (its `ready` flag), so the peer's check of the
+    // previous launch is over by then.
     for it in 0..iters {
         let mine: Vec<u8> = (0..shard).map(|i| pattern(world.rank, it, i)).collect();
-        ag.output().copy_from(&vec![0xa5; w * shard])?;
+        ag.output().fill_bytes(0xa5)?;
         ag.input().copy_from(&mine)?; // after the poison: may alias it
-        boot.barrier()?; // everyone poisoned before anyone writes
-        ag.run(&gpu, &mut boot)?;
+        ag.launch(&gpu)?;
+        ag.wait(&gpu)?;
         verify(&ag, it)?;
     }
     // Many launches back to back, no host synchronisation and no reset in between.
@@ -148,13 +157,14 @@ fn allgather_check(
     }
     ag.wait(&gpu)?;
     verify(&ag, iters - 1)?;
-    boot.barrier()?;
+    comm.barrier()?;
     println!(
-        "allgather ok: rank {} of {} ({} nodes), shard {shard} B, {iters} checked launches + 50 back to back; proxy {:?}",
+        "allgather ok: rank {} of {} ({} nodes, transport {}), shard {shard} B, {iters} checked launches + 50 back to back; proxy {:?}",
         world.rank,
         world.world_size,
         world.nodes,
-        ag.proxy_stats()
+        comm.transport(),
+        comm.proxy_stats()
     );
     Ok(())
 }

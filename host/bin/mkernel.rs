@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod args;
+mod cmd_ag_gemm;
 mod cmd_bench;
 mod cmd_info;
 mod cmd_rank;
@@ -139,6 +140,25 @@ enum BenchCmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// AllGather + GEMM: fused, unfused, GEMM alone and all-gather alone (run on several ranks).
+    AgGemm {
+        /// Shapes MxNxK (M in all: each rank holds M / world rows), comma-separated.
+        #[arg(long, value_delimiter = ',', value_parser = args::shape,
+              default_value = "16384x8192x8192,16384x4096x8192,32768x4096x8192,8192x8192x8192,2048x4096x4096")]
+        shapes: Vec<GemmShape>,
+        /// B layouts: kn ([K, N], as torch_baselines.py) and/or nk.
+        #[arg(long, value_delimiter = ',', value_parser = args::layout, default_value = "kn")]
+        layouts: Vec<BLayout>,
+        #[command(flatten)]
+        knobs: cmd_ag_gemm::Knobs,
+        #[command(flatten)]
+        ranks: RanksArgs,
+        #[command(flatten)]
+        timing: TimingArgs,
+        /// Also write JSON lines here (rank 0).
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// The GPU -> CPU command FIFO: commands per second and round-trip latency on one GPU.
     Fifo {
         /// Pushing CTAs.
@@ -168,7 +188,30 @@ pub enum CopyArg {
 }
 
 #[derive(Subcommand, Debug)]
-enum TuneCmd {}
+enum TuneCmd {
+    /// AllGather + GEMM: push CTAs x rows per flag, fused vs unfused, per shape (several ranks).
+    AgGemm {
+        /// Shapes MxNxK (M in all), comma-separated.
+        #[arg(long, value_delimiter = ',', value_parser = args::shape,
+              default_value = "16384x8192x8192,16384x4096x8192,32768x4096x8192,8192x8192x8192,2048x4096x4096")]
+        shapes: Vec<GemmShape>,
+        /// Push CTA counts to try.
+        #[arg(long = "push-ctas", value_delimiter = ',', default_value = "2,4,6,8,12,16",
+              value_parser = clap::value_parser!(u32).range(1..=64))]
+        push_ctas: Vec<u32>,
+        /// Rows per arrival flag to try.
+        #[arg(long = "chunk-rows", value_delimiter = ',', default_value = "128,256,512",
+              value_parser = clap::value_parser!(u32).range(1..))]
+        chunk_rows: Vec<u32>,
+        #[command(flatten)]
+        ranks: RanksArgs,
+        #[command(flatten)]
+        timing: TimingArgs,
+        /// Where the table goes (JSON lines; append it to host/ops/tuned/ag_gemm.jsonl).
+        #[arg(long, default_value = "ag_gemm.jsonl")]
+        out: PathBuf,
+    },
+}
 
 /// `mkernel plot`.
 #[derive(Args, Debug)]
@@ -213,6 +256,8 @@ pub enum RankCheckCmd {
         #[arg(long = "timeout-ms", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
         timeout_ms: u64,
     },
+    /// AllGather + GEMM on fresh rank-encoded data against the unfused path and a host reference.
+    AgGemm(cmd_ag_gemm::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -221,7 +266,9 @@ fn main() -> ExitCode {
         Cmd::Info => cmd_info::info(),
         Cmd::Launch(a) => cmd_rank::launch(a),
         Cmd::Bench(b) => bench(b),
-        Cmd::Tune(t) => match t {},
+        Cmd::Tune(TuneCmd::AgGemm { shapes, push_ctas, chunk_rows, ranks, timing, out }) => {
+            cmd_ag_gemm::tune(&shapes, &push_ctas, &chunk_rows, &ranks, timing.timing(), &out)
+        }
         Cmd::Plot(p) => plot::plot(&p.inputs, &p.out).map(|s| {
             for f in &s.files {
                 println!("{}", f.display());
@@ -251,6 +298,9 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         }
         BenchCmd::Allgather { sizes, intra_ctas, copy, in_place, ranks, timing, json } => {
             cmd_bench::allgather(&sizes, intra_ctas, copy, in_place, &ranks, timing.timing(), json.as_deref())
+        }
+        BenchCmd::AgGemm { shapes, layouts, knobs, ranks, timing, json } => {
+            cmd_ag_gemm::bench(&shapes, &layouts, &knobs, &ranks, timing.timing(), json.as_deref())
         }
         BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
             cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)

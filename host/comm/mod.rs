@@ -1,12 +1,13 @@
 //! The GPU-driven communication runtime: who we are ([`world`]), how processes find each other
 //! ([`bootstrap`], [`launch`]), symmetric NVLink buffers ([`symm`]), the GPU -> CPU command FIFO
-//! ([`fifo`]), the CPU proxy that drains it ([`proxy`]) into a [`transport`], and the first
-//! user, a GPU-driven all-gather ([`allgather`]).
+//! ([`fifo`]), the CPU proxy that drains it ([`proxy`]) into a [`transport`], and the
+//! [`communicator`] that owns them and that every op borrows (its symmetric heap: [`heap`]).
 mod error;
 
-pub mod allgather;
 pub mod bootstrap;
+pub mod communicator;
 pub mod fifo;
+pub mod heap;
 pub mod launch;
 pub mod proxy;
 pub mod symm;

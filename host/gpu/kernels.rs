@@ -32,6 +32,8 @@ pub const CLUSTER_IDS: Kernel<ClusterIdsParams> = Kernel::new("mk_cluster_ids");
 pub const GEMM_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_kn");
 pub const GEMM_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_nk");
 pub const ALLGATHER: Kernel<AllGatherParams> = Kernel::new("mk_allgather");
+pub const AG_GEMM_KN: Kernel<AgGemmParams> = Kernel::new("mk_ag_gemm_kn");
+pub const AG_GEMM_NK: Kernel<AgGemmParams> = Kernel::new("mk_ag_gemm_nk");
 pub const FIFO_PUSH_TEST: Kernel<FifoTestParams> = Kernel::new("mk_fifo_push_test");
 
 /// Every kernel the host expects in the module (checked when the module loads).
@@ -44,5 +46,7 @@ pub const ALL: &[&str] = &[
     GEMM_KN.name,
     GEMM_NK.name,
     ALLGATHER.name,
+    AG_GEMM_KN.name,
+    AG_GEMM_NK.name,
     FIFO_PUSH_TEST.name,
 ];

@@ -128,7 +128,38 @@ impl<T: Pod> Drop for DeviceBuffer<T> {
     }
 }
 
-impl<T: Pod> DeviceSlice<'_, T> {
+impl<'a, T: Pod> From<&'a DeviceBuffer<T>> for DeviceSlice<'a, T> {
+    fn from(b: &'a DeviceBuffer<T>) -> Self {
+        b.as_slice()
+    }
+}
+
+impl<'a, T: Pod> DeviceSlice<'a, T> {
+    /// A view of `len` elements at device address `ptr`, borrowed for `'a`.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len * size_of::<T>()` is device memory of the current context, valid and aligned
+    /// for `T` for as long as the view (lifetime `'a`) lives.
+    pub(crate) unsafe fn from_raw(ptr: u64, len: usize) -> Self {
+        DeviceSlice { ptr, len, _t: PhantomData }
+    }
+
+    /// Borrow a range of elements (panics when out of range, like slice indexing).
+    pub fn slice(&self, r: Range<usize>) -> DeviceSlice<'a, T> {
+        assert!(r.start <= r.end && r.end <= self.len, "range {r:?} out of bounds for {} elements", self.len);
+        DeviceSlice { ptr: self.ptr + bytes_of::<T>(r.start) as u64, len: r.end - r.start, _t: PhantomData }
+    }
+
+    /// Set every byte to `byte`; complete on return.
+    pub fn fill_bytes(&self, byte: u8) -> Result<()> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        // SAFETY: the range is this view's memory.
+        check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(self.ptr, byte, bytes_of::<T>(self.len)) })?;
+        legacy_stream_sync()
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len

@@ -370,6 +370,32 @@ impl Gpu {
         check("cuMemcpyDtoDAsync", sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.stream.as_inner()))
     }
 
+    /// Record the work `work` enqueues on this handle's stream into a CUDA graph (nothing runs
+    /// while capturing); replay it with [`Graph::launch`]. Kernels whose epochs come from device
+    /// counters (every mkernel op) are correct under replay.
+    pub fn capture(&self, work: impl FnOnce() -> Result<()>) -> Result<Graph> {
+        self.make_current()?;
+        let stream = self.stream.as_inner();
+        let relaxed = sys::CUstreamCaptureMode_enum::CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: a valid stream of this context.
+        check("cuStreamBeginCapture", unsafe { sys::cuStreamBeginCapture_v2(stream, relaxed) })?;
+        let enqueued = work();
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: ends the capture begun above (also after a failed enqueue, to leave the stream usable).
+        let ended = check("cuStreamEndCapture", unsafe { sys::cuStreamEndCapture(stream, &mut graph) });
+        enqueued?;
+        ended?;
+        let mut exec = std::ptr::null_mut();
+        // SAFETY: graph came from the capture; exec is written on success.
+        let r = check("cuGraphInstantiateWithFlags", unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) });
+        if let Err(e) = r {
+            // SAFETY: destroying the graph we own.
+            unsafe { sys::cuGraphDestroy(graph) };
+            return Err(e);
+        }
+        Ok(Graph { graph, exec })
+    }
+
     /// Time `work` (which enqueues on this handle's stream) with CUDA events; milliseconds.
     pub fn time_ms<F: FnMut() -> Result<()>>(&self, mut work: F) -> Result<f32> {
         self.make_current()?;
@@ -380,6 +406,32 @@ impl Gpu {
         stop.record(&self.stream).map_err(cust_err("cuEventRecord"))?;
         stop.synchronize().map_err(cust_err("cuEventSynchronize"))?;
         stop.elapsed_time_f32(&start).map_err(cust_err("cuEventElapsedTime"))
+    }
+}
+
+/// A captured, instantiated CUDA graph (see [`Gpu::capture`]).
+pub struct Graph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+impl Graph {
+    /// Replay the graph on `gpu`'s stream (asynchronous).
+    pub fn launch(&self, gpu: &Gpu) -> Result<()> {
+        gpu.make_current()?;
+        // SAFETY: a live executable graph and a valid stream.
+        check("cuGraphLaunch", unsafe { sys::cuGraphLaunch(self.exec, gpu.stream.as_inner()) })
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: both handles are ours and destroyed once; failures (a dead context) leave
+        // nothing to do, so they are ignored rather than turned into a panic.
+        unsafe {
+            sys::cuGraphExecDestroy(self.exec);
+            sys::cuGraphDestroy(self.graph);
+        }
     }
 }
 

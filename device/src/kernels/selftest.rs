@@ -167,10 +167,10 @@ pub unsafe extern "ptx-kernel" fn mk_fifo_push_test(p: FifoTestParams) {
             let id = ((gtid as u64) << 32) | i as u64;
             let cmd = FifoCmd {
                 header: FifoCmd::header_word(OP_WRITE, 0, gtid & 0xffff, 0),
-                src: FifoCmd::loc(BUF_INPUT, id),
-                dst: FifoCmd::loc(BUF_OUTPUT, !id & 0xffff_ffff_ffff),
+                src: FifoCmd::loc(BUF_HEAP, id),
+                dst: FifoCmd::loc(BUF_HEAP, !id & 0xffff_ffff_ffff),
                 bytes: id ^ 0x5555_5555_5555_5555,
-                flag: FifoCmd::loc(BUF_FLAGS, gtid as u64),
+                flag: FifoCmd::loc(BUF_HEAP, gtid as u64),
                 flag_value: id.rotate_left(17),
                 pushed_ns: 0,
                 _reserved: 0,
@@ -190,7 +190,7 @@ pub unsafe extern "ptx-kernel" fn mk_fifo_push_test(p: FifoTestParams) {
                 src: 0,
                 dst: 0,
                 bytes: 0,
-                flag: FifoCmd::loc(BUF_FLAGS, 0),
+                flag: FifoCmd::loc(BUF_HEAP, 0),
                 flag_value: value as u64,
                 pushed_ns: 0,
                 _reserved: 0,

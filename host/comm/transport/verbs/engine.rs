@@ -710,7 +710,10 @@ impl Engine {
 mod tests {
     use super::super::sim::{Fabric, Rng, SimMem, SimNic};
     use super::*;
-    use crate::abi::{BUF_FLAGS, BUF_INPUT, BUF_OUTPUT};
+    // Three registered regions per rank, as a kernel with separate buffers would use.
+    const BUF_INPUT: u64 = 0;
+    const BUF_OUTPUT: u64 = 1;
+    const BUF_FLAGS: u64 = 2;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::{Arc, Mutex};
 

@@ -17,7 +17,9 @@
 //! ```
 use crate::abi::{GemmParams, RoleSplit, WaitDiag, B_KN, B_NK};
 use crate::error::{check_diag, invalid, Error, Result};
-use crate::gpu::{kernels, DeviceBuffer, Gpu, LaunchConfig, MappedBuffer, Swizzle, TensorMap, Tile2d, TmaDtype};
+use crate::gpu::{
+    kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, MappedBuffer, Swizzle, TensorMap, Tile2d, TmaDtype,
+};
 use half::bf16;
 use mkernel_device::kernels_info::gemm as k;
 use std::marker::PhantomData;
@@ -85,13 +87,13 @@ pub enum Output<'a> {
 }
 
 impl Output<'_> {
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Output::Bf16(b) => b.len(),
             Output::F32(b) => b.len(),
         }
     }
-    fn addr(&self) -> u64 {
+    pub(crate) fn addr(&self) -> u64 {
         match self {
             Output::Bf16(b) => b.addr(),
             Output::F32(b) => b.addr(),
@@ -133,11 +135,12 @@ impl<'a> Gemm<'a> {
         gpu: &Gpu,
         shape: GemmShape,
         b_layout: BLayout,
-        a: &'a DeviceBuffer<bf16>,
-        b: &'a DeviceBuffer<bf16>,
+        a: impl Into<DeviceSlice<'a, bf16>>,
+        b: impl Into<DeviceSlice<'a, bf16>>,
         c: Output<'a>,
         opts: GemmOptions,
     ) -> Result<Self> {
+        let (a, b) = (a.into(), b.into());
         shape.validate(a.len(), b.len(), c.len())?;
         if opts.group_m == 0 {
             return Err(invalid("group_m", "must be at least 1"));
@@ -147,41 +150,11 @@ impl<'a> Gemm<'a> {
         if ctas == 0 {
             return Err(invalid("ctas", "must be at least 1"));
         }
-        let (m, n, kk) = (shape.m as u64, shape.n as u64, shape.k as u64);
-        let sw = |base, dims, row, box_dims| Tile2d {
-            base,
-            dtype: TmaDtype::Bf16,
-            dims,
-            row_stride_bytes: row,
-            box_dims,
-            swizzle: Swizzle::B128,
-        };
-        let a_map = sw(a.addr(), [kk, m], 2 * kk, [TILE_K, TILE_M]);
-        let b_map = match b_layout {
-            BLayout::NK => sw(b.addr(), [kk, n], 2 * kk, [TILE_K, TILE_N]),
-            BLayout::KN => sw(b.addr(), [n, kk], 2 * n, [64, TILE_K]),
-        };
-        // The bf16 output map; unused (but still valid) for f32 output.
-        let c_map = sw(c.addr(), [n, m], if matches!(c, Output::Bf16(_)) { 2 * n } else { 4 * n }, [64, 64]);
-        let maps = gpu.upload_tensor_maps(&[a_map, b_map, c_map])?;
-        let diag = gpu.mapped::<WaitDiag>(1)?;
         let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u32;
         let ctas = ctas.min(tiles);
-        let params = GemmParams {
-            a_map: maps.addr(),
-            b_map: maps.addr() + 128,
-            c_map: maps.addr() + 256,
-            c_f32: if matches!(c, Output::F32(_)) { c.addr() } else { 0 },
-            diag: diag.device_addr(),
-            timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
-            m: shape.m as u32,
-            n: shape.n as u32,
-            k: shape.k as u32,
-            b_layout: if b_layout == BLayout::KN { B_KN } else { B_NK },
-            out_f32: matches!(c, Output::F32(_)) as u32,
-            group_m: opts.group_m,
-            roles: RoleSplit::compute_only(ctas),
-        };
+        let diag = gpu.mapped::<WaitDiag>(1)?;
+        let (mut params, maps) = plan(gpu, shape, b_layout, a.addr(), b.addr(), &c, &opts, &diag)?;
+        params.roles = RoleSplit::compute_only(ctas);
         let kernel = if b_layout == BLayout::KN { kernels::GEMM_KN } else { kernels::GEMM_NK };
         Ok(Self { shape, params, ctas, kernel, _maps: maps, diag, _bufs: PhantomData })
     }
@@ -218,6 +191,54 @@ impl<'a> Gemm<'a> {
     pub fn check_diag(&self) -> Result<()> {
         check_diag(&self.diag)
     }
+}
+
+/// The GEMM parameter block and its tensor maps (A `[m, k]` at `a`, B at `b`, C from `c`), with
+/// no CTAs assigned yet: what the plain GEMM and every fused op built on the engine share.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn plan(
+    gpu: &Gpu,
+    shape: GemmShape,
+    b_layout: BLayout,
+    a: u64,
+    b: u64,
+    c: &Output<'_>,
+    opts: &GemmOptions,
+    diag: &MappedBuffer<WaitDiag>,
+) -> Result<(GemmParams, DeviceBuffer<TensorMap>)> {
+    let (m, n, kk) = (shape.m as u64, shape.n as u64, shape.k as u64);
+    let sw = |base, dims, row, box_dims| Tile2d {
+        base,
+        dtype: TmaDtype::Bf16,
+        dims,
+        row_stride_bytes: row,
+        box_dims,
+        swizzle: Swizzle::B128,
+    };
+    let a_map = sw(a, [kk, m], 2 * kk, [TILE_K, TILE_M]);
+    let b_map = match b_layout {
+        BLayout::NK => sw(b, [kk, n], 2 * kk, [TILE_K, TILE_N]),
+        BLayout::KN => sw(b, [n, kk], 2 * n, [64, TILE_K]),
+    };
+    // The bf16 output map; unused (but still valid) for f32 output.
+    let c_map = sw(c.addr(), [n, m], if matches!(c, Output::Bf16(_)) { 2 * n } else { 4 * n }, [64, 64]);
+    let maps = gpu.upload_tensor_maps(&[a_map, b_map, c_map])?;
+    let params = GemmParams {
+        a_map: maps.addr(),
+        b_map: maps.addr() + 128,
+        c_map: maps.addr() + 256,
+        c_f32: if matches!(c, Output::F32(_)) { c.addr() } else { 0 },
+        diag: diag.device_addr(),
+        timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
+        m: shape.m as u32,
+        n: shape.n as u32,
+        k: shape.k as u32,
+        b_layout: if b_layout == BLayout::KN { B_KN } else { B_NK },
+        out_f32: matches!(c, Output::F32(_)) as u32,
+        group_m: opts.group_m,
+        roles: RoleSplit::default(),
+    };
+    Ok((params, maps))
 }
 
 /// Row `i` of `A @ B` computed on the host in f64 from the bf16 inputs (the test reference).

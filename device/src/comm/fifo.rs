@@ -1,4 +1,4 @@
-//! Device side of communication: pushing commands into the GPU -> CPU FIFO.
+//! The GPU side of the FIFO: pushing commands for the CPU proxy.
 use crate::abi::*;
 use crate::arch::*;
 use crate::sync::{report_timeout, WaitResult, WaitSite};
@@ -50,9 +50,9 @@ pub unsafe fn fifo_push(
     // Body as one 8-byte and three 16-byte stores (16-byte aligned: words 2-3, 4-5, 6-7 of the
     // 64-byte slot), fewer PCIe writes; the release store of the header orders them before it.
     st_global_u64(slot.add(1), words[1]);
-    for i in [2usize, 4, 6] {
-        st_global_v2_u64(slot.add(i), [words[i], words[i + 1]]);
-    }
+    st_global_v2_u64(slot.add(2), [words[2], words[3]]);
+    st_global_v2_u64(slot.add(4), [words[4], words[5]]);
+    st_global_v2_u64(slot.add(6), [words[6], words[7]]);
     let header = (cmd.header & 0xffff_ffff) | ((ticket & 0xffff_ffff) << 32);
     st_release_sys_u64(slot, header);
     Ok(())

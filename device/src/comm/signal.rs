@@ -1,0 +1,51 @@
+//! Flags that announce data, counters that tell the last of several writers it is last, and the
+//! launch epoch every flag carries.
+//!
+//! Epochs: flags are never reset. Launch `e` (1, 2, ...) raises flags to `e`, and a waiter for
+//! launch `e` accepts any value at or past `e`. The epoch comes from a device counter that every
+//! CTA of a launch bumps once ([`launch_epoch`]), not from the host, so a launch captured in a CUDA
+//! graph gets a new epoch at every replay.
+use crate::arch::*;
+
+/// The epoch of this launch (1, 2, ...), for a grid of `ctas` CTAs that each call this exactly
+/// once (one thread per CTA). The counter's high half counts finished launches, its low half the
+/// CTAs of the current one that arrived; the last to arrive moves the count on. Launches on one
+/// stream run one after another, so every CTA of a launch reads the same high half, whatever the
+/// grid sizes of earlier launches (a fused op may alternate a full grid with a comm-only one).
+///
+/// # Safety
+/// `counter` is a device `u64`, zero before the first launch, used only by launches of one op
+/// on one stream; `ctas` is at least 1.
+#[inline(always)]
+pub unsafe fn launch_epoch(counter: *mut u64, ctas: u32) -> u32 {
+    let old = atom_add_relaxed_gpu_u64(counter, 1);
+    if (old as u32).wrapping_add(1) == ctas {
+        atom_add_relaxed_gpu_u64(counter, (1u64 << 32).wrapping_sub(ctas as u64));
+    }
+    ((old >> 32) as u32).wrapping_add(1)
+}
+
+/// Make this thread's earlier writes (ordinary stores, and bulk copies it already waited for
+/// with `bulk_wait_group`) visible system-wide, then set the flag at `flag` to `epoch`.
+///
+/// # Safety
+/// `flag` is a valid, aligned `u32` (local, peer or host-mapped memory).
+#[inline(always)]
+pub unsafe fn signal(flag: *mut u32, epoch: u32) {
+    fence_proxy_async_global();
+    fence_acq_rel_sys();
+    st_release_sys_u32(flag, epoch);
+}
+
+/// One of `writers` per launch finishing its part: true for the last one of launch `epoch`. The
+/// counter only grows (each launch adds `writers`), so nothing is reset between launches.
+///
+/// # Safety
+/// `counter` is a valid `u32` that only these writers add to, once each per launch.
+#[inline(always)]
+pub unsafe fn last_arriver(counter: *mut u32, writers: u32, epoch: u32) -> bool {
+    fence_proxy_async_global();
+    fence_acq_rel_sys();
+    let before = atom_add_acq_rel_sys_u32(counter, 1);
+    before.wrapping_add(1) == epoch.wrapping_mul(writers)
+}

@@ -1,0 +1,136 @@
+//! The persistent, warp-specialised engine of a compute CTA. Warpgroup 0 is the producer: one
+//! thread waits for each tile's inputs (the scheduler's `wait_inputs`) and streams its A and B
+//! k-blocks through the [`Pipeline`](crate::pipeline::Pipeline) ring with TMA. Warpgroups 1 and 2
+//! are consumers: each owns 64 rows of the 128-row tile, runs the wgmma mainloop one k-block
+//! behind the loads, then hands its accumulators to the [`Epilogue`]. Registers move from the
+//! producer to the consumers with `setmaxnreg`.
+use super::epilogue::Epilogue;
+use super::mainloop::{load_k_block, mma_k_block, Smem, STAGE_TX_BYTES};
+use crate::arch::*;
+use crate::kernels_info::gemm::*;
+use crate::pipeline::PipeState;
+use crate::sched::{TileIter, TileScheduler};
+use crate::sync::Bound;
+
+/// Consumer warps that arrive on an "empty" barrier per k-block (every warp, after its own
+/// `wgmma.wait_group`, so no warp's operands can be overwritten early).
+const EMPTY_ARRIVALS: u32 = 8;
+
+/// What the mainloop reads: tensor maps of A `[m, k]` and B, and `k`.
+#[derive(Clone, Copy)]
+pub struct Operands {
+    pub a_map: u64,
+    pub b_map: u64,
+    pub k: u32,
+}
+
+/// Run compute CTA `idx` of `ctas`: it takes the scheduler's tiles `idx, idx + ctas, ...`.
+/// Every thread of the CTA (`THREADS`) calls it. A shared-memory barrier that never completes is
+/// a bug or a dead device: the wait reports through `b` and the CTA traps, ending the grid.
+///
+/// # Safety
+/// Launched with `THREADS` threads and `SMEM_BYTES` of dynamic shared memory; the operands, the
+/// scheduler's memory and the epilogue's outputs are valid for the launch.
+#[inline(always)]
+pub unsafe fn compute_cta<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
+    ops: &Operands,
+    sched: &S,
+    epi: &E,
+    (idx, ctas): (u32, u32),
+    b: Bound,
+) {
+    let smem = Smem { base: dyn_smem_base() };
+    let tid = thread_idx_x();
+    let wg = tid / 128;
+    if tid == 0 {
+        smem.pipeline().init(EMPTY_ARRIVALS);
+    }
+    sync_threads();
+    let tiles = TileIter::new(idx, ctas, sched.count());
+    if wg == 0 {
+        setmaxnreg_dec::<40>();
+        if tid == 0 {
+            produce::<TRANS_B, S>(ops, sched, &smem, tiles, &b);
+        }
+    } else {
+        setmaxnreg_inc::<232>();
+        consume::<TRANS_B, S, E>(ops, sched, epi, &smem, tiles, &b, wg - 1, tid % 128);
+    }
+}
+
+#[inline(always)]
+unsafe fn produce<const TRANS_B: u32, S: TileScheduler>(
+    ops: &Operands,
+    sched: &S,
+    smem: &Smem,
+    tiles: TileIter,
+    b: &Bound,
+) {
+    prefetch_tensormap(ops.a_map);
+    prefetch_tensormap(ops.b_map);
+    let pipe = smem.pipeline();
+    let k_blocks = ops.k.div_ceil(TILE_K);
+    let mut st = PipeState::start();
+    for i in tiles {
+        let tile = sched.tile(i);
+        // A failed input wait already reported and failed the launch; loading anyway lets every
+        // CTA finish (the host then returns the report) instead of trapping.
+        let _ = sched.wait_inputs(tile);
+        let origin = ((tile.m * TILE_M) as i32, (tile.n * TILE_N) as i32);
+        for kb in 0..k_blocks {
+            if pipe.acquire(st, b, i).is_err() {
+                trap();
+            }
+            pipe.expect(st, STAGE_TX_BYTES);
+            load_k_block::<TRANS_B>(smem, ops.a_map, ops.b_map, st.slot, pipe.full(st.slot), origin, kb);
+            st.advance();
+        }
+    }
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn consume<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
+    ops: &Operands,
+    sched: &S,
+    epi: &E,
+    smem: &Smem,
+    tiles: TileIter,
+    b: &Bound,
+    cwg: u32,
+    t: u32,
+) {
+    let pipe = smem.pipeline();
+    let k_blocks = ops.k.div_ceil(TILE_K);
+    let lane = t % 32;
+    let mut st = PipeState::start();
+    let mut acc = [0f32; 128];
+    for i in tiles {
+        let tile = sched.tile(i);
+        let mut prev = st;
+        for kb in 0..k_blocks {
+            if pipe.wait(st, b, i).is_err() {
+                trap();
+            }
+            wgmma::fence();
+            mma_k_block::<TRANS_B>(&mut acc, smem, st.slot, cwg, kb == 0);
+            wgmma::commit_group();
+            // Keep this k-block's wgmmas in flight; the previous one's are done, so its slot can
+            // go back to the producer.
+            wgmma::wait_group::<1>();
+            if kb > 0 && lane == 0 {
+                pipe.release(prev.slot);
+            }
+            prev = st;
+            st.advance();
+        }
+        wgmma::wait_group::<0>();
+        if lane == 0 {
+            pipe.release(prev.slot);
+        }
+        epi.store(smem, &acc, tile, cwg, t);
+    }
+    if t == 0 {
+        epi.finish(cwg);
+    }
+}

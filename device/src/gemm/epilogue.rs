@@ -1,0 +1,165 @@
+//! What a consumer warpgroup does with its finished accumulators. [`StoreC`] stores them into C
+//! (bf16 through swizzled shared memory and TMA stores, or f32 straight from registers); fused
+//! kernels implement [`Epilogue`] to send, reduce or publish tiles instead.
+use super::mainloop::Smem;
+use crate::arch::*;
+use crate::kernels_info::gemm::*;
+use crate::sched::Tile;
+use crate::tile::*;
+
+/// A finished tile's way out.
+pub trait Epilogue {
+    /// Consumer warpgroup `cwg`'s 128 threads (`t` is this one) write its 64 rows of `tile`, whose
+    /// accumulators are `acc` (the wgmma layout, see `arch::wgmma`).
+    ///
+    /// # Safety
+    /// All 128 threads call it together; the output locations the epilogue knows are valid.
+    unsafe fn store(&self, smem: &Smem, acc: &[f32; 128], tile: Tile, cwg: u32, t: u32);
+
+    /// Thread 0 of each consumer warpgroup, after its last tile: let outstanding writes finish.
+    ///
+    /// # Safety
+    /// Called once, after every `store` of this warpgroup.
+    unsafe fn finish(&self, _cwg: u32) {
+        bulk_wait_group::<0>();
+    }
+}
+
+/// Store C `[m, n]` locally: bf16 through `c_map` (TMA stores that drain under the next tile's
+/// mainloop), or f32 to `c_f32` when `out_f32`.
+#[derive(Clone, Copy)]
+pub struct StoreC {
+    pub c_map: u64,
+    pub c_f32: u64,
+    pub m: u32,
+    pub n: u32,
+    pub out_f32: bool,
+}
+
+impl Epilogue for StoreC {
+    #[inline(always)]
+    unsafe fn store(&self, smem: &Smem, acc: &[f32; 128], tile: Tile, cwg: u32, t: u32) {
+        if self.out_f32 {
+            store_f32(self.c_f32 as *mut f32, self.m, self.n, acc, tile, cwg, t);
+        } else {
+            stage_bf16(smem.c(cwg), acc, cwg, t);
+            if t == 0 {
+                tma_store_tile(self.c_map, smem.c(cwg), self.m, self.n, tile, cwg);
+            }
+        }
+    }
+}
+
+macro_rules! unroll32 {
+    ($f:ident) => {
+        $f!(0);
+        $f!(1);
+        $f!(2);
+        $f!(3);
+        $f!(4);
+        $f!(5);
+        $f!(6);
+        $f!(7);
+        $f!(8);
+        $f!(9);
+        $f!(10);
+        $f!(11);
+        $f!(12);
+        $f!(13);
+        $f!(14);
+        $f!(15);
+        $f!(16);
+        $f!(17);
+        $f!(18);
+        $f!(19);
+        $f!(20);
+        $f!(21);
+        $f!(22);
+        $f!(23);
+        $f!(24);
+        $f!(25);
+        $f!(26);
+        $f!(27);
+        $f!(28);
+        $f!(29);
+        $f!(30);
+        $f!(31);
+    };
+}
+
+/// Round the accumulators to bf16 into warpgroup `cwg`'s 64 x 256 staging tile `c` (four 64 x 64
+/// swizzled boxes), ready for TMA. The staging tile is rewritten only after the previous tile's
+/// stores finished reading it; on return it is complete and fenced for the async proxy.
+///
+/// # Safety
+/// All 128 threads of the warpgroup call it together.
+#[inline(always)]
+pub unsafe fn stage_bf16(c: u32, acc: &[f32; 128], cwg: u32, t: u32) {
+    let bar_id = 1 + cwg;
+    if t == 0 {
+        bulk_wait_group_read::<0>();
+    }
+    named_barrier_sync(bar_id, 128);
+    let w = t / 32;
+    let l = t % 32;
+    let row = 16 * w + l / 4;
+    macro_rules! put {
+        ($j:literal) => {{
+            let col = 8 * $j + 2 * (l % 4);
+            let chunk = c + (col / 64) * 64 * SW128_ROW_BYTES;
+            let byte = (col % 64) * 2;
+            st_shared_u32(chunk + swizzle128(row, byte), pack_bf16x2(acc[4 * $j], acc[4 * $j + 1]));
+            st_shared_u32(chunk + swizzle128(row + 8, byte), pack_bf16x2(acc[4 * $j + 2], acc[4 * $j + 3]));
+        }};
+    }
+    unroll32!(put);
+    fence_proxy_async_shared();
+    named_barrier_sync(bar_id, 128);
+}
+
+/// Thread 0 of warpgroup `cwg`: TMA-store its staged 64 rows of `tile` through `map` (any map of
+/// an `[m, n]` bf16 matrix with 64 x 64 boxes: local C, or a peer's buffer), clipped to the
+/// matrix, as one bulk group.
+///
+/// # Safety
+/// `map` is a valid tensor map; `c` was filled by [`stage_bf16`].
+#[inline(always)]
+pub unsafe fn tma_store_tile(map: u64, c: u32, m: u32, n: u32, tile: Tile, cwg: u32) {
+    let m0 = tile.m * TILE_M + cwg * 64;
+    if m0 < m {
+        for j in 0..TILE_N / 64 {
+            let n0 = tile.n * TILE_N + 64 * j;
+            if n0 < n {
+                tma_store_2d(map, c + j * 64 * SW128_ROW_BYTES, n0 as i32, m0 as i32);
+            }
+        }
+    }
+    bulk_commit_group();
+}
+
+/// f32 output: straight from registers, two columns per store, clipped to the matrix.
+///
+/// # Safety
+/// `out` holds `m * n` f32.
+#[inline(always)]
+pub unsafe fn store_f32(out: *mut f32, m: u32, n: u32, acc: &[f32; 128], tile: Tile, cwg: u32, t: u32) {
+    let w = t / 32;
+    let l = t % 32;
+    let row = tile.m * TILE_M + cwg * 64 + 16 * w + l / 4;
+    let out = out as *mut [f32; 2];
+    let nn = n as usize;
+    macro_rules! put {
+        ($j:literal) => {{
+            let col = tile.n * TILE_N + 8 * $j + 2 * (l % 4);
+            if col < n {
+                if row < m {
+                    *out.add((row as usize * nn + col as usize) / 2) = [acc[4 * $j], acc[4 * $j + 1]];
+                }
+                if row + 8 < m {
+                    *out.add(((row + 8) as usize * nn + col as usize) / 2) = [acc[4 * $j + 2], acc[4 * $j + 3]];
+                }
+            }
+        }};
+    }
+    unroll32!(put);
+}

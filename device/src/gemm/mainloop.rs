@@ -1,0 +1,92 @@
+//! The wgmma mainloop: where A and B k-blocks live in shared memory, how the producer loads one
+//! (TMA, 128-byte swizzle), and how a consumer warpgroup multiplies it (m64n256k16 wgmma from
+//! shared memory, both B layouts).
+use crate::arch::*;
+use crate::kernels_info::gemm::*;
+use crate::pipeline::Pipeline;
+use crate::tile::*;
+
+const _: () = assert!(A_STAGE_BYTES % SW128_ATOM_BYTES == 0 && B_STAGE_BYTES % SW128_ATOM_BYTES == 0);
+
+/// The compute CTA's dynamic shared memory: A stages, B stages, the two consumer warpgroups' C
+/// staging tiles, then the pipeline's barriers.
+#[derive(Clone, Copy)]
+pub struct Smem {
+    pub base: u32,
+}
+
+impl Smem {
+    /// A of stage `s` (`TILE_M` rows of `TILE_K`, K-major, swizzled).
+    #[inline(always)]
+    pub const fn a(&self, s: u32) -> u32 {
+        self.base + A_OFF + s * A_STAGE_BYTES
+    }
+    /// B of stage `s`.
+    #[inline(always)]
+    pub const fn b(&self, s: u32) -> u32 {
+        self.base + B_OFF + s * B_STAGE_BYTES
+    }
+    /// Consumer warpgroup `wg`'s 64 x `TILE_N` output staging tile.
+    #[inline(always)]
+    pub const fn c(&self, wg: u32) -> u32 {
+        self.base + C_OFF + wg * C_WG_BYTES
+    }
+    /// The mainloop's pipeline.
+    #[inline(always)]
+    pub const fn pipeline(&self) -> Pipeline<STAGES> {
+        Pipeline::at(self.base + BAR_OFF)
+    }
+}
+
+/// Bytes one k-block stage brings in (what the full barrier expects).
+pub const STAGE_TX_BYTES: u32 = A_STAGE_BYTES + B_STAGE_BYTES;
+
+/// Producer: load k-block `kb` of the tile at (`m0`, `n0`) into stage `slot`, completing on
+/// `full`. `TRANS_B` is 1 for B `[K, N]`, 0 for B `[N, K]`.
+///
+/// # Safety
+/// The maps are valid tensor maps of A `[M, K]` and B; the slot is acquired and `full` expects
+/// [`STAGE_TX_BYTES`].
+#[inline(always)]
+pub unsafe fn load_k_block<const TRANS_B: u32>(
+    smem: &Smem,
+    a_map: u64,
+    b_map: u64,
+    slot: u32,
+    full: u32,
+    (m0, n0): (i32, i32),
+    kb: u32,
+) {
+    let k0 = (kb * TILE_K) as i32;
+    tma_load_2d(smem.a(slot), a_map, full, k0, m0);
+    if TRANS_B == 0 {
+        tma_load_2d(smem.b(slot), b_map, full, k0, n0);
+    } else {
+        // B [K, N]: four boxes of 64 N-columns x 64 K-rows.
+        for j in 0..TILE_N / 64 {
+            tma_load_2d(smem.b(slot) + j * 64 * SW128_ROW_BYTES, b_map, full, n0 + (64 * j) as i32, k0);
+        }
+    }
+}
+
+/// Consumer warpgroup `cwg`: `acc (+)= A[cwg's 64 rows] @ B` over the k-block in stage `slot`.
+/// The tile's first k-block overwrites the accumulators (scale-d = 0): zeroing them with ordinary
+/// moves would sit inside the wgmma pipeline and make ptxas serialise it.
+///
+/// # Safety
+/// All 128 threads of the warpgroup call it together after `wgmma::fence`; the stage holds data.
+#[inline(always)]
+pub unsafe fn mma_k_block<const TRANS_B: u32>(acc: &mut [f32; 128], smem: &Smem, slot: u32, cwg: u32, first: bool) {
+    let a = smem.a(slot) + cwg * 64 * SW128_ROW_BYTES;
+    let b = smem.b(slot);
+    for ks in 0..TILE_K / 16 {
+        let da = SmemDesc::k_major(a).advance(ks * K16_STEP_K_MAJOR).0;
+        let db = if TRANS_B == 0 {
+            SmemDesc::k_major(b).advance(ks * K16_STEP_K_MAJOR).0
+        } else {
+            SmemDesc::mn_major(b, 64 * SW128_ROW_BYTES).advance(ks * K16_STEP_MN_MAJOR).0
+        };
+        let accumulate = (!first || ks > 0) as u32;
+        wgmma::mma_m64n256k16_bf16::<TRANS_B>(acc, da, db, accumulate);
+    }
+}

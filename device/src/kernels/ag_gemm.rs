@@ -1,0 +1,308 @@
+//! AllGather + GEMM in one persistent launch: `C = allgather(A) @ B`, written from the framework's
+//! pieces (see [`AgGemmParams`] for the data and flag layout):
+//! - compute CTAs: the GEMM engine with [`AgSchedule`] (tile rows in the host's `row_order`:
+//!   local rows first, then in arrival order; before a tile's loads the producer waits for the
+//!   arrival flags of exactly the chunks of rows it reads) and the local-store epilogue;
+//! - push CTAs (intra-comm): copy this rank's shard, chunk by chunk, into every local peer's
+//!   `gathered` over NVLink (and into its own, unless in place), raising the peer's chunk flag;
+//! - forward CTAs (intra-comm, several nodes): copy chunks that arrived from other nodes on to the
+//!   node's other ranks;
+//! - one inter-send CTA (several nodes): pushes the shard through the FIFO to this rank's
+//!   counterpart on every other node (same local rank); the proxy writes data, then flag.
+//!
+//! Before writing into a rank's `gathered`, a writer waits for that rank's `ready` flag of this
+//! launch: the rank has entered the launch, so everything it did before (the previous launch, the
+//! caller's reads of the gathered A) is finished. The epoch comes from the launch counter, so
+//! back-to-back launches and CUDA-graph replays need no reset.
+use crate::abi::*;
+use crate::arch::*;
+use crate::comm::fifo_push;
+use crate::comm::nvlink::{copy_block, BulkRing};
+use crate::comm::signal::{launch_epoch, signal};
+use crate::gemm::engine::Operands;
+use crate::gemm::*;
+use crate::sched::{div_nz, rem_nz, Role, RowOrder, Tile, TileGrid, TileScheduler};
+use crate::sync::Bound;
+
+/// The compute CTAs' scheduler: `row_order`'s grouped raster, gated by chunk arrival flags.
+pub struct AgSchedule<'a> {
+    p: &'a AgGemmParams,
+    order: RowOrder,
+    epoch: u32,
+    bound: Bound,
+}
+
+impl TileScheduler for AgSchedule<'_> {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        self.order.count()
+    }
+
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        self.order.tile(index)
+    }
+
+    #[inline(always)]
+    unsafe fn wait_inputs(&self, tile: Tile) -> Result<(), ()> {
+        let p = self.p;
+        let m = p.gemm.m;
+        let first = tile.m * TILE_M;
+        let end = if first + TILE_M < m { first + TILE_M } else { m };
+        let mut row = first;
+        let mut result = Ok(());
+        while row < end {
+            let s = div_nz(row, p.shard_rows);
+            let c = div_nz(row - s * p.shard_rows, p.chunk_rows);
+            if !(s == p.rank && p.in_place != 0) {
+                let flag = (p.flags as *const u32).add(p.data_flag(s, c) as usize);
+                if self.bound.flag(flag, self.epoch, tile.index).is_err() {
+                    result = Err(());
+                    break;
+                }
+            }
+            row = s * p.shard_rows + p.chunk_rows_range(c).1;
+        }
+        // The rows were written by other agents (peers' bulk copies, the proxy's NIC); the TMA
+        // loads that follow read them through the async proxy.
+        fence_proxy_async_global();
+        result
+    }
+}
+
+/// Shared-memory base of a comm CTA's bulk-copy ring (its whole dynamic shared memory).
+#[inline(always)]
+fn ring_base() -> u32 {
+    dyn_smem_base()
+}
+
+/// One NVLink copy item of a comm CTA: chunk `chunk` of rank `src_rank`'s shard, read from `from`
+/// (where that shard starts), into local rank `peer`'s `gathered`, then `data[src_rank][chunk]`
+/// raised there.
+struct Item {
+    from: u64,
+    src_rank: u32,
+    chunk: u32,
+    peer: u32,
+}
+
+/// A comm CTA's walk over its items: waits for the target's `ready` flag the first time, copies
+/// with the whole CTA, and raises the chunk's flag on the target.
+struct Mover<'a> {
+    p: &'a AgGemmParams,
+    epoch: u32,
+    b: Bound,
+    ring: Option<BulkRing>,
+    ready_seen: u32,
+    tid: u32,
+    failed: bool,
+}
+
+impl Mover<'_> {
+    #[inline(always)]
+    unsafe fn wait_ready(&mut self, lr: u32) {
+        if self.tid == 0 && !self.failed && self.ready_seen & (1 << lr) == 0 {
+            let rank = self.p.rank - self.p.local_rank + lr;
+            let flag = (self.p.flags as *const u32).add(AgGemmParams::ready_flag(rank) as usize);
+            self.failed = self.b.flag(flag, self.epoch, rank).is_err();
+            self.ready_seen |= 1 << lr;
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn run(&mut self, it: Item) {
+        let p = self.p;
+        if it.peer != p.local_rank {
+            self.wait_ready(it.peer);
+            sync_threads(); // nobody writes into the peer before thread 0 saw it ready
+        }
+        let (lo, hi) = p.chunk_bytes_range(it.chunk);
+        let to = if it.peer == p.local_rank { p.gathered } else { pick(&p.peer_gathered, it.peer) };
+        let dst = to + p.shard_offset(it.src_rank);
+        // A thread-0 failure is not seen by the others: they keep copying (harmlessly) and meet the
+        // block barriers; thread 0 raises nothing more.
+        let ring = if self.failed { None } else { self.ring.as_mut() };
+        let ok = copy_block(it.from, dst, (lo, hi), true, ring, &self.b, it.chunk, (self.tid, block_dim_x()));
+        if self.tid == 0 && ok && !self.failed {
+            let flags = if it.peer == p.local_rank { p.flags } else { pick(&p.peer_flags, it.peer) };
+            signal((flags as *mut u32).add(p.data_flag(it.src_rank, it.chunk) as usize), self.epoch);
+        }
+        self.failed |= !ok;
+    }
+}
+
+/// Push CTA `idx` of `ctas`: items chunk-major; per chunk the local copy (unless in place), then
+/// one item per other local rank, starting with the next one.
+#[inline(always)]
+unsafe fn push(p: &AgGemmParams, mv: &mut Mover, idx: u32, ctas: u32) {
+    let own = (p.in_place == 0) as u32;
+    let per_chunk = own + p.local_world - 1;
+    let mut i = idx;
+    while i < p.chunks * per_chunk {
+        let (c, j) = (div_nz(i, per_chunk), rem_nz(i, per_chunk));
+        let peer = if j < own { p.local_rank } else { rem_nz(p.local_rank + 1 + j - own, p.local_world) };
+        // Read from the caller's shard, not from our own copy of it: no wait on the local copy.
+        mv.run(Item { from: p.shard_src, src_rank: p.rank, chunk: c, peer });
+        i += ctas;
+    }
+}
+
+/// Forward CTA `idx` of `ctas`: chunks that arrived from this rank's counterparts on other nodes
+/// go on to the node's other ranks, chunk-major.
+#[inline(always)]
+unsafe fn forward(p: &AgGemmParams, mv: &mut Mover, idx: u32, ctas: u32) {
+    let nodes = div_nz(p.world, p.local_world);
+    let my_node = div_nz(p.rank, p.local_world);
+    let per_chunk = (nodes - 1) * (p.local_world - 1);
+    let mut i = idx;
+    while i < p.chunks * per_chunk {
+        let (c, j) = (div_nz(i, per_chunk), rem_nz(i, per_chunk));
+        let (n, k) = (div_nz(j, p.local_world - 1), rem_nz(j, p.local_world - 1));
+        let node = if n >= my_node { n + 1 } else { n };
+        let src = node * p.local_world + p.local_rank;
+        if mv.tid == 0 && !mv.failed {
+            let flag = (p.flags as *const u32).add(p.data_flag(src, c) as usize);
+            mv.failed = mv.b.flag(flag, mv.epoch, src).is_err();
+            fence_proxy_async_global();
+        }
+        sync_threads(); // the other threads copy only after thread 0 saw the chunk arrive
+        let peer = rem_nz(p.local_rank + 1 + k, p.local_world);
+        mv.run(Item { from: p.gathered + p.shard_offset(src), src_rank: src, chunk: c, peer });
+        i += ctas;
+    }
+}
+
+/// The inter-send CTA's thread: tell every counterpart on another node that this rank entered
+/// the launch, then push the shard to each, chunk-major, each WRITE raising the chunk's flag there.
+#[inline(always)]
+unsafe fn inter_send(p: &AgGemmParams, epoch: u32, b: &Bound) {
+    let nodes = div_nz(p.world, p.local_world);
+    let my_node = div_nz(p.rank, p.local_world);
+    let counterpart = |n: u32| n * p.local_world + p.local_rank;
+    let flag_loc = |idx: u32| FifoCmd::loc(BUF_HEAP, p.flags_heap_off + 4 * idx as u64);
+    let push = |cmd: FifoCmd, to: u32| fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(to, WAIT_FLAG));
+    for n in 0..nodes {
+        if n == my_node {
+            continue;
+        }
+        let q = counterpart(n);
+        let cmd = FifoCmd {
+            header: FifoCmd::header_word(OP_SIGNAL, 0, q, 0),
+            flag: flag_loc(AgGemmParams::ready_flag(p.rank)),
+            flag_value: epoch as u64,
+            ..Default::default()
+        };
+        if push(cmd, q).is_err() {
+            return;
+        }
+    }
+    let flags = p.flags as *const u32;
+    for c in 0..p.chunks {
+        if p.in_place == 0 && b.flag(flags.add(p.data_flag(p.rank, c) as usize), epoch, c).is_err() {
+            return; // the FIFO's source is our heap copy of the shard: wait for the local copy
+        }
+        let (lo, hi) = p.chunk_bytes_range(c);
+        let off = p.gathered_heap_off + p.shard_offset(p.rank) + lo;
+        for n in 0..nodes {
+            if n == my_node {
+                continue;
+            }
+            let q = counterpart(n);
+            if c == 0 && b.flag(flags.add(AgGemmParams::ready_flag(q) as usize), epoch, q).is_err() {
+                return;
+            }
+            let cmd = FifoCmd {
+                header: FifoCmd::header_word(OP_WRITE, 1, q, 0),
+                src: FifoCmd::loc(BUF_HEAP, off),
+                dst: FifoCmd::loc(BUF_HEAP, off),
+                bytes: hi - lo,
+                flag: flag_loc(p.data_flag(p.rank, c)),
+                flag_value: epoch as u64,
+                ..Default::default()
+            };
+            if push(cmd, q).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// All-gather alone: wait until every chunk this rank gathers has arrived.
+#[inline(always)]
+unsafe fn wait_all(p: &AgGemmParams, epoch: u32, b: &Bound) {
+    for s in 0..p.world {
+        if s == p.rank && p.in_place != 0 {
+            continue;
+        }
+        for c in 0..p.chunks {
+            if b.flag((p.flags as *const u32).add(p.data_flag(s, c) as usize), epoch, s).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
+    let tid = thread_idx_x();
+    let roles = p.gemm.roles;
+    // Only thread 0 of a CTA waits on or raises flags, so only it needs the epoch.
+    let epoch = if tid == 0 { launch_epoch(p.launches as *mut u64, roles.total()) } else { 0 };
+    let bound = |role: Role| Bound {
+        timeout_ns: p.gemm.timeout_ns,
+        diag: p.gemm.diag as *mut WaitDiag,
+        rank: p.rank,
+        role: role as u32,
+    };
+    match roles.role_of(block_idx_x()) {
+        Some((Role::Compute, idx)) => {
+            let g = &p.gemm;
+            let order =
+                RowOrder { grid: TileGrid::new(g.m, g.n, TILE_M, TILE_N, g.group_m), rows: p.row_order as *const u32 };
+            let sched = AgSchedule { p, order, epoch, bound: bound(Role::Compute) };
+            let epi = StoreC { c_map: g.c_map, c_f32: g.c_f32, m: g.m, n: g.n, out_f32: g.out_f32 != 0 };
+            let ops = Operands { a_map: g.a_map, b_map: g.b_map, k: g.k };
+            compute_cta::<TRANS_B, _, _>(&ops, &sched, &epi, (idx, roles.compute), bound(Role::Compute));
+        }
+        Some((Role::IntraComm, idx)) => {
+            let ring = if tid == 0 { Some(BulkRing::new(ring_base())) } else { None };
+            let b = bound(Role::IntraComm);
+            let mut mv = Mover { p, epoch, b, ring, ready_seen: 0, tid, failed: false };
+            let push_ctas = roles.intra_comm - p.fwd_ctas;
+            if idx < push_ctas {
+                if idx == 0 && tid == 0 {
+                    // Tell this node's ranks that we entered the launch.
+                    for lr in 0..p.local_world {
+                        if lr != p.local_rank {
+                            let flag =
+                                (pick(&p.peer_flags, lr) as *mut u32).add(AgGemmParams::ready_flag(p.rank) as usize);
+                            signal(flag, epoch);
+                        }
+                    }
+                }
+                push(p, &mut mv, idx, push_ctas);
+                if idx == 0 && tid == 0 && p.comm_only != 0 {
+                    wait_all(p, epoch, &b);
+                }
+            } else {
+                forward(p, &mut mv, idx - push_ctas, p.fwd_ctas);
+            }
+        }
+        Some((Role::InterSend, _)) if tid == 0 => inter_send(p, epoch, &bound(Role::InterSend)),
+        _ => {}
+    }
+}
+
+/// AllGather + GEMM with B `[K, N]` row-major.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_ag_gemm_kn(p: AgGemmParams) {
+    crate::launch_bounds!(384, 1);
+    ag_gemm::<1>(&p);
+}
+
+/// AllGather + GEMM with B `[N, K]` row-major.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_ag_gemm_nk(p: AgGemmParams) {
+    crate::launch_bounds!(384, 1);
+    ag_gemm::<0>(&p);
+}

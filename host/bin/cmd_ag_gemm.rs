@@ -1,0 +1,412 @@
+//! AllGather + GEMM on the command line: the per-rank correctness check the multi-process tests
+//! run (`rank-check ag-gemm`), the benchmark (`bench ag-gemm`) and the role-split sweep
+//! (`tune ag-gemm`).
+use crate::cmd_rank::as_rank;
+use crate::RanksArgs;
+use anyhow::{bail, ensure, Context};
+use half::bf16;
+use mkernel::bench::{harness, Record, RunInfo, Timing};
+use mkernel::comm::communicator::{CommOptions, Communicator};
+use mkernel::comm::world::World;
+use mkernel::gemm::{reference_row, BLayout, GemmShape, Output};
+use mkernel::gpu::DeviceBuffer;
+use mkernel::ops::ag_gemm::{AgGemm, AgGemmOptions, AgInput, Path, PathChoice};
+use mkernel::testing::{max_scaled_err, rel_err, Rng, POISON_BYTE};
+use mkernel::Gpu;
+use std::path::Path as FsPath;
+use std::time::Duration;
+
+/// What `rank-check ag-gemm` runs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// M (in all: each rank holds M / world rows) x N x K.
+    #[arg(long, value_parser = crate::args::shape, default_value = "2000x1544x1032")]
+    pub shape: GemmShape,
+    /// B layout.
+    #[arg(long, value_parser = crate::args::layout, default_value = "kn")]
+    pub layout: BLayout,
+    /// f32 output instead of bf16.
+    #[arg(long)]
+    pub f32: bool,
+    /// The shard is written into the op's gathered buffer (no input buffer).
+    #[arg(long = "in-place")]
+    pub in_place: bool,
+    /// Rounds with fresh inputs (no barrier between them).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
+    /// Launches back to back, no host synchronisation, before the last check.
+    #[arg(long = "back-to-back", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..))]
+    pub back_to_back: u32,
+    /// Also capture launches into a CUDA graph and check its replays.
+    #[arg(long)]
+    pub graph: bool,
+    #[command(flatten)]
+    pub knobs: Knobs,
+    /// Bound on each bootstrap step and device wait.
+    #[arg(long = "timeout-ms", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
+}
+
+/// The op's tuning options on the command line.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Knobs {
+    /// NVLink push CTAs (default: per shape).
+    #[arg(long = "push-ctas", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub push_ctas: Option<u32>,
+    /// Rows per arrival flag (default: per shape).
+    #[arg(long = "chunk-rows", value_parser = clap::value_parser!(u32).range(1..))]
+    pub chunk_rows: Option<u32>,
+    /// Forward CTAs with several nodes (default 2).
+    #[arg(long = "fwd-ctas", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub fwd_ctas: Option<u32>,
+    /// Which path `launch` runs.
+    #[arg(long, value_enum, default_value_t = PathArg::Auto)]
+    pub path: PathArg,
+}
+
+/// `--path`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum PathArg {
+    /// Per shape (tuned table, else rule of thumb).
+    Auto,
+    /// One persistent launch.
+    Fused,
+    /// All-gather, then GEMM.
+    Unfused,
+}
+
+impl Knobs {
+    fn options(&self, timeout: Duration) -> AgGemmOptions {
+        AgGemmOptions {
+            push_ctas: self.push_ctas,
+            chunk_rows: self.chunk_rows,
+            fwd_ctas: self.fwd_ctas,
+            path: match self.path {
+                PathArg::Auto => PathChoice::Auto,
+                PathArg::Fused => PathChoice::Fused,
+                PathArg::Unfused => PathChoice::Unfused,
+            },
+            timeout,
+            ..Default::default()
+        }
+    }
+}
+
+/// Rank `r`'s shard of A in round `round`: fresh random values from the run's seed, different for
+/// every rank (so a misrouted chunk is caught), reproducible on every rank.
+fn shard_of(seed: u64, round: u32, r: u32, len: usize) -> Vec<bf16> {
+    Rng::new(seed ^ 0xa5a5_0000 ^ ((round as u64) << 40) ^ ((r as u64 + 1) * 0x9e37_79b9)).bf16_vec(len)
+}
+
+/// A seed every rank agrees on: rank 0's fresh one.
+fn agreed_seed(comm: &Communicator, name: &str) -> anyhow::Result<u64> {
+    let mine = Rng::fresh(name).next_u64();
+    let all = comm.bootstrap().all_gather(&mine.to_le_bytes())?;
+    Ok(u64::from_le_bytes(all[0][..8].try_into()?))
+}
+
+fn to_f64<T: Copy>(v: &[T], f: impl Fn(T) -> f64) -> Vec<f64> {
+    v.iter().map(|&x| f(x)).collect()
+}
+
+/// `rank-check ag-gemm`: fresh rank-encoded data, poisoned outputs; the gathered A checked
+/// exactly, C against the unfused path (bitwise: same tiles, same k order) and an f64 host
+/// reference on sampled rows; rounds with new inputs and no barrier; launches back to back; CUDA
+/// graph replays.
+pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
+    let gpu = Gpu::new(world.device)?;
+    let timeout = Duration::from_millis(a.timeout_ms);
+    let GemmShape { m, n, k } = a.shape;
+    let w = world.world_size as usize;
+    ensure!(m % w == 0, "--shape: M = {m} must be a multiple of the world size {w}");
+    let rows = m / w;
+    let heap = 2 * m * k * 2 + (64 << 20);
+    let comm = Communicator::new(&gpu, world, CommOptions { heap_bytes: heap, timeout, ..CommOptions::from_env()? })?;
+    let seed = agreed_seed(&comm, "rank-check ag-gemm")?;
+    let b_host = Rng::new(seed ^ 0xb0b0 ^ world.rank as u64).bf16_vec(k * n);
+    let b = gpu.upload(&b_host)?;
+    let a_buf = gpu.alloc::<bf16>(rows * k)?;
+    let c16 = gpu.alloc::<bf16>(if a.f32 { 1 } else { m * n })?;
+    let c32 = gpu.alloc::<f32>(if a.f32 { m * n } else { 1 })?;
+    let out = if a.f32 { Output::F32(&c32) } else { Output::Bf16(&c16) };
+    let input = if a.in_place { AgInput::InPlace } else { AgInput::Buffer(&a_buf) };
+    let op = AgGemm::new(&comm, &gpu, a.shape, a.layout, input, &b, out, a.knobs.options(timeout))?;
+    let read_c = || -> anyhow::Result<Vec<f64>> {
+        Ok(if a.f32 { to_f64(&c32.to_vec()?, |x| x as f64) } else { to_f64(&c16.to_vec()?, |x: bf16| x.to_f64()) })
+    };
+    let poison_c = || -> anyhow::Result<()> {
+        c16.fill_bytes(POISON_BYTE)?;
+        c32.fill_bytes(POISON_BYTE)?;
+        Ok(())
+    };
+    let mut rng = Rng::new(seed ^ world.rank as u64);
+    let mut check_round = |round: u32, what: &str| -> anyhow::Result<()> {
+        // The gathered A, exactly: every rank's shard at its rows.
+        let gathered = op.gathered().to_vec()?;
+        let mut a_full = Vec::with_capacity(m * k);
+        for r in 0..w as u32 {
+            a_full.extend(shard_of(seed, round, r, rows * k));
+        }
+        if let Some(i) = gathered.iter().zip(&a_full).position(|(g, want)| g.to_bits() != want.to_bits()) {
+            let (row, col) = (i / k, i % k);
+            bail!(
+                "rank {} {what}: gathered A[{row}][{col}] (rank {}'s row {}) is {} instead of {}",
+                world.rank,
+                row / rows,
+                row % rows,
+                gathered[i],
+                a_full[i]
+            );
+        }
+        // C against an f64 host reference of the same bf16 inputs, on sampled rows.
+        let got = read_c()?;
+        let mut sample: Vec<usize> = vec![0, m - 1, rows - 1, rows.min(m - 1), (m / 2).min(m - 1)];
+        sample.extend((0..12).map(|_| rng.next_u64() as usize % m));
+        let (tol, atol) = if a.f32 { (1e-4, 0.05 * (k as f64).sqrt()) } else { (4e-3, 0.05 * (k as f64).sqrt()) };
+        let mut worst = (0f64, 0f64);
+        for &i in &sample {
+            let want = reference_row(&a_full, &b_host, a.shape, a.layout, i);
+            let row = &got[i * n..(i + 1) * n];
+            let (re, me) = (rel_err(row, &want), max_scaled_err(row, &want, atol));
+            worst = (worst.0.max(re), worst.1.max(me));
+            ensure!(
+                re <= tol && me <= 8.0 * tol,
+                "rank {} {what}: C row {i} differs from the host reference (rel err {re:.2e}, max scaled {me:.2e}, bound {tol:.0e})",
+                world.rank
+            );
+        }
+        println!(
+            "rank {} {what}: gathered A exact, C rows rel err <= {:.2e} (max scaled {:.2e})",
+            world.rank, worst.0, worst.1
+        );
+        Ok(())
+    };
+    let write_shard = |round: u32| -> anyhow::Result<()> {
+        let mine = shard_of(seed, round, world.rank, rows * k);
+        if a.in_place {
+            op.gathered().fill_bytes(POISON_BYTE)?;
+            op.shard().copy_from(&mine)?;
+        } else {
+            op.gathered().fill_bytes(POISON_BYTE)?;
+            a_buf.copy_from(&mine)?;
+        }
+        Ok(())
+    };
+    println!(
+        "rank {} of {} ({} nodes, transport {}): ag_gemm {m}x{n}x{k} {:?} {} path {:?} split {:?}",
+        world.rank,
+        world.world_size,
+        world.nodes,
+        comm.transport(),
+        a.layout,
+        if a.f32 { "f32" } else { "bf16" },
+        op.path(),
+        op.split()
+    );
+    for round in 0..a.rounds {
+        write_shard(round)?;
+        poison_c()?;
+        op.run(&gpu)?;
+        check_round(round, &format!("round {round} ({})", op.path().name()))?;
+        // The other path on the same inputs: C must match bit for bit.
+        let first = read_c()?;
+        let other = if op.path() == Path::Fused { Path::Unfused } else { Path::Fused };
+        write_shard(round)?;
+        poison_c()?;
+        op.launch_path(&gpu, other)?;
+        op.wait(&gpu)?;
+        check_round(round, &format!("round {round} ({})", other.name()))?;
+        let second = read_c()?;
+        if let Some(i) = first.iter().zip(&second).position(|(x, y)| x.to_bits() != y.to_bits()) {
+            bail!(
+                "rank {}: C[{}][{}] differs between the paths: {} vs {}",
+                world.rank,
+                i / n,
+                i % n,
+                first[i],
+                second[i]
+            );
+        }
+    }
+    let last = a.rounds - 1;
+    if a.back_to_back > 0 {
+        poison_c()?;
+        for _ in 0..a.back_to_back {
+            op.launch(&gpu)?;
+        }
+        op.wait(&gpu)?;
+        check_round(last, &format!("after {} launches back to back", a.back_to_back))?;
+    }
+    if a.graph {
+        let graph = gpu.capture(|| {
+            op.launch_path(&gpu, Path::Fused).map_err(|e| mkernel::GpuError::Module(e.to_string()))?;
+            op.launch_path(&gpu, Path::Fused).map_err(|e| mkernel::GpuError::Module(e.to_string()))
+        })?;
+        for replay in 0..5 {
+            poison_c()?;
+            graph.launch(&gpu)?;
+            op.wait(&gpu)?;
+            check_round(last, &format!("CUDA graph replay {replay} (2 fused launches each)"))?;
+        }
+    }
+    comm.barrier()?;
+    println!("ag_gemm ok: rank {} of {}; proxy {:?}", world.rank, world.world_size, comm.proxy_stats());
+    Ok(())
+}
+
+/// `bench ag-gemm`: fused, unfused, GEMM alone and the all-gather alone (the fused kernel's
+/// communication with no compute), interleaved; the slowest rank's medians.
+pub fn bench(
+    shapes: &[GemmShape],
+    layouts: &[BLayout],
+    knobs: &Knobs,
+    ranks: &RanksArgs,
+    timing: Timing,
+    json: Option<&FsPath>,
+) -> anyhow::Result<()> {
+    let Some(world) = as_rank(ranks)? else { return Ok(()) };
+    let gpu = Gpu::new(world.device)?;
+    let w = world.world_size as usize;
+    let heap = shapes.iter().map(|s| s.m * s.k * 2).max().unwrap_or(0) + (64 << 20);
+    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
+    let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
+    let mut records = Vec::new();
+    let bar = harness::progress((shapes.len() * layouts.len()) as u64, "bench ag-gemm");
+    for &s in shapes {
+        ensure!(s.m % w == 0, "--shapes: M = {} must be a multiple of the world size {w}", s.m);
+        let mut rng = Rng::new(0x5eed ^ world.rank as u64);
+        let a = gpu.upload(&rng.bf16_vec(s.m / w * s.k))?;
+        let b = gpu.upload(&rng.bf16_vec(s.k * s.n))?;
+        let c = gpu.alloc::<bf16>(s.m * s.n)?;
+        for &l in layouts {
+            let op = AgGemm::new(
+                &comm,
+                &gpu,
+                s,
+                l,
+                AgInput::Buffer(&a),
+                &b,
+                Output::Bf16(&c),
+                knobs.options(Duration::from_secs(10)),
+            )?;
+            let ms = time_variants(&gpu, &comm, &op, timing)?;
+            records.extend(records_for(&run, &op, s, l, &ms));
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    if world.rank == 0 {
+        println!(
+            "AllGather + GEMM, {} ranks on {} node(s) ({}), slowest rank's median of {} launches; overlap = fused / max(GEMM alone, all-gather alone)",
+            world.world_size,
+            world.nodes,
+            comm.transport(),
+            timing.reps
+        );
+        harness::print_table(&records, Some("mkernel-fused"));
+        if let Some(path) = json {
+            harness::write_json(path, &records).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Fused, unfused, GEMM alone, all-gather alone: interleaved medians in that order.
+fn time_variants(gpu: &Gpu, comm: &Communicator, op: &AgGemm, timing: Timing) -> anyhow::Result<Vec<f64>> {
+    let mut fused = || op.launch_path(gpu, Path::Fused);
+    let mut unfused = || op.launch_path(gpu, Path::Unfused);
+    let mut gemm = || op.launch_gemm_only(gpu);
+    let mut ag = || op.launch_comm_only(gpu);
+    let ms = harness::time_each(gpu, &mut &*comm, timing, &mut [&mut fused, &mut unfused, &mut gemm, &mut ag])?;
+    op.wait(gpu)?;
+    Ok(ms)
+}
+
+fn records_for(run: &RunInfo, op: &AgGemm, s: GemmShape, l: BLayout, ms: &[f64]) -> Vec<Record> {
+    let split = op.split();
+    let ideal = ms[2].max(ms[3]);
+    ["mkernel-fused", "mkernel-unfused", "gemm-alone", "ag-alone"]
+        .iter()
+        .zip(ms)
+        .map(|(imp, &t)| {
+            let r = run.record("ag_gemm", s.label(), l.name(), imp, t).with_flops(s.flops());
+            let r = if *imp == "ag-alone" {
+                r.with_bytes((s.m * s.k * 2) as f64 * (run.world as f64 - 1.0) / run.world as f64)
+            } else {
+                r
+            };
+            r.with("chosen_path", op.path().name())
+                .with("compute_ctas", split.compute)
+                .with("push_ctas", split.push)
+                .with("fwd_ctas", split.fwd)
+                .with("chunk_rows", split.chunk_rows)
+                .with("overlap_efficiency", t / ideal)
+        })
+        .collect()
+}
+
+/// `tune ag-gemm`: for each shape, time the fused path over push CTAs x chunk rows and the
+/// unfused path; write the best as the table the op's defaults come from.
+pub fn tune(
+    shapes: &[GemmShape],
+    push: &[u32],
+    chunk_rows: &[u32],
+    ranks: &RanksArgs,
+    timing: Timing,
+    out: &FsPath,
+) -> anyhow::Result<()> {
+    let Some(world) = as_rank(ranks)? else { return Ok(()) };
+    let gpu = Gpu::new(world.device)?;
+    let w = world.world_size as usize;
+    let heap = shapes.iter().map(|s| s.m * s.k * 2).max().unwrap_or(0) + (64 << 20);
+    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
+    let mut lines = Vec::new();
+    let bar = harness::progress((shapes.len() * push.len() * chunk_rows.len()) as u64, "tune ag-gemm");
+    for &s in shapes {
+        ensure!(s.m % w == 0, "--shapes: M = {} must be a multiple of the world size {w}", s.m);
+        let mut rng = Rng::new(0x7e57 ^ world.rank as u64);
+        let a = gpu.upload(&rng.bf16_vec(s.m / w * s.k))?;
+        let b: DeviceBuffer<bf16> = gpu.upload(&rng.bf16_vec(s.k * s.n))?;
+        let c = gpu.alloc::<bf16>(s.m * s.n)?;
+        let mut best: Option<(f64, u32, u32)> = None;
+        let mut unfused_ms = f64::INFINITY;
+        for &p in push {
+            for &cr in chunk_rows {
+                let opts = AgGemmOptions { push_ctas: Some(p), chunk_rows: Some(cr), ..Default::default() };
+                let op = AgGemm::new(&comm, &gpu, s, BLayout::KN, AgInput::Buffer(&a), &b, Output::Bf16(&c), opts)?;
+                let mut fused = || op.launch_path(&gpu, Path::Fused);
+                let mut unfused = || op.launch_path(&gpu, Path::Unfused);
+                let ms = harness::time_each(&gpu, &mut &comm, timing, &mut [&mut fused, &mut unfused])?;
+                op.wait(&gpu)?;
+                unfused_ms = unfused_ms.min(ms[1]);
+                if best.is_none_or(|b| ms[0] < b.0) {
+                    best = Some((ms[0], p, cr));
+                }
+                if world.rank == 0 {
+                    eprintln!(
+                        "tune ag-gemm {} push {p} chunk {cr}: fused {:.4} ms, unfused {:.4} ms",
+                        s.label(),
+                        ms[0],
+                        ms[1]
+                    );
+                }
+                bar.inc(1);
+            }
+        }
+        let (fused_ms, p, cr) = best.context("nothing to sweep")?;
+        let path = if fused_ms <= unfused_ms { "fused" } else { "unfused" };
+        lines.push(serde_json::json!({
+            "op": "ag_gemm", "world": world.world_size, "nodes": world.nodes, "m": s.m, "n": s.n, "k": s.k,
+            "push_ctas": p, "chunk_rows": cr, "path": path, "fused_ms": fused_ms, "unfused_ms": unfused_ms,
+            "gpu": gpu.info().name, "commit": harness::COMMIT,
+        }));
+    }
+    bar.finish_and_clear();
+    if world.rank == 0 {
+        let text: String = lines.iter().map(|l| l.to_string() + "\n").collect();
+        print!("{text}");
+        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+        eprintln!("tune ag-gemm: table written to {} (append it to host/ops/tuned/ag_gemm.jsonl)", out.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,532 @@
+//! AllGather + GEMM, tensor parallelism's first projection: rank r holds `A_r[M/W, K]` and its
+//! own `B` (`[K, N]` or `[N, K]`); every rank gets `C[M, N] = allgather(A) @ B` and the gathered
+//! `A[M, K]` (a backward pass needs it).
+//!
+//! The fused path is ONE persistent launch (`device/src/kernels/ag_gemm.rs`): compute CTAs run the
+//! GEMM engine over the gathered A, taking local rows first and remote rows in arrival order,
+//! each tile waiting only for the chunks of rows it reads; push CTAs copy the shard into the node's
+//! peers over NVLink; with several nodes an inter-send CTA hands it to the proxy for the other
+//! nodes and forward CTAs pass what arrives on to the node's other ranks. The unfused path (our
+//! all-gather, then our GEMM) is the reference and the fallback for shapes where fusing loses;
+//! [`AgGemm::path`] says which one runs.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), mkernel::Error> {
+//! use mkernel::comm::{communicator::{CommOptions, Communicator}, world::World};
+//! use mkernel::gemm::{BLayout, GemmShape, Output};
+//! use mkernel::ops::ag_gemm::{AgGemm, AgGemmOptions, AgInput};
+//! let world = World::from_env()?;
+//! let gpu = mkernel::Gpu::new(world.device)?;
+//! let comm = Communicator::new(&gpu, &world, CommOptions::default())?;
+//! let shape = GemmShape { m: 16384, n: 4096, k: 8192 }; // M in all; this rank holds M / W rows
+//! let rows = shape.m / world.world_size as usize;
+//! let a = gpu.alloc::<half::bf16>(rows * shape.k)?;
+//! let b = gpu.alloc::<half::bf16>(shape.k * shape.n)?;
+//! let c = gpu.alloc::<half::bf16>(shape.m * shape.n)?;
+//! let op = AgGemm::new(&comm, &gpu, shape, BLayout::KN, AgInput::Buffer(&a), &b, Output::Bf16(&c), AgGemmOptions::default())?;
+//! op.run(&gpu)?; // C = allgather(A) @ B; op.gathered() holds allgather(A)
+//! # Ok(()) }
+//! ```
+use super::allgather::{AllGather, AllGatherOptions};
+use super::gemm::{plan, BLayout, Gemm, GemmOptions, GemmShape, Output};
+use super::tuned;
+use crate::abi::{AgGemmParams, RoleSplit, WaitDiag, MAX_LOCAL_RANKS};
+use crate::comm::communicator::{Communicator, HeapRegion};
+use crate::comm::world::World;
+use crate::error::{check_diag, invalid, Result};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, MappedBuffer, TensorMap};
+use half::bf16;
+use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_M, TILE_N};
+use std::time::Duration;
+
+/// Where this rank's shard `A_r[M/W, K]` comes from.
+#[derive(Clone, Copy)]
+pub enum AgInput<'a> {
+    /// A buffer of the caller's (read during every launch).
+    Buffer(&'a crate::gpu::DeviceBuffer<bf16>),
+    /// The caller writes its shard into [`AgGemm::shard`] (inside the gathered buffer) before
+    /// each launch: nothing is copied locally.
+    InPlace,
+}
+
+/// Which implementation a launch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// One persistent launch.
+    Fused,
+    /// Our all-gather, then our GEMM.
+    Unfused,
+}
+
+impl Path {
+    /// `fused` / `unfused`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::Fused => "fused",
+            Path::Unfused => "unfused",
+        }
+    }
+}
+
+/// How the path is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathChoice {
+    /// The tuned table's choice for the nearest shape measured on this world size, else fused
+    /// unless the product is small (see [`tuned`]).
+    Auto,
+    /// Always fused.
+    Fused,
+    /// Always unfused.
+    Unfused,
+}
+
+/// Tuning knobs; `None` takes the per-shape default ([`tuned`]).
+#[derive(Clone, Debug)]
+pub struct AgGemmOptions {
+    /// CTAs pushing the shard over NVLink.
+    pub push_ctas: Option<u32>,
+    /// Rows per arrival flag (the granularity compute waits at).
+    pub chunk_rows: Option<u32>,
+    /// CTAs forwarding other nodes' shards inside the node (several nodes only).
+    pub fwd_ctas: Option<u32>,
+    /// Fused, unfused, or chosen per shape.
+    pub path: PathChoice,
+    /// Tile rows walked together (L2 reuse).
+    pub group_m: u32,
+    /// Bound on every device-side wait.
+    pub timeout: Duration,
+}
+
+impl Default for AgGemmOptions {
+    fn default() -> Self {
+        Self {
+            push_ctas: None,
+            chunk_rows: None,
+            fwd_ctas: None,
+            path: PathChoice::Auto,
+            group_m: 8,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The role split and granularity a launch uses (options resolved against the shape).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// Compute CTAs.
+    pub compute: u32,
+    /// NVLink push CTAs.
+    pub push: u32,
+    /// Forward CTAs.
+    pub fwd: u32,
+    /// Inter-send CTAs (1 with several nodes).
+    pub inter_send: u32,
+    /// Rows per arrival flag.
+    pub chunk_rows: u32,
+}
+
+/// The unfused path's pieces, over the fused path's gathered buffer.
+struct Unfused<'a> {
+    ag: AllGather<'a>,
+    gemm: Gemm<'a>,
+}
+
+/// A bound AllGather + GEMM (see the module docs): validated, planned and allocated once,
+/// launched many times.
+pub struct AgGemm<'a> {
+    comm: &'a Communicator,
+    shape: GemmShape,
+    path: Path,
+    split: Split,
+    input: AgInput<'a>,
+    // Declared before `gathered`: it refers to that memory and is dropped first.
+    unfused: Unfused<'a>,
+    gathered: HeapRegion<'a>,
+    _flags: HeapRegion<'a>,
+    _row_order: DeviceBuffer<u32>,
+    _launches: DeviceBuffer<u64>,
+    _maps: DeviceBuffer<TensorMap>,
+    diag: MappedBuffer<WaitDiag>,
+    params: AgGemmParams,
+    kernel: kernels::Kernel<AgGemmParams>,
+}
+
+/// Tile rows in the order compute CTAs walk them: rows whose data is on this rank first, then
+/// rows of this node's other ranks, then rows from other nodes; within each, by chunk index (the
+/// order chunks arrive in), then by distance from this rank. A tile row spanning several chunks
+/// sorts by the latest of them.
+pub fn row_order(m: u32, shard_rows: u32, chunk_rows: u32, world: &World) -> Vec<u32> {
+    let w = world.world_size;
+    let key = |row: u32| {
+        let s = row / shard_rows;
+        let c = (row - s * shard_rows) / chunk_rows;
+        let class = if s == world.rank {
+            0
+        } else if world.is_local(s) {
+            1
+        } else {
+            2
+        };
+        (class, c, (s + w - world.rank) % w)
+    };
+    let tiles = m.div_ceil(TILE_M);
+    let mut keyed: Vec<((u32, u32, u32), u32)> = (0..tiles)
+        .map(|t| {
+            let (first, end) = (t * TILE_M, ((t + 1) * TILE_M).min(m));
+            // The tile's rows touch a few chunks; its readiness is that of the latest one.
+            let mut k = key(first);
+            let mut row = first;
+            while row < end {
+                k = k.max(key(row));
+                let s = row / shard_rows;
+                row =
+                    (s * shard_rows + ((row - s * shard_rows) / chunk_rows + 1) * chunk_rows).min((s + 1) * shard_rows);
+            }
+            (k, t)
+        })
+        .collect();
+    keyed.sort();
+    keyed.into_iter().map(|(_, t)| t).collect()
+}
+
+impl<'a> AgGemm<'a> {
+    /// Collective: validate (typed errors name the argument and the rule), agree on the shape
+    /// across ranks (an error names the ranks that differ), allocate the gathered A and the flags
+    /// from the communicator's heap, encode the tensor maps. Nothing runs yet. `shape.m` is the
+    /// whole M: this rank's shard has `M / world` rows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        comm: &'a Communicator,
+        gpu: &Gpu,
+        shape: GemmShape,
+        b_layout: BLayout,
+        input: AgInput<'a>,
+        b: impl Into<DeviceSlice<'a, bf16>>,
+        c: Output<'a>,
+        opts: AgGemmOptions,
+    ) -> Result<Self> {
+        let world = comm.world().clone();
+        let b = b.into();
+        let w = world.world_size as usize;
+        if shape.m % w != 0 || shape.m == 0 {
+            return Err(invalid(
+                "m",
+                format!("{} must be a positive multiple of the world size {w} (each rank holds M / {w} rows)", shape.m),
+            ));
+        }
+        shape.validate(usize::MAX, b.len(), c.len())?;
+        let shard_rows = shape.m / w;
+        if let AgInput::Buffer(a) = input {
+            if a.len() < shard_rows * shape.k {
+                return Err(invalid(
+                    "a",
+                    format!(
+                        "holds {} elements; this rank's shard is {shard_rows} x {} = {}",
+                        a.len(),
+                        shape.k,
+                        shard_rows * shape.k
+                    ),
+                ));
+            }
+        }
+        if world.local_world_size as usize > MAX_LOCAL_RANKS {
+            return Err(invalid(
+                "world",
+                format!("{} ranks per node; at most {MAX_LOCAL_RANKS}", world.local_world_size),
+            ));
+        }
+        if opts.group_m == 0 {
+            return Err(invalid("group_m", "must be at least 1"));
+        }
+        let split = resolve(&opts, shape, &world, gpu.info().sm_count)?;
+        let path = match opts.path {
+            PathChoice::Fused => Path::Fused,
+            PathChoice::Unfused => Path::Unfused,
+            PathChoice::Auto => {
+                tuned::ag_gemm(shape, &world).map_or_else(|| tuned::ag_gemm_heuristic(shape, &world), |e| e.path)
+            }
+        };
+        let in_place = matches!(input, AgInput::InPlace);
+        comm.agree(
+            "shape",
+            &format!(
+                "ag_gemm {}x{}x{} {b_layout:?} {} out, {split:?}, in place {in_place}, {}",
+                shape.m,
+                shape.n,
+                shape.k,
+                if matches!(c, Output::F32(_)) { "f32" } else { "bf16" },
+                path.name()
+            ),
+        )?;
+
+        let row_bytes = 2 * shape.k;
+        let gathered = comm.alloc(shape.m * row_bytes)?;
+        let chunks = shard_rows.div_ceil(split.chunk_rows as usize) as u32;
+        let flags = comm.alloc(4 * AgGemmParams::flag_words(world.world_size, chunks) as usize)?;
+        let order = row_order(shape.m as u32, shard_rows as u32, split.chunk_rows, &world);
+        let row_order_buf = gpu.upload(&order)?;
+        let launches = gpu.upload(&[0u64])?;
+        let diag = gpu.mapped::<WaitDiag>(1)?;
+        let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout };
+        let (mut gemm, maps) = plan(gpu, shape, b_layout, gathered.addr(), b.addr(), &c, &gopts, &diag)?;
+        gemm.roles = RoleSplit {
+            compute: split.compute,
+            intra_comm: split.push + split.fwd,
+            inter_send: split.inter_send,
+            inter_reduce: 0,
+        };
+        let shard_off = world.rank as u64 * shard_rows as u64 * row_bytes as u64;
+        let mut params = AgGemmParams {
+            gemm,
+            gathered: gathered.addr(),
+            flags: flags.addr(),
+            shard_src: match input {
+                AgInput::Buffer(a) => a.addr(),
+                AgInput::InPlace => gathered.addr() + shard_off,
+            },
+            row_order: row_order_buf.addr(),
+            launches: launches.addr(),
+            fifo: comm.fifo_params(),
+            gathered_heap_off: gathered.offset(),
+            flags_heap_off: flags.offset(),
+            shard_rows: shard_rows as u32,
+            chunk_rows: split.chunk_rows,
+            chunks,
+            rank: world.rank,
+            world: world.world_size,
+            local_rank: world.local_rank,
+            local_world: world.local_world_size,
+            in_place: in_place as u32,
+            fwd_ctas: split.fwd,
+            comm_only: 0,
+            ..Default::default()
+        };
+        for lr in 0..world.local_world_size {
+            let r = world.local_to_global(lr);
+            let missing = || invalid("world", format!("rank {r} is on this node but its heap is not mapped here"));
+            params.peer_gathered[lr as usize] = gathered.peer(r).ok_or_else(missing)?;
+            params.peer_flags[lr as usize] = flags.peer(r).ok_or_else(missing)?;
+        }
+        let kernel = if b_layout == BLayout::KN { kernels::AG_GEMM_KN } else { kernels::AG_GEMM_NK };
+
+        // The unfused path gathers into the same buffer (in place) and multiplies from it.
+        let ag_opts = AllGatherOptions { timeout: opts.timeout, chunk_bytes: 4 << 20, ..Default::default() };
+        let ag = AllGather::in_region(comm, gpu, &gathered, shard_rows * row_bytes, ag_opts)?;
+        // SAFETY: the gathered region lives in the communicator's heap (borrowed for 'a) and is
+        // freed only when this op drops, after `unfused` (field order).
+        let a_all = unsafe { DeviceSlice::<bf16>::from_raw(gathered.addr(), shape.m * shape.k) };
+        let gemm_op = Gemm::new(gpu, shape, b_layout, a_all, b, c, gopts)?;
+        comm.barrier()?;
+        Ok(AgGemm {
+            comm,
+            shape,
+            path,
+            split,
+            input,
+            unfused: Unfused { ag, gemm: gemm_op },
+            gathered,
+            _flags: flags,
+            _row_order: row_order_buf,
+            _launches: launches,
+            _maps: maps,
+            diag,
+            params,
+            kernel,
+        })
+    }
+
+    /// The path [`AgGemm::launch`] runs.
+    pub fn path(&self) -> Path {
+        self.path
+    }
+
+    /// The role split of the fused path.
+    pub fn split(&self) -> Split {
+        self.split
+    }
+
+    /// The shape (M in all).
+    pub fn shape(&self) -> GemmShape {
+        self.shape
+    }
+
+    /// This rank's shard inside the gathered buffer: with [`AgInput::InPlace`], write it here
+    /// before a launch.
+    pub fn shard(&self) -> DeviceSlice<'_, bf16> {
+        let rows = self.shape.m / self.comm.world().world_size as usize;
+        let r = self.comm.world().rank as usize;
+        self.gathered().slice(r * rows * self.shape.k..(r + 1) * rows * self.shape.k)
+    }
+
+    /// The gathered A `[M, K]`: after a launch completes, until the next one starts.
+    pub fn gathered(&self) -> DeviceSlice<'_, bf16> {
+        self.gathered.view::<bf16>().slice(0..self.shape.m * self.shape.k)
+    }
+
+    /// Enqueue one call on `gpu`'s stream through [`AgGemm::path`] (asynchronous).
+    pub fn launch(&self, gpu: &Gpu) -> Result<()> {
+        self.launch_path(gpu, self.path)
+    }
+
+    /// Enqueue one call through `path` (benches compare both).
+    pub fn launch_path(&self, gpu: &Gpu, path: Path) -> Result<()> {
+        match path {
+            Path::Fused => self.launch_fused(gpu, &self.params),
+            Path::Unfused => {
+                self.stage_input(gpu)?;
+                self.unfused.ag.launch(gpu)?;
+                self.unfused.gemm.launch(gpu)
+            }
+        }
+    }
+
+    /// The fused kernel's communication alone (no compute CTAs; ends when every chunk arrived):
+    /// the "all-gather alone" of the overlap-efficiency figure.
+    pub fn launch_comm_only(&self, gpu: &Gpu) -> Result<()> {
+        let mut p = self.params;
+        p.gemm.roles.compute = 0;
+        p.comm_only = 1;
+        self.launch_fused(gpu, &p)
+    }
+
+    /// The GEMM alone, over whatever the gathered buffer holds (the "GEMM alone" figure).
+    pub fn launch_gemm_only(&self, gpu: &Gpu) -> Result<()> {
+        self.unfused.gemm.launch(gpu)
+    }
+
+    /// Wait for this rank's launches; report a device-side timeout or a proxy error.
+    pub fn wait(&self, gpu: &Gpu) -> Result<()> {
+        let sync = gpu.synchronize();
+        check_diag(&self.diag)?;
+        self.unfused.gemm.check_diag()?;
+        self.unfused.ag.wait(gpu)?;
+        self.comm.check()?;
+        Ok(sync?)
+    }
+
+    /// Launch and wait.
+    pub fn run(&self, gpu: &Gpu) -> Result<()> {
+        self.launch(gpu)?;
+        self.wait(gpu)
+    }
+
+    fn launch_fused(&self, gpu: &Gpu, p: &AgGemmParams) -> Result<()> {
+        let cfg = LaunchConfig::linear(p.gemm.roles.total(), THREADS, SMEM_BYTES);
+        // SAFETY: every address in `p` belongs to buffers this op owns or borrows for 'a / 'c
+        // (peers' heaps stay mapped while the communicator lives); the caller synchronises before
+        // dropping them (run / wait).
+        unsafe { gpu.launch(self.kernel, &cfg, p)? };
+        Ok(())
+    }
+
+    /// Unfused path, input in a buffer: copy the shard into its slot of the gathered buffer.
+    fn stage_input(&self, gpu: &Gpu) -> Result<()> {
+        if let AgInput::Buffer(a) = self.input {
+            let bytes = self.shard().len() * 2;
+            // SAFETY: both ranges are `bytes` long: the caller's shard (checked at construction)
+            // and this rank's slot of the gathered buffer.
+            unsafe { gpu.copy_async(self.shard().addr(), a.addr(), bytes)? };
+        }
+        Ok(())
+    }
+}
+
+/// The options resolved for `shape` on this machine: explicit values win, then the tuned table,
+/// then the rule of thumb ([`tuned`]). Errors name the option and the rule.
+pub fn resolve(opts: &AgGemmOptions, shape: GemmShape, world: &World, sms: u32) -> Result<Split> {
+    let shard_rows = (shape.m / world.world_size.max(1) as usize) as u32;
+    let table = tuned::ag_gemm(shape, world);
+    let several_nodes = world.nodes > 1;
+    let push = opts.push_ctas.or(table.map(|e| e.push_ctas)).unwrap_or_else(|| tuned::ag_gemm_push_ctas(shape, world));
+    let chunk_rows = opts.chunk_rows.or(table.map(|e| e.chunk_rows)).unwrap_or(TILE_M).min(shard_rows.max(1));
+    let fwd = if several_nodes && world.local_world_size > 1 { opts.fwd_ctas.unwrap_or(2) } else { 0 };
+    let inter_send = several_nodes as u32;
+    if push == 0 {
+        return Err(invalid("push_ctas", "must be at least 1"));
+    }
+    if chunk_rows == 0 {
+        return Err(invalid("chunk_rows", "must be at least 1"));
+    }
+    if opts.fwd_ctas == Some(0) && fwd == 0 && several_nodes && world.local_world_size > 1 {
+        return Err(invalid("fwd_ctas", "must be at least 1 with several nodes of several ranks"));
+    }
+    let comm = push + fwd + inter_send;
+    // Every CTA must be resident at once (compute waits on comm CTAs): one per SM at most.
+    if comm >= sms {
+        return Err(invalid("push_ctas", format!("{comm} communication CTAs leave no compute CTA on {sms} SMs")));
+    }
+    let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u32;
+    Ok(Split { compute: (sms - comm).min(tiles), push, fwd, inter_send, chunk_rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world(rank: u32, w: u32, nodes: u32) -> World {
+        let lw = w / nodes;
+        World {
+            rank,
+            world_size: w,
+            local_rank: rank % lw,
+            local_world_size: lw,
+            node: rank / lw,
+            nodes,
+            device: 0,
+            master_addr: "127.0.0.1".into(),
+            master_port: 0,
+        }
+    }
+
+    #[test]
+    fn row_order_is_a_permutation_local_first_then_node_then_other_nodes() {
+        for (m, w, nodes, chunk) in
+            [(2000u32, 2u32, 1u32, 128u32), (4000, 4, 2, 48), (16384, 4, 1, 128), (1024, 4, 4, 1000)]
+        {
+            let shard = m / w;
+            for rank in 0..w {
+                let wd = world(rank, w, nodes);
+                let order = row_order(m, shard, chunk, &wd);
+                let mut sorted = order.clone();
+                sorted.sort();
+                assert_eq!(sorted, (0..m.div_ceil(TILE_M)).collect::<Vec<_>>(), "not a permutation");
+                // Class of a tile row: the worst source among its rows.
+                let class = |t: u32| {
+                    let (first, end) = (t * TILE_M, ((t + 1) * TILE_M).min(m));
+                    (first..end)
+                        .map(|r| {
+                            let s = r / shard;
+                            if s == rank {
+                                0
+                            } else if wd.is_local(s) {
+                                1
+                            } else {
+                                2
+                            }
+                        })
+                        .max()
+                        .unwrap()
+                };
+                let classes: Vec<u32> = order.iter().map(|&t| class(t)).collect();
+                assert!(classes.windows(2).all(|p| p[0] <= p[1]), "rank {rank}: classes out of order {classes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn split_rules_are_named() {
+        let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
+        let w = world(0, 2, 1);
+        let s = resolve(&AgGemmOptions::default(), shape, &w, 132).unwrap();
+        assert_eq!((s.push, s.fwd, s.inter_send, s.chunk_rows), (4, 0, 0, 128));
+        assert_eq!(s.compute, 128);
+        let e = resolve(&AgGemmOptions { push_ctas: Some(132), ..Default::default() }, shape, &w, 132).unwrap_err();
+        assert!(e.to_string().contains("push_ctas"), "{e}");
+        let e = resolve(&AgGemmOptions { push_ctas: Some(0), ..Default::default() }, shape, &w, 132).unwrap_err();
+        assert!(e.to_string().starts_with("invalid argument `push_ctas`"), "{e}");
+        let two_nodes = resolve(&AgGemmOptions::default(), shape, &world(1, 4, 2), 132).unwrap();
+        assert_eq!((two_nodes.fwd, two_nodes.inter_send), (2, 1));
+        let tiny = resolve(&AgGemmOptions::default(), GemmShape { m: 2000, n: 8, k: 72 }, &w, 132).unwrap();
+        assert_eq!(tiny.compute, 16, "no more compute CTAs than tiles");
+    }
+}

@@ -1,0 +1,272 @@
+//! The GPU-driven all-gather (see `device/src/kernels/allgather.rs`): rank r's shard lands at
+//! `r * shard_bytes` of every rank's output. Ranks on this node are reached over NVLink by the
+//! kernel itself; ranks on other nodes through the communicator's FIFO, proxy and transport.
+use crate::abi::{AllGatherParams, RoleSplit, WaitDiag, COPY_BULK, COPY_LSU, MAX_LOCAL_RANKS};
+use crate::comm::communicator::{Communicator, HeapRegion};
+use crate::comm::CommError;
+use crate::error::{check_diag, invalid, Result};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, MappedBuffer};
+use mkernel_device::kernels_info::allgather::{BULK_SMEM_BYTES, THREADS};
+use std::time::Duration;
+
+/// How the intra-comm CTAs move bytes over NVLink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NvlinkCopy {
+    /// 16-byte vector loads and stores from all 512 threads of a CTA.
+    Lsu,
+    /// TMA bulk copies through a shared-memory ring, issued by one thread per CTA.
+    Bulk,
+}
+
+/// Tuning settings.
+#[derive(Clone, Debug)]
+pub struct AllGatherOptions {
+    /// CTAs copying over NVLink.
+    pub intra_ctas: u32,
+    /// How they copy.
+    pub copy: NvlinkCopy,
+    /// The shard is written straight into this rank's slice of the output
+    /// ([`AllGather::input`] is that slice): no separate input buffer and no local copy.
+    pub in_place: bool,
+    /// Bytes per FIFO WRITE for other nodes.
+    pub chunk_bytes: u64,
+    /// Bound on every device-side wait.
+    pub timeout: Duration,
+}
+
+impl Default for AllGatherOptions {
+    fn default() -> Self {
+        Self {
+            intra_ctas: 16,
+            copy: NvlinkCopy::Bulk,
+            in_place: false,
+            chunk_bytes: 1 << 20,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Where the gathered output lives: a heap region of the op's own, or a range of one its owner
+/// keeps (a fused op's unfused path gathers into the fused op's buffer).
+enum Output<'c> {
+    Own(HeapRegion<'c>),
+    Borrowed { offset: u64, addr: u64, peers: Vec<Option<u64>> },
+}
+
+/// A bound all-gather: buffers and flags set up once; launched many times.
+pub struct AllGather<'c> {
+    comm: &'c Communicator,
+    shard_bytes: usize,
+    /// None when in place.
+    input: Option<HeapRegion<'c>>,
+    output: Output<'c>,
+    _flags: HeapRegion<'c>,
+    _counters: DeviceBuffer<u32>,
+    _launches: DeviceBuffer<u64>,
+    diag: MappedBuffer<WaitDiag>,
+    params: AllGatherParams,
+}
+
+impl<'c> AllGather<'c> {
+    /// Collective: every rank calls it with the same `shard_bytes` and options.
+    pub fn new(comm: &'c Communicator, gpu: &Gpu, shard_bytes: usize, opts: AllGatherOptions) -> Result<Self> {
+        Self::validate(comm, shard_bytes, &opts)?;
+        let total = shard_bytes * comm.world().world_size as usize;
+        let output = comm.alloc(total)?;
+        Self::build(comm, gpu, shard_bytes, opts, Output::Own(output))
+    }
+
+    /// Collective: an in-place all-gather into `region` (at least `world * shard_bytes` bytes),
+    /// which the caller keeps: rank r writes its shard at `r * shard_bytes` of it.
+    pub fn in_region(
+        comm: &'c Communicator,
+        gpu: &Gpu,
+        region: &HeapRegion<'c>,
+        shard_bytes: usize,
+        opts: AllGatherOptions,
+    ) -> Result<Self> {
+        let opts = AllGatherOptions { in_place: true, ..opts };
+        Self::validate(comm, shard_bytes, &opts)?;
+        let total = shard_bytes * comm.world().world_size as usize;
+        if region.len() < total {
+            return Err(invalid("region", format!("holds {} bytes; the all-gather needs {total}", region.len())));
+        }
+        let peers = (0..comm.world().world_size).map(|r| region.peer(r)).collect();
+        let output = Output::Borrowed { offset: region.offset(), addr: region.addr(), peers };
+        Self::build(comm, gpu, shard_bytes, opts, output)
+    }
+
+    fn validate(comm: &Communicator, shard_bytes: usize, opts: &AllGatherOptions) -> Result<()> {
+        let world = comm.world();
+        if shard_bytes == 0 {
+            return Err(invalid("shard_bytes", "must be at least 1"));
+        }
+        if world.local_world_size as usize > MAX_LOCAL_RANKS {
+            return Err(invalid(
+                "world",
+                format!("{} ranks per node; at most {MAX_LOCAL_RANKS}", world.local_world_size),
+            ));
+        }
+        let total = shard_bytes as u64 * world.world_size as u64;
+        if total >= 1 << 48 {
+            return Err(invalid("shard_bytes", format!("output of {total} bytes exceeds the 2^48 FIFO offset range")));
+        }
+        if opts.intra_ctas == 0 || opts.intra_ctas > 1024 {
+            return Err(invalid("intra_ctas", format!("{} must be in 1..=1024", opts.intra_ctas)));
+        }
+        if opts.chunk_bytes == 0 {
+            return Err(invalid("chunk_bytes", "must be at least 1"));
+        }
+        comm.agree("shard_bytes", &format!("shard {shard_bytes} B, {:?}", (opts.intra_ctas, opts.copy, opts.in_place)))
+    }
+
+    fn build(
+        comm: &'c Communicator,
+        gpu: &Gpu,
+        shard_bytes: usize,
+        opts: AllGatherOptions,
+        output: Output<'c>,
+    ) -> Result<Self> {
+        let world = comm.world();
+        let w = world.world_size;
+        let (out_addr, out_off) = match &output {
+            Output::Own(r) => (r.addr(), r.offset()),
+            Output::Borrowed { offset, addr, .. } => (*addr, *offset),
+        };
+        let out_peer = |r: u32| match &output {
+            Output::Own(reg) => reg.peer(r),
+            Output::Borrowed { peers, .. } => peers[r as usize],
+        };
+        let input = if opts.in_place { None } else { Some(comm.alloc(shard_bytes)?) };
+        let (input_addr, input_off) = match &input {
+            Some(b) => (b.addr(), b.offset()),
+            None => {
+                (out_addr + world.rank as u64 * shard_bytes as u64, out_off + world.rank as u64 * shard_bytes as u64)
+            }
+        };
+        let flags = comm.alloc(8 * w as usize)?; // data[w], ready[w]
+        let counters = gpu.upload(&vec![0u32; world.local_world_size as usize])?;
+        let launches = gpu.upload(&[0u64])?;
+        let diag = gpu.mapped::<WaitDiag>(1)?;
+        let mut params = AllGatherParams {
+            input: input_addr,
+            output: out_addr,
+            flags: flags.addr(),
+            counters: counters.addr(),
+            launches: launches.addr(),
+            fifo: comm.fifo_params(),
+            diag: diag.device_addr(),
+            timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
+            shard_bytes: shard_bytes as u64,
+            chunk_bytes: opts.chunk_bytes,
+            input_heap_off: input_off,
+            output_heap_off: out_off,
+            flags_heap_off: flags.offset(),
+            rank: world.rank,
+            world: w,
+            local_rank: world.local_rank,
+            local_world: world.local_world_size,
+            roles: RoleSplit {
+                compute: 0,
+                intra_comm: opts.intra_ctas,
+                inter_send: (world.nodes > 1) as u32,
+                inter_reduce: 0,
+            },
+            copy_mode: match opts.copy {
+                NvlinkCopy::Lsu => COPY_LSU,
+                NvlinkCopy::Bulk => COPY_BULK,
+            },
+            in_place: opts.in_place as u32,
+            ..Default::default()
+        };
+        for lr in 0..world.local_world_size {
+            let r = world.local_to_global(lr);
+            let missing = || CommError::Bootstrap {
+                rank: world.rank,
+                what: format!("rank {r} is on this node but its heap is not mapped (another host?)"),
+            };
+            params.peer_output[lr as usize] = out_peer(r).ok_or_else(missing)?;
+            params.peer_flags[lr as usize] = flags.peer(r).ok_or_else(missing)?;
+        }
+        comm.barrier()?;
+        Ok(AllGather {
+            comm,
+            shard_bytes,
+            input,
+            output,
+            _flags: flags,
+            _counters: counters,
+            _launches: launches,
+            diag,
+            params,
+        })
+    }
+
+    /// This rank's shard: write it here before a launch.
+    pub fn input(&self) -> DeviceSlice<'_, u8> {
+        match &self.input {
+            Some(b) => b.bytes_view(),
+            None => {
+                let r = self.comm.world().rank as usize;
+                self.output().slice(r * self.shard_bytes..(r + 1) * self.shard_bytes)
+            }
+        }
+    }
+
+    /// The gathered result (`world * shard_bytes`), valid after [`AllGather::wait`].
+    pub fn output(&self) -> DeviceSlice<'_, u8> {
+        let len = self.shard_bytes * self.comm.world().world_size as usize;
+        match &self.output {
+            Output::Own(r) => r.bytes_view().slice(0..len),
+            // SAFETY: the owner keeps the region (at least `len` bytes, checked) alive while this
+            // op exists, and the op borrows the communicator whose heap holds it.
+            Output::Borrowed { addr, .. } => unsafe { DeviceSlice::from_raw(*addr, len) },
+        }
+    }
+
+    /// Rank `r`'s output as mapped in this process (None: another host).
+    pub fn peer_output(&self, r: u32) -> Option<u64> {
+        match &self.output {
+            Output::Own(reg) => reg.peer(r),
+            Output::Borrowed { peers, .. } => peers[r as usize],
+        }
+    }
+
+    /// Shard size.
+    pub fn shard_bytes(&self) -> usize {
+        self.shard_bytes
+    }
+
+    /// Grid size (intra + inter CTAs).
+    pub fn ctas(&self) -> u32 {
+        self.params.roles.total()
+    }
+
+    /// Enqueue one all-gather (asynchronous). Back-to-back launches are fine while inputs stay
+    /// the same; to change inputs between launches use [`AllGather::run`], which also waits until
+    /// every rank is done reading.
+    pub fn launch(&self, gpu: &Gpu) -> Result<()> {
+        let smem = if self.params.copy_mode == COPY_BULK { BULK_SMEM_BYTES } else { 0 };
+        let cfg = LaunchConfig::linear(self.ctas(), THREADS, smem);
+        // SAFETY: every address in params belongs to buffers owned by self or by the
+        // communicator's heap (peers' mapped copies included), alive until every rank passed the
+        // closing barrier of run / drop.
+        unsafe { gpu.launch(kernels::ALLGATHER, &cfg, &self.params)? };
+        Ok(())
+    }
+
+    /// Wait for this rank's launches; report a device-side timeout or a proxy error.
+    pub fn wait(&self, gpu: &Gpu) -> Result<()> {
+        let sync = gpu.synchronize();
+        check_diag(&self.diag)?;
+        self.comm.check()?;
+        Ok(sync?)
+    }
+
+    /// Launch, wait, then a bootstrap barrier (all ranks done with this launch's data).
+    pub fn run(&self, gpu: &Gpu) -> Result<()> {
+        self.launch(gpu)?;
+        self.wait(gpu)?;
+        Ok(self.comm.barrier()?)
+    }
+}

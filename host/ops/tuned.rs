@@ -1,0 +1,144 @@
+//! Per-shape defaults of the fused ops: the tables `mkernel tune <op>` measured on our machines
+//! (embedded JSON lines, `host/ops/tuned/*.jsonl`), and the rules of thumb used where no
+//! measured shape is near.
+//!
+//! A table entry applies to the same op, world size and node count, at the measured shape
+//! nearest to the asked one if it is within a factor of two in every dimension.
+use super::ag_gemm::Path;
+use crate::comm::world::World;
+use crate::gemm::GemmShape;
+use serde::Deserialize;
+use std::sync::OnceLock;
+
+/// A measured AllGather + GEMM choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AgGemmEntry {
+    /// NVLink push CTAs.
+    pub push_ctas: u32,
+    /// Rows per arrival flag.
+    pub chunk_rows: u32,
+    /// The faster path at that shape.
+    pub path: Path,
+}
+
+#[derive(Deserialize)]
+struct Line {
+    op: String,
+    world: u32,
+    nodes: u32,
+    m: usize,
+    n: usize,
+    k: usize,
+    push_ctas: u32,
+    chunk_rows: u32,
+    path: String,
+}
+
+const AG_GEMM_TABLE: &str = include_str!("tuned/ag_gemm.jsonl");
+
+fn ag_gemm_table() -> &'static [(Line, AgGemmEntry)] {
+    static T: OnceLock<Vec<(Line, AgGemmEntry)>> = OnceLock::new();
+    T.get_or_init(|| parse(AG_GEMM_TABLE))
+}
+
+/// Lines of a table; malformed lines are skipped (a unit test keeps the embedded one clean).
+fn parse(text: &str) -> Vec<(Line, AgGemmEntry)> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Line>(l).ok())
+        .filter(|l| l.op == "ag_gemm")
+        .map(|l| {
+            let path = if l.path == "unfused" { Path::Unfused } else { Path::Fused };
+            let e = AgGemmEntry { push_ctas: l.push_ctas, chunk_rows: l.chunk_rows, path };
+            (l, e)
+        })
+        .collect()
+}
+
+fn distance(a: GemmShape, m: usize, n: usize, k: usize) -> f64 {
+    let d = |x: usize, y: usize| ((x.max(1) as f64) / (y.max(1) as f64)).ln().abs();
+    d(a.m, m).max(d(a.n, n)).max(d(a.k, k))
+}
+
+fn nearest(table: &[(Line, AgGemmEntry)], shape: GemmShape, world: &World) -> Option<AgGemmEntry> {
+    table
+        .iter()
+        .filter(|(l, _)| l.world == world.world_size && l.nodes == world.nodes)
+        .map(|(l, e)| (distance(shape, l.m, l.n, l.k), *e))
+        .filter(|(d, _)| *d <= std::f64::consts::LN_2 + 1e-9)
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, e)| e)
+}
+
+/// The measured choice for the nearest AllGather + GEMM shape on this world, if any.
+pub fn ag_gemm(shape: GemmShape, world: &World) -> Option<AgGemmEntry> {
+    nearest(ag_gemm_table(), shape, world)
+}
+
+/// Rule of thumb for push CTAs: enough NVLink copy CTAs (about 30 GB/s each, measured 40-45)
+/// to deliver the shard to this node's peers within 80% of the GEMM's own time (about 650
+/// TFLOP/s), so compute never waits; between 2 and 16.
+pub fn ag_gemm_push_ctas(shape: GemmShape, world: &World) -> u32 {
+    if world.local_world_size <= 1 {
+        return 1;
+    }
+    let shard_bytes = (shape.m / world.world_size as usize * shape.k * 2) as f64;
+    let pushed = shard_bytes * (world.local_world_size - 1) as f64;
+    let gemm_s = shape.flops() / 650e12;
+    let rate = pushed / (0.8 * gemm_s);
+    ((rate / 30e9).ceil() as u32).clamp(2, 16)
+}
+
+/// Rule of thumb for the path: fused unless the product is too small (under 32 GFLOP) for its
+/// tiles to hide the communication's start-up.
+pub fn ag_gemm_heuristic(shape: GemmShape, _world: &World) -> Path {
+    if shape.flops() < 32e9 {
+        Path::Unfused
+    } else {
+        Path::Fused
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world(w: u32, nodes: u32) -> World {
+        let mut x = World::single(0);
+        x.world_size = w;
+        x.local_world_size = w / nodes;
+        x.nodes = nodes;
+        x
+    }
+
+    #[test]
+    fn embedded_table_parses() {
+        let lines = AG_GEMM_TABLE.lines().filter(|l| !l.trim().is_empty()).count();
+        assert_eq!(parse(AG_GEMM_TABLE).len(), lines, "a line of host/ops/tuned/ag_gemm.jsonl does not parse");
+    }
+
+    #[test]
+    fn nearest_entry_within_a_factor_of_two() {
+        let t = parse(concat!(
+            r#"{"op":"ag_gemm","world":2,"nodes":1,"m":16384,"n":4096,"k":8192,"push_ctas":4,"chunk_rows":128,"path":"fused"}"#,
+            "\n",
+            r#"{"op":"ag_gemm","world":2,"nodes":1,"m":2048,"n":4096,"k":4096,"push_ctas":2,"chunk_rows":256,"path":"unfused"}"#,
+            "\n"
+        ));
+        let s = |m, n, k| GemmShape { m, n, k };
+        assert_eq!(nearest(&t, s(16384, 4096, 8192), &world(2, 1)).unwrap().push_ctas, 4);
+        assert_eq!(nearest(&t, s(2048, 4096, 4096), &world(2, 1)).unwrap().path, Path::Unfused);
+        assert_eq!(nearest(&t, s(3000, 4096, 4096), &world(2, 1)).unwrap().chunk_rows, 256);
+        assert!(nearest(&t, s(16384, 4096, 8192), &world(4, 1)).is_none(), "other world size");
+        assert!(nearest(&t, s(65536, 4096, 8192), &world(2, 1)).is_none(), "too far");
+    }
+
+    #[test]
+    fn rules_of_thumb() {
+        let big = GemmShape { m: 16384, n: 4096, k: 8192 };
+        assert_eq!(ag_gemm_push_ctas(big, &world(2, 1)), 4);
+        assert!(ag_gemm_push_ctas(big, &world(4, 1)) >= 5);
+        assert_eq!(ag_gemm_push_ctas(big, &world(2, 2)), 1, "one rank per node: no NVLink peers");
+        assert_eq!(ag_gemm_heuristic(big, &world(2, 1)), Path::Fused);
+        assert_eq!(ag_gemm_heuristic(GemmShape { m: 256, n: 4096, k: 4096 }, &world(2, 1)), Path::Unfused);
+    }
+}
