@@ -7,6 +7,7 @@ use anyhow::{bail, ensure, Context};
 use half::bf16;
 use mkernel::bench::{harness, Record, RunInfo, Timing};
 use mkernel::comm::communicator::{CommOptions, Communicator};
+use mkernel::comm::transport::NicModel;
 use mkernel::comm::world::World;
 use mkernel::gemm::{reference_row, BLayout, GemmShape, Output};
 use mkernel::gpu::DeviceBuffer;
@@ -98,11 +99,18 @@ fn shard_of(seed: u64, round: u32, r: u32, len: usize) -> Vec<bf16> {
     Rng::new(seed ^ 0xa5a5_0000 ^ ((round as u64) << 40) ^ ((r as u64 + 1) * 0x9e37_79b9)).bf16_vec(len)
 }
 
-/// A seed every rank agrees on: rank 0's fresh one.
+/// A seed every rank agrees on: `MKERNEL_SEED`, else rank 0's clock.
 fn agreed_seed(comm: &Communicator, name: &str) -> anyhow::Result<u64> {
-    let mine = Rng::fresh(name).next_u64();
+    let mine = match std::env::var("MKERNEL_SEED") {
+        Ok(v) => v.parse().context("MKERNEL_SEED must be a number")?,
+        Err(_) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64,
+    };
     let all = comm.bootstrap().all_gather(&mine.to_le_bytes())?;
-    Ok(u64::from_le_bytes(all[0][..8].try_into()?))
+    let seed = u64::from_le_bytes(all[0][..8].try_into()?);
+    if comm.world().rank == 0 {
+        println!("{name}: seed {seed} (replay with MKERNEL_SEED={seed})");
+    }
+    Ok(seed)
 }
 
 fn to_f64<T: Copy>(v: &[T], f: impl Fn(T) -> f64) -> Vec<f64> {
@@ -304,6 +312,17 @@ pub fn bench(
             timing.reps
         );
         harness::print_table(&records, Some("mkernel-fused"));
+        for r in records.iter().filter(|r| r.imp == "mkernel-fused") {
+            let f = |k: &str| r.extra.get(k).and_then(|v| v.as_f64()).map_or("-".into(), |v| format!("{v:.3}"));
+            println!(
+                "{} {}: overlap efficiency {} (fused / max(GEMM alone, all-gather alone)), vs modelled inter-node {}, path {}",
+                r.shape,
+                r.layout,
+                f("overlap_efficiency"),
+                f("overlap_vs_model"),
+                r.extra.get("chosen_path").and_then(|v| v.as_str()).unwrap_or("?")
+            );
+        }
         if let Some(path) = json {
             harness::write_json(path, &records).with_context(|| format!("writing {}", path.display()))?;
         }
@@ -334,6 +353,15 @@ fn records_for(run: &RunInfo, op: &AgGemm, s: GemmShape, l: BLayout, ms: &[f64])
                 r.with_bytes((s.m * s.k * 2) as f64 * (run.world as f64 - 1.0) / run.world as f64)
             } else {
                 r
+            };
+            // Several nodes: each rank's NIC carries its shard once to every other node.
+            let model_ms = (run.nodes > 1).then(|| {
+                let shard = (s.m / run.world as usize * s.k * 2) as u64;
+                NicModel::cx7().transfer_time(shard * (run.nodes as u64 - 1)).as_secs_f64() * 1e3
+            });
+            let r = match model_ms {
+                Some(mm) => r.with("modelled_inter_node_ms", mm).with("overlap_vs_model", t / ms[2].max(mm)),
+                None => r,
             };
             r.with("chosen_path", op.path().name())
                 .with("compute_ctas", split.compute)

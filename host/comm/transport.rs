@@ -65,6 +65,11 @@ impl NicModel {
         Self { bytes_per_s, latency, busy_until: None }
     }
 
+    /// Modelled time to deliver `bytes` back to back: the wire time plus one latency.
+    pub fn transfer_time(&self, bytes: u64) -> Duration {
+        Duration::from_secs_f64(bytes as f64 / self.bytes_per_s) + self.latency
+    }
+
     /// When a message of `bytes` handed to the NIC at `now` is delivered (wire is serial).
     pub fn deliver(&mut self, now: Instant, bytes: u64) -> Instant {
         let start = self.busy_until.map_or(now, |b| b.max(now));

@@ -389,6 +389,11 @@ impl<'a> AgGemm<'a> {
         self.launch_fused(gpu, &p)
     }
 
+    /// The unfused path's all-gather alone (16 copy CTAs, in place into the gathered buffer).
+    pub fn launch_allgather_only(&self, gpu: &Gpu) -> Result<()> {
+        self.unfused.ag.launch(gpu)
+    }
+
     /// The GEMM alone, over whatever the gathered buffer holds (the "GEMM alone" figure).
     pub fn launch_gemm_only(&self, gpu: &Gpu) -> Result<()> {
         self.unfused.gemm.launch(gpu)
@@ -412,7 +417,7 @@ impl<'a> AgGemm<'a> {
 
     fn launch_fused(&self, gpu: &Gpu, p: &AgGemmParams) -> Result<()> {
         let cfg = LaunchConfig::linear(p.gemm.roles.total(), THREADS, SMEM_BYTES);
-        // SAFETY: every address in `p` belongs to buffers this op owns or borrows for 'a / 'c
+        // SAFETY: every address in `p` belongs to buffers this op owns or borrows for 'a
         // (peers' heaps stay mapped while the communicator lives); the caller synchronises before
         // dropping them (run / wait).
         unsafe { gpu.launch(self.kernel, &cfg, p)? };
