@@ -264,10 +264,12 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
 
 /// `bench ag-gemm`: fused, unfused, GEMM alone and the all-gather alone (the fused kernel's
 /// communication with no compute), interleaved; the slowest rank's medians.
+#[allow(clippy::too_many_arguments)]
 pub fn bench(
     shapes: &[GemmShape],
     layouts: &[BLayout],
     knobs: &Knobs,
+    in_place: bool,
     ranks: &RanksArgs,
     timing: Timing,
     json: Option<&FsPath>,
@@ -292,7 +294,7 @@ pub fn bench(
                 &gpu,
                 s,
                 l,
-                AgInput::Buffer(&a),
+                if in_place { AgInput::InPlace } else { AgInput::Buffer(&a) },
                 &b,
                 Output::Bf16(&c),
                 knobs.options(Duration::from_secs(10)),
@@ -330,30 +332,36 @@ pub fn bench(
     Ok(())
 }
 
-/// Fused, unfused, GEMM alone, all-gather alone: interleaved medians in that order.
+/// The variants `bench ag-gemm` times, in order.
+const VARIANTS: [&str; 5] =
+    ["mkernel-fused", "mkernel-unfused", "gemm-alone", "ag-alone-fused-split", "ag-alone-16cta"];
+
+/// [`VARIANTS`], interleaved: medians in that order. The all-gather alone twice: the fused
+/// kernel's communication with its own CTA split and no compute, and our standalone all-gather
+/// (16 copy CTAs, what the unfused path runs).
 fn time_variants(gpu: &Gpu, comm: &Communicator, op: &AgGemm, timing: Timing) -> anyhow::Result<Vec<f64>> {
     let mut fused = || op.launch_path(gpu, Path::Fused);
     let mut unfused = || op.launch_path(gpu, Path::Unfused);
     let mut gemm = || op.launch_gemm_only(gpu);
     let mut ag = || op.launch_comm_only(gpu);
-    let ms = harness::time_each(gpu, &mut &*comm, timing, &mut [&mut fused, &mut unfused, &mut gemm, &mut ag])?;
+    let mut ag16 = || op.launch_allgather_only(gpu);
+    let ms =
+        harness::time_each(gpu, &mut &*comm, timing, &mut [&mut fused, &mut unfused, &mut gemm, &mut ag, &mut ag16])?;
     op.wait(gpu)?;
     Ok(ms)
 }
 
+/// Records of one shape; overlap efficiency = time / max(GEMM alone, the faster all-gather alone).
 fn records_for(run: &RunInfo, op: &AgGemm, s: GemmShape, l: BLayout, ms: &[f64]) -> Vec<Record> {
     let split = op.split();
-    let ideal = ms[2].max(ms[3]);
-    ["mkernel-fused", "mkernel-unfused", "gemm-alone", "ag-alone"]
+    let ideal = ms[2].max(ms[3].min(ms[4]));
+    let gathered_bytes = (s.m * s.k * 2) as f64 * (run.world as f64 - 1.0) / run.world as f64;
+    VARIANTS
         .iter()
         .zip(ms)
         .map(|(imp, &t)| {
             let r = run.record("ag_gemm", s.label(), l.name(), imp, t).with_flops(s.flops());
-            let r = if *imp == "ag-alone" {
-                r.with_bytes((s.m * s.k * 2) as f64 * (run.world as f64 - 1.0) / run.world as f64)
-            } else {
-                r
-            };
+            let r = if imp.starts_with("ag-alone") { r.with_bytes(gathered_bytes) } else { r };
             // Several nodes: each rank's NIC carries its shard once to every other node.
             let model_ms = (run.nodes > 1).then(|| {
                 let shard = (s.m / run.world as usize * s.k * 2) as u64;

@@ -151,6 +151,9 @@ enum BenchCmd {
         layouts: Vec<BLayout>,
         #[command(flatten)]
         knobs: cmd_ag_gemm::Knobs,
+        /// Shards written straight into the gathered buffer (no input buffer, no local copy).
+        #[arg(long = "in-place")]
+        in_place: bool,
         #[command(flatten)]
         ranks: RanksArgs,
         #[command(flatten)]
@@ -299,8 +302,8 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Allgather { sizes, intra_ctas, copy, in_place, ranks, timing, json } => {
             cmd_bench::allgather(&sizes, intra_ctas, copy, in_place, &ranks, timing.timing(), json.as_deref())
         }
-        BenchCmd::AgGemm { shapes, layouts, knobs, ranks, timing, json } => {
-            cmd_ag_gemm::bench(&shapes, &layouts, &knobs, &ranks, timing.timing(), json.as_deref())
+        BenchCmd::AgGemm { shapes, layouts, knobs, in_place, ranks, timing, json } => {
+            cmd_ag_gemm::bench(&shapes, &layouts, &knobs, in_place, &ranks, timing.timing(), json.as_deref())
         }
         BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
             cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)
