@@ -59,13 +59,38 @@ pub enum Error {
 /// Result of an mkernel operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// `Err(DeviceTimeout)` when a bounded device wait recorded a report in `diag`.
-pub(crate) fn check_diag(diag: &crate::gpu::MappedBuffer<WaitDiag>) -> Result<()> {
-    let d = diag.read(0);
-    if d.status != crate::abi::DIAG_OK {
-        return Err(Error::DeviceTimeout(WaitReport(d)));
+/// Where an op's bounded device waits report (see [`crate::abi::Diag`]): a host-mapped
+/// [`WaitDiag`] record, readable even after the kernel stopped, and the device-side abort word.
+/// Both are sticky: once a wait gave up, the op reports it and later launches give up at once.
+pub struct DiagBuffers {
+    record: crate::gpu::MappedBuffer<WaitDiag>,
+    abort: crate::gpu::DeviceBuffer<u32>,
+}
+
+impl DiagBuffers {
+    /// A clean record and abort word on `gpu`.
+    pub fn new(gpu: &crate::Gpu) -> Result<Self> {
+        Ok(Self { record: gpu.mapped::<WaitDiag>(1)?, abort: gpu.upload(&[0u32])? })
     }
-    Ok(())
+
+    /// What kernels take.
+    pub fn abi(&self) -> crate::abi::Diag {
+        crate::abi::Diag { record: self.record.device_addr(), abort: self.abort.addr() }
+    }
+
+    /// `Err(DeviceTimeout)` when a bounded device wait recorded a report.
+    pub fn check(&self) -> Result<()> {
+        let d = self.record.read(0);
+        if d.status != crate::abi::DIAG_OK {
+            return Err(Error::DeviceTimeout(WaitReport(d)));
+        }
+        Ok(())
+    }
+
+    /// The raw record (tests).
+    pub fn record(&self) -> WaitDiag {
+        self.record.read(0)
+    }
 }
 
 pub(crate) fn invalid(arg: &'static str, rule: impl Into<String>) -> Error {

@@ -17,7 +17,7 @@ pub mod gpu;
 pub mod ops;
 pub mod testing;
 
-pub use error::{Error, Result, WaitReport};
+pub use error::{DiagBuffers, Error, Result, WaitReport};
 pub use gpu::{Gpu, GpuError};
 pub use mkernel_device::abi;
 pub use mkernel_device::{sched, tile};

@@ -167,14 +167,14 @@ fn host_gpu_flag_handshake() {
     let flags = gpu.mapped::<u32>(2).unwrap();
     flags.atomic(0).store(base_epoch, Ordering::Relaxed);
     flags.atomic(1).store(base_epoch, Ordering::Relaxed);
-    let diag = gpu.mapped::<WaitDiag>(1).unwrap();
+    let diag = mkernel::DiagBuffers::new(&gpu).unwrap();
     let out = gpu.alloc::<u32>(iters as usize).unwrap();
     out.fill_bytes(POISON_BYTE).unwrap();
     let p = HandshakeParams {
         host_data: data.device_addr(),
         host_flags: flags.device_addr(),
         out: out.addr(),
-        diag: diag.device_addr(),
+        diag: diag.abi(),
         timeout_ns: 5_000_000_000,
         iters,
         words,
@@ -201,7 +201,7 @@ fn host_gpu_flag_handshake() {
         replies.push(reply);
     }
     gpu.synchronize_timeout(Duration::from_secs(30)).unwrap();
-    assert_eq!(diag.read(0).status, DIAG_OK);
+    assert_eq!(diag.record().status, DIAG_OK);
     assert_eq!(out.to_vec().unwrap(), replies, "GPU read a reply before the host's release store");
     println!(
         "{iters} round trips in {:?} ({:.2} us each)",
@@ -215,13 +215,13 @@ fn bounded_wait_reports_instead_of_hanging() {
     let Some(gpu) = gpu_or_skip("bounded_wait_reports_instead_of_hanging") else { return };
     let data = gpu.mapped::<u32>(2).unwrap();
     let flags = gpu.mapped::<u32>(2).unwrap();
-    let diag = gpu.mapped::<WaitDiag>(1).unwrap();
+    let diag = mkernel::DiagBuffers::new(&gpu).unwrap();
     let out = gpu.alloc::<u32>(1).unwrap();
     let p = HandshakeParams {
         host_data: data.device_addr(),
         host_flags: flags.device_addr(),
         out: out.addr(),
-        diag: diag.device_addr(),
+        diag: diag.abi(),
         timeout_ns: 50_000_000,
         iters: 1,
         words: 1,
@@ -231,7 +231,7 @@ fn bounded_wait_reports_instead_of_hanging() {
     let started = Instant::now();
     unsafe { gpu.launch(kernels::FLAG_HANDSHAKE, &LaunchConfig::linear(1, 32, 0), &p).unwrap() };
     gpu.synchronize_timeout(Duration::from_secs(30)).unwrap(); // the host never answers: the kernel must end by itself
-    let d = diag.read(0);
+    let d = diag.record();
     assert_eq!(d.status, DIAG_TIMED_OUT);
     assert_eq!((d.what, d.expected, d.seen), (WAIT_FLAG, 8, 0));
     assert_eq!(d.flag_addr, flags.device_addr() + 4, "the report must name the flag waited on");

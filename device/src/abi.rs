@@ -57,11 +57,11 @@ abi_struct! {
 
 abi_struct! {
     /// GPU <-> host flag handshake through host-mapped memory (system-scope acquire/release).
-    pub struct HandshakeParams [56] {
+    pub struct HandshakeParams [64] {
         pub host_data: u64,
         pub host_flags: u64,
         pub out: u64,
-        pub diag: u64,
+        pub diag: Diag,
         pub timeout_ns: u64,
         pub iters: u32,
         pub words: u32,
@@ -119,6 +119,18 @@ abi_struct! {
 }
 
 abi_struct! {
+    /// Where a launch's bounded waits report: `record`, a [`WaitDiag`] in host-mapped memory (the
+    /// host reads it even after the kernel stopped), and `abort`, a `u32` in device memory that the
+    /// first waiter to give up sets, telling every other wait of the GPU to give up too (polled
+    /// from device memory: tens of thousands of waiting threads reading host memory over PCIe
+    /// would stall the whole memory system).
+    pub struct Diag [16] {
+        pub record: u64,
+        pub abort: u64,
+    }
+}
+
+abi_struct! {
     /// How a persistent kernel's CTAs split into roles: CTAs `0..compute` compute, the next
     /// `intra_comm` copy over NVLink, then `inter_send` feed the proxy FIFO, then `inter_reduce`.
     pub struct RoleSplit [16] {
@@ -132,12 +144,12 @@ abi_struct! {
 abi_struct! {
     /// The persistent GEMM: `C[m, n] = A[m, k] @ B`, bf16 in, f32 accumulate, bf16 (TMA store
     /// through `c_map`) or f32 (`c_f32`) out.
-    pub struct GemmParams [88] {
+    pub struct GemmParams [96] {
         pub a_map: u64,
         pub b_map: u64,
         pub c_map: u64,
         pub c_f32: u64,
-        pub diag: u64,
+        pub diag: Diag,
         pub timeout_ns: u64,
         pub m: u32,
         pub n: u32,
@@ -250,7 +262,7 @@ abi_struct! {
     /// rank's symmetric `output`; then the kernel waits until every other rank's shard arrived.
     /// `input`, `output` and `flags` live in the communicator's heap (their `*_heap_off` are
     /// their offsets there, which FIFO commands carry).
-    pub struct AllGatherParams [304] {
+    pub struct AllGatherParams [312] {
         pub input: u64,
         pub output: u64,
         /// My flags: u32 epochs, `data[world]` (rank s's shard arrived) then `ready[world]`
@@ -265,7 +277,7 @@ abi_struct! {
         /// Launch counter (device `u64`): gives each launch its epoch.
         pub launches: u64,
         pub fifo: FifoParams,
-        pub diag: u64,
+        pub diag: Diag,
         pub timeout_ns: u64,
         pub shard_bytes: u64,
         /// Bytes per FIFO WRITE command.
@@ -293,7 +305,7 @@ abi_struct! {
     /// needs. Flags (u32 epochs, see [`AgGemmParams::ready_flag`] / [`AgGemmParams::data_flag`]):
     /// `ready[s]` = rank s entered this launch (its `gathered` may be overwritten), then
     /// `data[s][c]` = chunk c of rank s's shard is in this rank's `gathered`.
-    pub struct AgGemmParams [352] {
+    pub struct AgGemmParams [360] {
         pub gemm: GemmParams,
         /// My gathered A `[M, K]`.
         pub gathered: u64,
@@ -333,18 +345,22 @@ abi_struct! {
     }
 }
 
+/// u32 words between two flags of a fused op: one flag per 128-byte line, so many CTAs polling
+/// different flags do not all hit one L2 line.
+pub const FLAG_STRIDE: u32 = 32;
+
 impl AgGemmParams {
-    /// Flag words per rank: `ready[world]` then `data[world][chunks]`.
+    /// Flag words per rank: `ready[world]` then `data[world][chunks]`, [`FLAG_STRIDE`] apart.
     pub const fn flag_words(world: u32, chunks: u32) -> u32 {
-        world + world * chunks
+        (world + world * chunks) * FLAG_STRIDE
     }
     /// Index of `ready[s]`.
     pub const fn ready_flag(s: u32) -> u32 {
-        s
+        s * FLAG_STRIDE
     }
     /// Index of `data[s][c]`.
     pub const fn data_flag(&self, s: u32, c: u32) -> u32 {
-        self.world + s * self.chunks + c
+        (self.world + s * self.chunks + c) * FLAG_STRIDE
     }
     /// Bytes of one row of A.
     pub const fn row_bytes(&self) -> u64 {
@@ -377,9 +393,9 @@ abi_struct! {
     /// FIFO exercise: every thread of the grid pushes `per_thread` commands whose fields encode
     /// (thread, index) (mode 0); or thread 0 alone ping-pongs `per_thread` SIGNALs with the proxy,
     /// which answers by setting `reply_flag`, and records each round trip in ns to `out` (mode 1).
-    pub struct FifoTestParams [80] {
+    pub struct FifoTestParams [88] {
         pub fifo: FifoParams,
-        pub diag: u64,
+        pub diag: Diag,
         pub timeout_ns: u64,
         pub out: u64,
         pub reply_flag: u64,

@@ -86,7 +86,7 @@ impl<const STAGES: u32> Pipeline<STAGES> {
     /// # Safety
     /// The pipeline was initialised.
     #[inline(always)]
-    pub unsafe fn acquire(&self, st: PipeState<STAGES>, b: &Bound, tile: u32) -> WaitResult {
+    pub unsafe fn acquire(&self, st: PipeState<STAGES>, b: &Bound<'_>, tile: u32) -> WaitResult {
         b.mbarrier(self.empty(st.slot), st.phase ^ 1, tile, WAIT_MBAR_EMPTY)
     }
 
@@ -104,7 +104,7 @@ impl<const STAGES: u32> Pipeline<STAGES> {
     /// # Safety
     /// The pipeline was initialised.
     #[inline(always)]
-    pub unsafe fn wait(&self, st: PipeState<STAGES>, b: &Bound, tile: u32) -> WaitResult {
+    pub unsafe fn wait(&self, st: PipeState<STAGES>, b: &Bound<'_>, tile: u32) -> WaitResult {
         b.mbarrier(self.full(st.slot), st.phase, tile, WAIT_MBAR_FULL)
     }
 

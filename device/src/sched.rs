@@ -1,7 +1,7 @@
 //! Tile schedulers and CTA roles (pure integer logic, host-testable).
 //!
-//! A [`TileScheduler`] says which output tile comes `i`-th and what a tile must wait for before
-//! its loads; the engine's persistent CTAs take positions `cta, cta + ctas, ...`. One definition
+//! A [`TileScheduler`] says which output tile comes `i`-th, an [`InputGate`] what a tile must wait
+//! for before its loads; the engine's persistent CTAs take positions `cta, cta + ctas, ...`. One definition
 //! of tile order serves every role: compute CTAs, and communication roles that need to know which
 //! tile a peer produces when, all ask the same scheduler.
 use crate::abi::RoleSplit;
@@ -73,20 +73,33 @@ pub struct Tile {
     pub n: u32,
 }
 
-/// The order of a GEMM's output tiles, and what each waits for.
+/// The order of a GEMM's output tiles.
 pub trait TileScheduler {
     /// Number of tiles.
     fn count(&self) -> u32;
     /// The `index`-th tile (`index < count()`).
     fn tile(&self, index: u32) -> Tile;
-    /// Producer thread, before a tile's first load: wait until its inputs are present (a fused
-    /// kernel's arrival flags). `Err` means the wait gave up and reported why; the launch has
-    /// failed, and the caller carries on without waiting so that the kernel still ends.
+}
+
+/// What a tile waits for before its loads (a fused kernel's arrival flags). Only the producer
+/// thread holds it, apart from the scheduler the consumers hold too: every register counts next
+/// to their accumulators.
+pub trait InputGate {
+    /// Producer thread, before a tile's first load: wait until its inputs are present. `Err`
+    /// means the wait gave up and reported why; the launch has failed, and the caller carries on
+    /// without waiting so that the kernel still ends.
     ///
     /// # Safety
-    /// Whatever memory the scheduler polls is valid for the launch.
+    /// Whatever memory the gate polls is valid for the launch.
+    unsafe fn wait(&self, tile: Tile) -> Result<(), ()>;
+}
+
+/// Inputs always present (the plain GEMM).
+pub struct NoGate;
+
+impl InputGate for NoGate {
     #[inline(always)]
-    unsafe fn wait_inputs(&self, _tile: Tile) -> Result<(), ()> {
+    unsafe fn wait(&self, _tile: Tile) -> Result<(), ()> {
         Ok(())
     }
 }

@@ -1,8 +1,9 @@
 //! Bounded waits. Every wait in mkernel gives up after a timeout (read from `%globaltimer`) and
-//! records who waited for what in a host-readable [`WaitDiag`]; a non-zero diagnostic status
-//! tells every other wait of the launch to give up too, so a broken peer ends the kernel with a
-//! report instead of a hang.
-use crate::abi::{WaitDiag, DIAG_CLAIMED, DIAG_OK, DIAG_TIMED_OUT};
+//! records who waited for what in a host-readable [`WaitDiag`]; it also raises the launch's
+//! device-side abort word, which tells every other wait on this GPU to give up too, so a broken
+//! peer ends the kernel with a report instead of a hang. (See [`Diag`] for why the abort word
+//! lives in device memory.)
+use crate::abi::{Diag, WaitDiag, DIAG_CLAIMED, DIAG_OK, DIAG_TIMED_OUT};
 use crate::arch::*;
 
 /// Where a wait happens, for the report.
@@ -16,15 +17,17 @@ pub struct WaitSite {
 
 /// What every bounded wait of one role in one launch shares: the bound, the report's destination
 /// and who is waiting. [`Bound::site`] adds the per-wait details.
+/// It borrows the launch's [`Diag`] from the kernel's parameters (read from the parameter space
+/// when needed, so it occupies no registers in the GEMM consumers).
 #[derive(Clone, Copy)]
-pub struct Bound {
+pub struct Bound<'p> {
     pub timeout_ns: u64,
-    pub diag: *mut WaitDiag,
+    pub diag: &'p Diag,
     pub rank: u32,
     pub role: u32,
 }
 
-impl Bound {
+impl Bound<'_> {
     /// The report fields of a wait on `tile` (or peer, or chunk) of kind `what` (`WAIT_*`).
     #[inline(always)]
     pub const fn site(&self, tile: u32, what: u32) -> WaitSite {
@@ -53,9 +56,6 @@ impl Bound {
 /// Outcome of a bounded wait: `Err` means give up (this wait timed out, or another one did).
 pub type WaitResult = Result<(), ()>;
 
-/// How often (in polls) a spinning wait reads the clock and the abort status.
-const CHECK_EVERY: u32 = 64;
-
 /// Flags carry epochs that only grow (modulo wrap): `seen` has reached `expected` when it is at
 /// or past it. This keeps a slow waiter from hanging if a fast peer already moved on.
 #[inline(always)]
@@ -63,41 +63,108 @@ pub const fn epoch_reached(seen: u64, expected: u64) -> bool {
     (seen.wrapping_sub(expected) as i64) >= 0
 }
 
-/// True when some wait of this launch already gave up.
+/// True when some wait on this GPU already gave up (`diag.abort` set).
 ///
 /// # Safety
-/// `diag` is null or points to a live `WaitDiag`.
+/// `diag.abort` is 0 or a live device `u32`.
 #[inline(always)]
-pub unsafe fn aborted(diag: *mut WaitDiag) -> bool {
-    !diag.is_null() && ld_relaxed_sys_u32(&raw const (*diag).status) != DIAG_OK
+pub unsafe fn aborted(diag: &Diag) -> bool {
+    diag.abort != 0 && ld_relaxed_gpu_u32(diag.abort as *const u32) != 0
 }
 
 /// Record a timeout (first reporter wins) and make every other wait give up.
 ///
 /// # Safety
-/// `diag` is null or points to a live `WaitDiag` in memory the host can read (mapped host memory).
+/// `diag.record` is 0 or a live `WaitDiag` in memory the host can read (mapped host memory);
+/// `diag.abort` is 0 or a live device `u32`.
 #[inline(always)]
-pub unsafe fn report_timeout(diag: *mut WaitDiag, site: WaitSite, addr: u64, expected: u64, seen: u64, waited_ns: u64) {
-    if diag.is_null() {
+pub unsafe fn report_timeout(diag: &Diag, site: WaitSite, addr: u64, expected: u64, seen: u64, waited_ns: u64) {
+    if diag.abort != 0 {
+        st_relaxed_gpu_u32(diag.abort as *mut u32, 1);
+    }
+    let d = diag.record as *mut WaitDiag;
+    if d.is_null() {
         return;
     }
-    let status = &raw mut (*diag).status;
+    let status = &raw mut (*d).status;
     if atom_cas_acq_rel_sys_u32(status, DIAG_OK, DIAG_CLAIMED) != DIAG_OK {
         return;
     }
-    st_relaxed_sys_u32(&raw mut (*diag).rank, site.rank);
-    st_relaxed_sys_u32(&raw mut (*diag).role, site.role);
-    st_relaxed_sys_u32(&raw mut (*diag).cta, block_idx_x());
-    st_relaxed_sys_u32(&raw mut (*diag).tile, site.tile);
-    st_relaxed_sys_u32(&raw mut (*diag).what, site.what);
-    st_relaxed_sys_u64(&raw mut (*diag).flag_addr, addr);
-    st_relaxed_sys_u64(&raw mut (*diag).expected, expected);
-    st_relaxed_sys_u64(&raw mut (*diag).seen, seen);
-    st_relaxed_sys_u64(&raw mut (*diag).waited_ns, waited_ns);
+    st_relaxed_sys_u32(&raw mut (*d).rank, site.rank);
+    st_relaxed_sys_u32(&raw mut (*d).role, site.role);
+    st_relaxed_sys_u32(&raw mut (*d).cta, block_idx_x_here());
+    st_relaxed_sys_u32(&raw mut (*d).tile, site.tile);
+    st_relaxed_sys_u32(&raw mut (*d).what, site.what);
+    st_relaxed_sys_u64(&raw mut (*d).flag_addr, addr);
+    st_relaxed_sys_u64(&raw mut (*d).expected, expected);
+    st_relaxed_sys_u64(&raw mut (*d).seen, seen);
+    st_relaxed_sys_u64(&raw mut (*d).waited_ns, waited_ns);
     st_release_sys_u32(status, DIAG_TIMED_OUT);
 }
 
-/// Wait (system-scope acquire) until the 32-bit flag at `flag` reaches epoch `expected`.
+/// Longest pause between two polls of a flag. A fused GEMM has one poller per CTA (its
+/// producer thread); polling back to back, they once slowed a concurrent copy a thousandfold on
+/// an H100. Pausing keeps polls cheap and adds at most this much to the time a waiter notices
+/// its data.
+const MAX_POLL_PAUSE_NS: u32 = 2048;
+/// How often a waiting thread looks at the abort word. Every consumer thread of every CTA may be
+/// waiting at once (tens of thousands): reading a shared word more often than this would itself
+/// load the memory system; a timeout is reported this much later at most.
+const CHECK_INTERVAL_NS: u64 = 1_000_000;
+/// Polls of an mbarrier between two readings of the clock.
+const POLLS_PER_CLOCK: u32 = 64;
+
+/// The clock and abort side of a spinning wait: gives up when the launch aborted or the wait
+/// outlived its bound (then it reports). Times are `%globaltimer` in units of 1024 ns, kept in
+/// 32 bits (they wrap after 73 minutes): two registers, which the consumers of the GEMM mainloop,
+/// holding 128 accumulators each, can spare without spilling.
+pub struct Deadline {
+    start: u32,
+    next: u32,
+}
+
+/// [`CHECK_INTERVAL_NS`] in timer units.
+const CHECK_UNITS: u32 = (CHECK_INTERVAL_NS >> 10) as u32;
+
+#[inline(always)]
+fn now_units() -> u32 {
+    (globaltimer_ns() >> 10) as u32
+}
+
+impl Deadline {
+    /// Start the clock.
+    #[inline(always)]
+    pub fn start() -> Self {
+        let now = now_units();
+        Self { start: now, next: now.wrapping_add(CHECK_UNITS) }
+    }
+
+    /// `Err` when it is time to give up; `report(waited_ns)` runs when this wait is the one that
+    /// timed out.
+    ///
+    /// # Safety
+    /// `diag` as in [`report_timeout`].
+    #[inline(always)]
+    pub unsafe fn check(&mut self, timeout_ns: u64, diag: &Diag, report: impl FnOnce(u64)) -> WaitResult {
+        let now = now_units();
+        if (now.wrapping_sub(self.next) as i32) < 0 {
+            return Ok(());
+        }
+        self.next = now.wrapping_add(CHECK_UNITS);
+        if aborted(diag) {
+            return Err(());
+        }
+        let waited = (now.wrapping_sub(self.start) as u64) << 10;
+        if waited > timeout_ns {
+            report(waited);
+            return Err(());
+        }
+        Ok(())
+    }
+}
+
+/// Wait (system-scope acquire) until the 32-bit flag at `flag` reaches epoch `expected`. Polls
+/// with relaxed loads and growing pauses, and acquires once the value is there.
 ///
 /// # Safety
 /// `flag` is a valid, aligned address another agent writes with release stores; `diag` as in
@@ -107,31 +174,27 @@ pub unsafe fn wait_flag_sys_u32(
     flag: *const u32,
     expected: u32,
     timeout_ns: u64,
-    diag: *mut WaitDiag,
+    diag: &Diag,
     site: WaitSite,
 ) -> WaitResult {
     let reached = |v: u32| (v.wrapping_sub(expected) as i32) >= 0;
     if reached(ld_acquire_sys_u32(flag)) {
         return Ok(());
     }
-    let start = globaltimer_ns();
-    let mut polls = 0u32;
+    let mut deadline = Deadline::start();
+    let mut pause = 32u32;
     loop {
-        let v = ld_acquire_sys_u32(flag);
+        nanosleep(pause);
+        pause = if pause < MAX_POLL_PAUSE_NS { 2 * pause } else { MAX_POLL_PAUSE_NS };
+        let v = ld_relaxed_sys_u32(flag);
         if reached(v) {
+            // The relaxed poll saw the release; this load synchronises with it.
+            ld_acquire_sys_u32(flag);
             return Ok(());
         }
-        polls += 1;
-        if polls % CHECK_EVERY == 0 {
-            let waited = globaltimer_ns().wrapping_sub(start);
-            if aborted(diag) {
-                return Err(());
-            }
-            if waited > timeout_ns {
-                report_timeout(diag, site, flag as u64, expected as u64, v as u64, waited);
-                return Err(());
-            }
-        }
+        deadline.check(timeout_ns, diag, |waited| {
+            report_timeout(diag, site, flag as u64, expected as u64, v as u64, waited)
+        })?;
     }
 }
 
@@ -140,27 +203,22 @@ pub unsafe fn wait_flag_sys_u32(
 /// # Safety
 /// `bar` is an initialised mbarrier of this CTA; `diag` as in [`report_timeout`].
 #[inline(always)]
-pub unsafe fn wait_mbarrier(bar: u32, parity: u32, timeout_ns: u64, diag: *mut WaitDiag, site: WaitSite) -> WaitResult {
+pub unsafe fn wait_mbarrier(bar: u32, parity: u32, timeout_ns: u64, diag: &Diag, site: WaitSite) -> WaitResult {
     // Kept inline: a call inside a wgmma pipeline makes ptxas serialise the wgmmas.
     if mbarrier_try_wait_parity(bar, parity) {
         return Ok(());
     }
-    let start = globaltimer_ns();
+    let mut deadline = Deadline::start();
     let mut polls = 0u32;
     loop {
         if mbarrier_try_wait_parity(bar, parity) {
             return Ok(());
         }
         polls += 1;
-        if polls % CHECK_EVERY == 0 {
-            let waited = globaltimer_ns().wrapping_sub(start);
-            if aborted(diag) {
-                return Err(());
-            }
-            if waited > timeout_ns {
-                report_timeout(diag, site, bar as u64, parity as u64, 1 - parity as u64, waited);
-                return Err(());
-            }
+        if polls % POLLS_PER_CLOCK == 0 {
+            deadline.check(timeout_ns, diag, |waited| {
+                report_timeout(diag, site, bar as u64, parity as u64, 1 - parity as u64, waited)
+            })?;
         }
     }
 }

@@ -93,7 +93,7 @@ impl Default for FifoBench {
 pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
     let FifoBench { blocks, threads, per_thread: per, capacity, verify, max_batch } = cfg;
     let fifo = Arc::new(Fifo::new(gpu, capacity)?);
-    let diag = gpu.mapped::<WaitDiag>(1)?;
+    let diag = crate::DiagBuffers::new(gpu)?;
     let total = blocks as u64 * threads as u64 * per as u64;
     let seen: Arc<Vec<AtomicU32>> = Arc::new((0..blocks * threads).map(|_| AtomicU32::new(0)).collect());
     let bad = Arc::new(AtomicU64::new(0));
@@ -118,7 +118,7 @@ pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
     let proxy = Proxy::start(fifo.clone(), transport, ProxyConfig { max_batch, ..Default::default() });
     let p = FifoTestParams {
         fifo: fifo.params(),
-        diag: diag.device_addr(),
+        diag: diag.abi(),
         timeout_ns: 5_000_000_000,
         out: 0,
         reply_flag: 0,
@@ -134,7 +134,7 @@ pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
         std::thread::sleep(Duration::from_millis(1));
     }
     let stats = proxy.shutdown()?;
-    crate::error::check_diag(&diag)?;
+    diag.check()?;
     let wrong = bad.load(Ordering::Relaxed);
     let short = if verify { seen.iter().filter(|c| c.load(Ordering::Relaxed) != per).count() } else { 0 };
     if stats.commands != total || wrong != 0 || short != 0 {
@@ -150,7 +150,7 @@ pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
 /// `rounds` GPU -> proxy -> GPU ping-pongs (push a SIGNAL, the proxy sets a host-mapped flag the
 /// GPU polls); each round trip in ns.
 pub fn fifo_roundtrips(gpu: &Gpu, rounds: u32) -> crate::Result<Vec<u64>> {
-    let diag = gpu.mapped::<WaitDiag>(1)?;
+    let diag = crate::DiagBuffers::new(gpu)?;
     let fifo = Arc::new(Fifo::new(gpu, 64)?);
     let reply = Arc::new(gpu.mapped::<u32>(1)?);
     let out = gpu.alloc::<u64>(rounds as usize)?;
@@ -165,7 +165,7 @@ pub fn fifo_roundtrips(gpu: &Gpu, rounds: u32) -> crate::Result<Vec<u64>> {
     );
     let p = FifoTestParams {
         fifo: fifo.params(),
-        diag: diag.device_addr(),
+        diag: diag.abi(),
         timeout_ns: 5_000_000_000,
         out: out.addr(),
         reply_flag: reply.device_addr(),
@@ -176,7 +176,7 @@ pub fn fifo_roundtrips(gpu: &Gpu, rounds: u32) -> crate::Result<Vec<u64>> {
     unsafe { gpu.launch(kernels::FIFO_PUSH_TEST, &LaunchConfig::linear(1, 32, 0), &p)? };
     gpu.synchronize()?;
     proxy.shutdown()?;
-    crate::error::check_diag(&diag)?;
+    diag.check()?;
     Ok(out.to_vec()?)
 }
 

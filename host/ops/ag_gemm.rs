@@ -30,11 +30,11 @@
 use super::allgather::{AllGather, AllGatherOptions};
 use super::gemm::{plan, BLayout, Gemm, GemmOptions, GemmShape, Output};
 use super::tuned;
-use crate::abi::{AgGemmParams, RoleSplit, WaitDiag, MAX_LOCAL_RANKS};
+use crate::abi::{AgGemmParams, RoleSplit, MAX_LOCAL_RANKS};
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::comm::world::World;
-use crate::error::{check_diag, invalid, Result};
-use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, MappedBuffer, TensorMap};
+use crate::error::{invalid, DiagBuffers, Result};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
 use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_M, TILE_N};
 use std::time::Duration;
@@ -146,7 +146,7 @@ pub struct AgGemm<'a> {
     _row_order: DeviceBuffer<u32>,
     _launches: DeviceBuffer<u64>,
     _maps: DeviceBuffer<TensorMap>,
-    diag: MappedBuffer<WaitDiag>,
+    diag: DiagBuffers,
     params: AgGemmParams,
     kernel: kernels::Kernel<AgGemmParams>,
 }
@@ -266,7 +266,7 @@ impl<'a> AgGemm<'a> {
         let order = row_order(shape.m as u32, shard_rows as u32, split.chunk_rows, &world);
         let row_order_buf = gpu.upload(&order)?;
         let launches = gpu.upload(&[0u64])?;
-        let diag = gpu.mapped::<WaitDiag>(1)?;
+        let diag = DiagBuffers::new(gpu)?;
         let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout };
         let (mut gemm, maps) = plan(gpu, shape, b_layout, gathered.addr(), b.addr(), &c, &gopts, &diag)?;
         gemm.roles = RoleSplit {
@@ -402,7 +402,7 @@ impl<'a> AgGemm<'a> {
     /// Wait for this rank's launches; report a device-side timeout or a proxy error.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
         let sync = gpu.synchronize();
-        check_diag(&self.diag)?;
+        self.diag.check()?;
         self.unfused.gemm.check_diag()?;
         self.unfused.ag.wait(gpu)?;
         self.comm.check()?;

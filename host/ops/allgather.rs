@@ -1,11 +1,11 @@
 //! The GPU-driven all-gather (see `device/src/kernels/allgather.rs`): rank r's shard lands at
 //! `r * shard_bytes` of every rank's output. Ranks on this node are reached over NVLink by the
 //! kernel itself; ranks on other nodes through the communicator's FIFO, proxy and transport.
-use crate::abi::{AllGatherParams, RoleSplit, WaitDiag, COPY_BULK, COPY_LSU, MAX_LOCAL_RANKS};
+use crate::abi::{AllGatherParams, RoleSplit, COPY_BULK, COPY_LSU, MAX_LOCAL_RANKS};
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::comm::CommError;
-use crate::error::{check_diag, invalid, Result};
-use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, MappedBuffer};
+use crate::error::{invalid, DiagBuffers, Result};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig};
 use mkernel_device::kernels_info::allgather::{BULK_SMEM_BYTES, THREADS};
 use std::time::Duration;
 
@@ -63,7 +63,7 @@ pub struct AllGather<'c> {
     _flags: HeapRegion<'c>,
     _counters: DeviceBuffer<u32>,
     _launches: DeviceBuffer<u64>,
-    diag: MappedBuffer<WaitDiag>,
+    diag: DiagBuffers,
     params: AllGatherParams,
 }
 
@@ -147,7 +147,7 @@ impl<'c> AllGather<'c> {
         let flags = comm.alloc(8 * w as usize)?; // data[w], ready[w]
         let counters = gpu.upload(&vec![0u32; world.local_world_size as usize])?;
         let launches = gpu.upload(&[0u64])?;
-        let diag = gpu.mapped::<WaitDiag>(1)?;
+        let diag = DiagBuffers::new(gpu)?;
         let mut params = AllGatherParams {
             input: input_addr,
             output: out_addr,
@@ -155,7 +155,7 @@ impl<'c> AllGather<'c> {
             counters: counters.addr(),
             launches: launches.addr(),
             fifo: comm.fifo_params(),
-            diag: diag.device_addr(),
+            diag: diag.abi(),
             timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
             shard_bytes: shard_bytes as u64,
             chunk_bytes: opts.chunk_bytes,
@@ -258,7 +258,7 @@ impl<'c> AllGather<'c> {
     /// Wait for this rank's launches; report a device-side timeout or a proxy error.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
         let sync = gpu.synchronize();
-        check_diag(&self.diag)?;
+        self.diag.check()?;
         self.comm.check()?;
         Ok(sync?)
     }

@@ -15,11 +15,9 @@
 //! gemm.run(&gpu)?; // launch, wait, report any device-side timeout
 //! # Ok(()) }
 //! ```
-use crate::abi::{GemmParams, RoleSplit, WaitDiag, B_KN, B_NK};
-use crate::error::{check_diag, invalid, Error, Result};
-use crate::gpu::{
-    kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, MappedBuffer, Swizzle, TensorMap, Tile2d, TmaDtype,
-};
+use crate::abi::{GemmParams, RoleSplit, B_KN, B_NK};
+use crate::error::{invalid, DiagBuffers, Error, Result};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype};
 use half::bf16;
 use mkernel_device::kernels_info::gemm as k;
 use std::marker::PhantomData;
@@ -125,7 +123,7 @@ pub struct Gemm<'a> {
     ctas: u32,
     kernel: kernels::Kernel<GemmParams>,
     _maps: DeviceBuffer<TensorMap>,
-    diag: MappedBuffer<WaitDiag>,
+    diag: DiagBuffers,
     _bufs: PhantomData<&'a ()>,
 }
 
@@ -152,7 +150,7 @@ impl<'a> Gemm<'a> {
         }
         let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u32;
         let ctas = ctas.min(tiles);
-        let diag = gpu.mapped::<WaitDiag>(1)?;
+        let diag = DiagBuffers::new(gpu)?;
         let (mut params, maps) = plan(gpu, shape, b_layout, a.addr(), b.addr(), &c, &opts, &diag)?;
         params.roles = RoleSplit::compute_only(ctas);
         let kernel = if b_layout == BLayout::KN { kernels::GEMM_KN } else { kernels::GEMM_NK };
@@ -189,7 +187,7 @@ impl<'a> Gemm<'a> {
 
     /// Return the device's wait report, if a wait of an earlier launch gave up.
     pub fn check_diag(&self) -> Result<()> {
-        check_diag(&self.diag)
+        self.diag.check()
     }
 }
 
@@ -204,7 +202,7 @@ pub(crate) fn plan(
     b: u64,
     c: &Output<'_>,
     opts: &GemmOptions,
-    diag: &MappedBuffer<WaitDiag>,
+    diag: &DiagBuffers,
 ) -> Result<(GemmParams, DeviceBuffer<TensorMap>)> {
     let (m, n, kk) = (shape.m as u64, shape.n as u64, shape.k as u64);
     let sw = |base, dims, row, box_dims| Tile2d {
@@ -228,7 +226,7 @@ pub(crate) fn plan(
         b_map: maps.addr() + 128,
         c_map: maps.addr() + 256,
         c_f32: if matches!(c, Output::F32(_)) { c.addr() } else { 0 },
-        diag: diag.device_addr(),
+        diag: diag.abi(),
         timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
         m: shape.m as u32,
         n: shape.n as u32,

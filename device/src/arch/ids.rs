@@ -36,6 +36,16 @@ sreg_u32!(/// Number of clusters along x.
 sreg_u32!(/// The SM this thread runs on (diagnostics only: not stable across launches).
     sm_id, "%smid");
 
+/// `blockIdx.x`, read where it is called: not merged with other reads of it, so a rare path
+/// (a timeout report) does not keep a register holding it from the kernel's start (the fused
+/// GEMM's consumers have none to spare; ptxas does not rematerialise special registers).
+#[inline(always)]
+pub fn block_idx_x_here() -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {r}, %ctaid.x;", r = out(reg32) r, options(nomem, nostack)) };
+    r
+}
+
 /// Warp index inside the block (`threadIdx.x / 32`).
 #[inline(always)]
 pub fn warp_id() -> u32 {

@@ -47,6 +47,8 @@ ld_acquire!(/// Relaxed (but not cached stale) load at system scope: for polling
     ld_relaxed_sys_u32, u32, reg32, "ld.relaxed.sys.u32");
 ld_acquire!(/// Relaxed load at system scope.
     ld_relaxed_sys_u64, u64, reg64, "ld.relaxed.sys.u64");
+ld_acquire!(/// Relaxed load at GPU scope.
+    ld_relaxed_gpu_u32, u32, reg32, "ld.relaxed.gpu.u32");
 
 st_release!(/// Store with release semantics at system scope: earlier writes are visible first.
     st_release_sys_u32, u32, reg32, "st.release.sys.u32");
@@ -62,6 +64,8 @@ st_release!(/// Relaxed store at system scope.
     st_relaxed_sys_u32, u32, reg32, "st.relaxed.sys.u32");
 st_release!(/// Relaxed store at system scope.
     st_relaxed_sys_u64, u64, reg64, "st.relaxed.sys.u64");
+st_release!(/// Relaxed store at GPU scope.
+    st_relaxed_gpu_u32, u32, reg32, "st.relaxed.gpu.u32");
 
 macro_rules! atom {
     ($(#[$m:meta])* $name:ident, $ty:ty, $cls:ident, $inst:literal) => {

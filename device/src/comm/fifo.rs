@@ -1,7 +1,7 @@
 //! The GPU side of the FIFO: pushing commands for the CPU proxy.
 use crate::abi::*;
 use crate::arch::*;
-use crate::sync::{report_timeout, WaitResult, WaitSite};
+use crate::sync::{report_timeout, Deadline, WaitResult, WaitSite};
 
 /// Push one command (all fields but the header's ticket are the caller's) from a single thread.
 /// Claims a position with a GPU-scope atomic, waits (bounded) while the ring is full, writes the
@@ -9,22 +9,16 @@ use crate::sync::{report_timeout, WaitResult, WaitSite};
 ///
 /// # Safety
 /// `f` describes a live FIFO (ring and tail in host-mapped memory, head in device memory);
-/// `diag` is null or a live diagnostics record.
+/// `diag` as in [`report_timeout`].
 #[inline(always)]
-pub unsafe fn fifo_push(
-    f: &FifoParams,
-    mut cmd: FifoCmd,
-    timeout_ns: u64,
-    diag: *mut WaitDiag,
-    site: WaitSite,
-) -> WaitResult {
+pub unsafe fn fifo_push(f: &FifoParams, mut cmd: FifoCmd, timeout_ns: u64, diag: &Diag, site: WaitSite) -> WaitResult {
     let ticket = atom_add_relaxed_gpu_u64(f.head as *mut u64, 1);
     let tail = f.tail as *const u64;
     let cache = f.tail_cache as *mut u64;
     // The cached tail only lags the real one, so passing this check is always safe; only when
     // the ring looks full do we pay a PCIe read of the real tail.
     if ticket >= ld_acquire_gpu_u64(cache) + f.capacity {
-        let start = globaltimer_ns();
+        let mut deadline = Deadline::start();
         loop {
             let t = ld_acquire_sys_u64(tail);
             // Release: a producer that learns this tail only through the cache is still ordered
@@ -33,14 +27,9 @@ pub unsafe fn fifo_push(
             if ticket < t + f.capacity {
                 break;
             }
-            if crate::sync::aborted(diag) {
-                return Err(());
-            }
-            let waited = globaltimer_ns().wrapping_sub(start);
-            if waited > timeout_ns {
-                report_timeout(diag, site, f.tail, ticket + 1 - f.capacity, t, waited);
-                return Err(());
-            }
+            deadline.check(timeout_ns, diag, |waited| {
+                report_timeout(diag, site, f.tail, ticket + 1 - f.capacity, t, waited)
+            })?;
             nanosleep(64);
         }
     }

@@ -51,7 +51,7 @@ impl BulkRing {
     /// # Safety
     /// Both ranges are valid global memory (`dst` may be a peer's, mapped here).
     #[inline(always)]
-    pub unsafe fn copy(&mut self, src: u64, dst: u64, start: u64, end: u64, b: &Bound, tag: u32) -> bool {
+    pub unsafe fn copy(&mut self, src: u64, dst: u64, start: u64, end: u64, b: &Bound<'_>, tag: u32) -> bool {
         const STORES: u32 = BULK_STAGES - BULK_AHEAD;
         if self.broken {
             return false;
@@ -148,7 +148,7 @@ pub unsafe fn copy_block(
     (start, end): (u64, u64),
     bulk: bool,
     ring: Option<&mut BulkRing>,
-    b: &Bound,
+    b: &Bound<'_>,
     tag: u32,
     (tid, nthreads): (u32, u32),
 ) -> bool {

@@ -9,7 +9,7 @@ use super::mainloop::{load_k_block, mma_k_block, Smem, STAGE_TX_BYTES};
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
 use crate::pipeline::PipeState;
-use crate::sched::{TileIter, TileScheduler};
+use crate::sched::{InputGate, TileIter, TileScheduler};
 use crate::sync::Bound;
 
 /// Consumer warps that arrive on an "empty" barrier per k-block (every warp, after its own
@@ -24,20 +24,22 @@ pub struct Operands {
     pub k: u32,
 }
 
-/// Run compute CTA `idx` of `ctas`: it takes the scheduler's tiles `idx, idx + ctas, ...`.
-/// Every thread of the CTA (`THREADS`) calls it. A shared-memory barrier that never completes is
+/// Run this compute CTA, one of the grid's first `ctas` (roles put compute CTAs first, so its
+/// index is `blockIdx.x`): it takes the scheduler's tiles `idx, idx + ctas, ...`. Every thread of
+/// the CTA (`THREADS`) calls it. A shared-memory barrier that never completes is
 /// a bug or a dead device: the wait reports through `b` and the CTA traps, ending the grid.
 ///
 /// # Safety
 /// Launched with `THREADS` threads and `SMEM_BYTES` of dynamic shared memory; the operands, the
 /// scheduler's memory and the epilogue's outputs are valid for the launch.
 #[inline(always)]
-pub unsafe fn compute_cta<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
+pub unsafe fn compute_cta<const TRANS_B: u32, S: TileScheduler, G: InputGate, E: Epilogue>(
     ops: &Operands,
     sched: &S,
+    gate: &G,
     epi: &E,
-    (idx, ctas): (u32, u32),
-    b: Bound,
+    ctas: u32,
+    b: Bound<'_>,
 ) {
     let smem = Smem { base: dyn_smem_base() };
     let tid = thread_idx_x();
@@ -46,25 +48,29 @@ pub unsafe fn compute_cta<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
         smem.pipeline().init(EMPTY_ARRIVALS);
     }
     sync_threads();
-    let tiles = TileIter::new(idx, ctas, sched.count());
+    // The tile walk starts at `blockIdx.x`, read in each branch after `setmaxnreg`: a value live
+    // across it must fit the producer's 40 registers in one branch and costs a consumer register
+    // in the other.
+    let tiles = || TileIter::new(block_idx_x_here(), ctas, sched.count());
     if wg == 0 {
         setmaxnreg_dec::<40>();
         if tid == 0 {
-            produce::<TRANS_B, S>(ops, sched, &smem, tiles, &b);
+            produce::<TRANS_B, S, G>(ops, sched, gate, &smem, tiles(), &b);
         }
     } else {
         setmaxnreg_inc::<232>();
-        consume::<TRANS_B, S, E>(ops, sched, epi, &smem, tiles, &b, wg - 1, tid % 128);
+        consume::<TRANS_B, S, E>(ops, sched, epi, &smem, tiles(), &b, wg - 1, tid % 128);
     }
 }
 
 #[inline(always)]
-unsafe fn produce<const TRANS_B: u32, S: TileScheduler>(
+unsafe fn produce<const TRANS_B: u32, S: TileScheduler, G: InputGate>(
     ops: &Operands,
     sched: &S,
+    gate: &G,
     smem: &Smem,
     tiles: TileIter,
-    b: &Bound,
+    b: &Bound<'_>,
 ) {
     prefetch_tensormap(ops.a_map);
     prefetch_tensormap(ops.b_map);
@@ -75,7 +81,7 @@ unsafe fn produce<const TRANS_B: u32, S: TileScheduler>(
         let tile = sched.tile(i);
         // A failed input wait already reported and failed the launch; loading anyway lets every
         // CTA finish (the host then returns the report) instead of trapping.
-        let _ = sched.wait_inputs(tile);
+        let _ = gate.wait(tile);
         let origin = ((tile.m * TILE_M) as i32, (tile.n * TILE_N) as i32);
         for kb in 0..k_blocks {
             if pipe.acquire(st, b, i).is_err() {
@@ -96,7 +102,7 @@ unsafe fn consume<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
     epi: &E,
     smem: &Smem,
     tiles: TileIter,
-    b: &Bound,
+    b: &Bound<'_>,
     cwg: u32,
     t: u32,
 ) {

@@ -1,8 +1,9 @@
 //! AllGather + GEMM in one persistent launch: `C = allgather(A) @ B`, written from the framework's
 //! pieces (see [`AgGemmParams`] for the data and flag layout):
-//! - compute CTAs: the GEMM engine with [`AgSchedule`] (tile rows in the host's `row_order`:
-//!   local rows first, then in arrival order; before a tile's loads the producer waits for the
-//!   arrival flags of exactly the chunks of rows it reads) and the local-store epilogue;
+//! - compute CTAs: the GEMM engine with a [`RowOrder`] scheduler (tile rows in the host's
+//!   `row_order`: local rows first, then in arrival order), the [`ArrivalGate`] (before a tile's
+//!   loads the producer waits for the arrival flags of exactly the chunks of rows it reads) and
+//!   the local-store epilogue;
 //! - push CTAs (intra-comm): copy this rank's shard, chunk by chunk, into every local peer's
 //!   `gathered` over NVLink (and into its own, unless in place), raising the peer's chunk flag;
 //! - forward CTAs (intra-comm, several nodes): copy chunks that arrived from other nodes on to the
@@ -21,31 +22,22 @@ use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{launch_epoch, signal};
 use crate::gemm::engine::Operands;
 use crate::gemm::*;
-use crate::sched::{div_nz, rem_nz, Role, RowOrder, Tile, TileGrid, TileScheduler};
+use crate::sched::{div_nz, rem_nz, InputGate, Role, RowOrder, Tile, TileGrid};
 use crate::sync::Bound;
 
-/// The compute CTAs' scheduler: `row_order`'s grouped raster, gated by chunk arrival flags.
-pub struct AgSchedule<'a> {
+/// The compute CTAs' input gate: a tile waits for the arrival flags of exactly the chunks of rows
+/// it reads (its order is `row_order`'s grouped raster, a [`RowOrder`]).
+pub struct ArrivalGate<'a> {
     p: &'a AgGemmParams,
-    order: RowOrder,
     epoch: u32,
-    bound: Bound,
 }
 
-impl TileScheduler for AgSchedule<'_> {
+impl InputGate for ArrivalGate<'_> {
     #[inline(always)]
-    fn count(&self) -> u32 {
-        self.order.count()
-    }
-
-    #[inline(always)]
-    fn tile(&self, index: u32) -> Tile {
-        self.order.tile(index)
-    }
-
-    #[inline(always)]
-    unsafe fn wait_inputs(&self, tile: Tile) -> Result<(), ()> {
+    unsafe fn wait(&self, tile: Tile) -> Result<(), ()> {
         let p = self.p;
+        let bound =
+            Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: Role::Compute as u32 };
         let m = p.gemm.m;
         let first = tile.m * TILE_M;
         let end = if first + TILE_M < m { first + TILE_M } else { m };
@@ -56,7 +48,7 @@ impl TileScheduler for AgSchedule<'_> {
             let c = div_nz(row - s * p.shard_rows, p.chunk_rows);
             if !(s == p.rank && p.in_place != 0) {
                 let flag = (p.flags as *const u32).add(p.data_flag(s, c) as usize);
-                if self.bound.flag(flag, self.epoch, tile.index).is_err() {
+                if bound.flag(flag, self.epoch, tile.index).is_err() {
                     result = Err(());
                     break;
                 }
@@ -91,7 +83,7 @@ struct Item {
 struct Mover<'a> {
     p: &'a AgGemmParams,
     epoch: u32,
-    b: Bound,
+    b: Bound<'a>,
     ring: Option<BulkRing>,
     ready_seen: u32,
     tid: u32,
@@ -248,21 +240,17 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
     let roles = p.gemm.roles;
     // Only thread 0 of a CTA waits on or raises flags, so only it needs the epoch.
     let epoch = if tid == 0 { launch_epoch(p.launches as *mut u64, roles.total()) } else { 0 };
-    let bound = |role: Role| Bound {
-        timeout_ns: p.gemm.timeout_ns,
-        diag: p.gemm.diag as *mut WaitDiag,
-        rank: p.rank,
-        role: role as u32,
-    };
+    let bound =
+        |role: Role| Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: role as u32 };
     match roles.role_of(block_idx_x()) {
-        Some((Role::Compute, idx)) => {
+        Some((Role::Compute, _)) => {
             let g = &p.gemm;
-            let order =
-                RowOrder { grid: TileGrid::new(g.m, g.n, TILE_M, TILE_N, g.group_m), rows: p.row_order as *const u32 };
-            let sched = AgSchedule { p, order, epoch, bound: bound(Role::Compute) };
+            let grid = TileGrid::new(g.m, g.n, TILE_M, TILE_N, g.group_m);
+            let sched = RowOrder { grid, rows: p.row_order as *const u32 };
+            let gate = ArrivalGate { p, epoch };
             let epi = StoreC { c_map: g.c_map, c_f32: g.c_f32, m: g.m, n: g.n, out_f32: g.out_f32 != 0 };
             let ops = Operands { a_map: g.a_map, b_map: g.b_map, k: g.k };
-            compute_cta::<TRANS_B, _, _>(&ops, &sched, &epi, (idx, roles.compute), bound(Role::Compute));
+            compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &gate, &epi, roles.compute, bound(Role::Compute));
         }
         Some((Role::IntraComm, idx)) => {
             let ring = if tid == 0 { Some(BulkRing::new(ring_base())) } else { None };

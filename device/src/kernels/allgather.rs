@@ -121,8 +121,7 @@ pub unsafe extern "ptx-kernel" fn mk_allgather(p: AllGatherParams) {
     let tid = thread_idx_x();
     // Only thread 0 of each CTA signals, pushes or waits, so only it needs the epoch.
     let epoch = if tid == 0 { launch_epoch(p.launches as *mut u64, p.roles.total()) } else { 0 };
-    let bound =
-        |role: Role| Bound { timeout_ns: p.timeout_ns, diag: p.diag as *mut WaitDiag, rank: p.rank, role: role as u32 };
+    let bound = |role: Role| Bound { timeout_ns: p.timeout_ns, diag: &p.diag, rank: p.rank, role: role as u32 };
     match p.roles.role_of(block_idx_x()) {
         Some((Role::IntraComm, idx)) => {
             let b = bound(Role::IntraComm);

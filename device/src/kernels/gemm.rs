@@ -4,7 +4,7 @@ use crate::abi::*;
 use crate::arch::*;
 use crate::gemm::engine::Operands;
 use crate::gemm::*;
-use crate::sched::{GroupedRaster, Role, TileGrid};
+use crate::sched::{GroupedRaster, NoGate, Role, TileGrid};
 use crate::sync::Bound;
 
 /// The plain GEMM's pieces for the parameter block `p`.
@@ -24,8 +24,8 @@ unsafe fn gemm<const TRANS_B: u32>(p: &GemmParams) {
         return;
     }
     let (ops, sched, epi) = parts(p);
-    let b = Bound { timeout_ns: p.timeout_ns, diag: p.diag as *mut WaitDiag, rank: 0, role: Role::Compute as u32 };
-    compute_cta::<TRANS_B, _, _>(&ops, &sched, &epi, (cta, p.roles.compute), b);
+    let b = Bound { timeout_ns: p.timeout_ns, diag: &p.diag, rank: 0, role: Role::Compute as u32 };
+    compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &NoGate, &epi, p.roles.compute, b);
 }
 
 /// GEMM with B `[K, N]` row-major.

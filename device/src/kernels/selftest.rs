@@ -36,7 +36,7 @@ pub unsafe extern "ptx-kernel" fn mk_tma_roundtrip(p: TmaRoundTripParams) {
         tma_load_2d(smem, p.src_map, bar, p.c0, p.c1);
     }
     let site = WaitSite { rank: 0, role: 0, tile: 0, what: WAIT_MBAR_FULL };
-    if wait_mbarrier(bar, 0, 1_000_000_000, core::ptr::null_mut(), site).is_err() {
+    if wait_mbarrier(bar, 0, 1_000_000_000, &Diag::default(), site).is_err() {
         trap();
     }
     let raw = p.raw_out as *mut u32;
@@ -79,7 +79,7 @@ macro_rules! wgmma_tile_body {
             }
         }
         let site = WaitSite { rank: 0, role: 0, tile: 0, what: WAIT_MBAR_FULL };
-        if wait_mbarrier(bar, 0, 1_000_000_000, core::ptr::null_mut(), site).is_err() {
+        if wait_mbarrier(bar, 0, 1_000_000_000, &Diag::default(), site).is_err() {
             trap();
         }
         let mut d = [0f32; $n / 2];
@@ -131,7 +131,7 @@ pub unsafe extern "ptx-kernel" fn mk_flag_handshake(p: HandshakeParams) {
     let data = p.host_data as *mut u32;
     let flags = p.host_flags as *mut u32;
     let out = p.out as *mut u32;
-    let diag = p.diag as *mut WaitDiag;
+    let diag = &p.diag;
     for i in 0..p.iters {
         let epoch = p.base_epoch.wrapping_add(i + 1);
         for w in 0..p.words {
@@ -159,7 +159,7 @@ pub unsafe extern "ptx-kernel" fn mk_cluster_ids(p: ClusterIdsParams) {
 /// Exercise the FIFO from the GPU (see [`FifoTestParams`]).
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_fifo_push_test(p: FifoTestParams) {
-    let diag = p.diag as *mut WaitDiag;
+    let diag = &p.diag;
     let gtid = block_idx_x() * block_dim_x() + thread_idx_x();
     let site = WaitSite { rank: 0, role: 2, tile: gtid, what: WAIT_FLAG };
     if p.mode == FIFO_TEST_THROUGHPUT {
