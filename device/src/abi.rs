@@ -305,7 +305,7 @@ abi_struct! {
     /// needs. Flags (u32 epochs, see [`AgGemmParams::ready_flag`] / [`AgGemmParams::data_flag`]):
     /// `ready[s]` = rank s entered this launch (its `gathered` may be overwritten), then
     /// `data[s][c]` = chunk c of rank s's shard is in this rank's `gathered`.
-    pub struct AgGemmParams [360] {
+    pub struct AgGemmParams [376] {
         pub gemm: GemmParams,
         /// My gathered A `[M, K]`.
         pub gathered: u64,
@@ -317,6 +317,9 @@ abi_struct! {
         pub peer_flags: [u64; 8],
         /// My shard `[shard_rows, K]` (inside `gathered` when `in_place`).
         pub shard_src: u64,
+        /// Tensor map of `shard_src` (not in place): tiles whose rows are all this rank's are
+        /// loaded from it, never waiting for the local copy into `gathered`.
+        pub a_local_map: u64,
         /// `m_tiles` u32: the tile row walked at each schedule position.
         pub row_order: u64,
         /// Launch counter (device `u64`): gives each launch its epoch.
@@ -342,6 +345,11 @@ abi_struct! {
         /// 1: no compute CTAs; the first intra-comm CTA waits until every chunk arrived (the
         /// all-gather alone, with the fused kernel's own communication).
         pub comm_only: u32,
+        /// 1: push CTAs copy the shard into this rank's own `gathered` after pushing it to the
+        /// peers (compute reads local rows from `a_local_map`); 0: chunk by chunk before the
+        /// pushes (the inter-node path sends from that copy).
+        pub local_copy_last: u32,
+        pub _pad: u32,
     }
 }
 
@@ -376,6 +384,13 @@ impl AgGemmParams {
     pub const fn chunk_bytes_range(&self, c: u32) -> (u64, u64) {
         let (a, b) = self.chunk_rows_range(c);
         (a as u64 * self.row_bytes(), b as u64 * self.row_bytes())
+    }
+    /// True when every row of tile row `tm` is this rank's and read from `a_local_map`.
+    pub const fn tile_is_local(&self, tm: u32, tile_m: u32) -> bool {
+        let first = tm * tile_m;
+        let end = first + tile_m;
+        let mine = self.rank * self.shard_rows;
+        self.in_place == 0 && first >= mine && end <= mine + self.shard_rows
     }
     /// Byte offset of rank `s`'s shard in `gathered`.
     pub const fn shard_offset(&self, s: u32) -> u64 {

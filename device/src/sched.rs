@@ -92,6 +92,13 @@ pub trait InputGate {
     /// # Safety
     /// Whatever memory the gate polls is valid for the launch.
     unsafe fn wait(&self, tile: Tile) -> Result<(), ()>;
+
+    /// The tensor map the tile's A rows are loaded from, and the row coordinate of its first
+    /// row there: by default `a_map` at the tile's own rows.
+    #[inline(always)]
+    fn a_source(&self, tile: Tile, a_map: u64, tile_m: u32) -> (u64, u32) {
+        (a_map, tile.m * tile_m)
+    }
 }
 
 /// Inputs always present (the plain GEMM).

@@ -34,9 +34,9 @@ use crate::abi::{AgGemmParams, RoleSplit, MAX_LOCAL_RANKS};
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::comm::world::World;
 use crate::error::{invalid, DiagBuffers, Result};
-use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype};
 use half::bf16;
-use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_M, TILE_N};
+use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
 use std::time::Duration;
 
 /// Where this rank's shard `A_r[M/W, K]` comes from.
@@ -146,6 +146,7 @@ pub struct AgGemm<'a> {
     _row_order: DeviceBuffer<u32>,
     _launches: DeviceBuffer<u64>,
     _maps: DeviceBuffer<TensorMap>,
+    _local_map: Option<DeviceBuffer<TensorMap>>,
     diag: DiagBuffers,
     params: AgGemmParams,
     kernel: kernels::Kernel<AgGemmParams>,
@@ -238,7 +239,7 @@ impl<'a> AgGemm<'a> {
         if opts.group_m == 0 {
             return Err(invalid("group_m", "must be at least 1"));
         }
-        let split = resolve(&opts, shape, &world, gpu.info().sm_count)?;
+        let split = resolve(&opts, shape, &world, gpu.info().sm_count, matches!(input, AgInput::InPlace))?;
         let path = match opts.path {
             PathChoice::Fused => Path::Fused,
             PathChoice::Unfused => Path::Unfused,
@@ -307,6 +308,26 @@ impl<'a> AgGemm<'a> {
             params.peer_gathered[lr as usize] = gathered.peer(r).ok_or_else(missing)?;
             params.peer_flags[lr as usize] = flags.peer(r).ok_or_else(missing)?;
         }
+        // Not in place: tiles whose rows are all this rank's read the caller's shard directly.
+        let local_map = match input {
+            AgInput::Buffer(a) => {
+                let tile = Tile2d {
+                    base: a.addr(),
+                    dtype: TmaDtype::Bf16,
+                    dims: [shape.k as u64, shard_rows as u64],
+                    row_stride_bytes: row_bytes as u64,
+                    box_dims: [TILE_K, TILE_M],
+                    swizzle: Swizzle::B128,
+                };
+                let m = gpu.upload_tensor_maps(&[tile])?;
+                params.a_local_map = m.addr();
+                Some(m)
+            }
+            AgInput::InPlace => None,
+        };
+        // One node: the local copy only serves the caller (compute reads the shard itself), so it
+        // goes after the pushes; several nodes: the proxy sends from it, so it goes first.
+        params.local_copy_last = (world.nodes == 1) as u32;
         let kernel = if b_layout == BLayout::KN { kernels::AG_GEMM_KN } else { kernels::AG_GEMM_NK };
 
         // The unfused path gathers into the same buffer (in place) and multiplies from it.
@@ -329,6 +350,7 @@ impl<'a> AgGemm<'a> {
             _row_order: row_order_buf,
             _launches: launches,
             _maps: maps,
+            _local_map: local_map,
             diag,
             params,
             kernel,
@@ -438,29 +460,40 @@ impl<'a> AgGemm<'a> {
 
 /// The options resolved for `shape` on this machine: explicit values win, then the tuned table,
 /// then the rule of thumb ([`tuned`]). Errors name the option and the rule.
-pub fn resolve(opts: &AgGemmOptions, shape: GemmShape, world: &World, sms: u32) -> Result<Split> {
+pub fn resolve(opts: &AgGemmOptions, shape: GemmShape, world: &World, sms: u32, in_place: bool) -> Result<Split> {
     let shard_rows = (shape.m / world.world_size.max(1) as usize) as u32;
     let table = tuned::ag_gemm(shape, world);
     let several_nodes = world.nodes > 1;
-    let push = opts.push_ctas.or(table.map(|e| e.push_ctas)).unwrap_or_else(|| tuned::ag_gemm_push_ctas(shape, world));
     let chunk_rows = opts.chunk_rows.or(table.map(|e| e.chunk_rows)).unwrap_or(TILE_M).min(shard_rows.max(1));
     let fwd = if several_nodes && world.local_world_size > 1 { opts.fwd_ctas.unwrap_or(2) } else { 0 };
     let inter_send = several_nodes as u32;
-    if push == 0 {
+    if opts.push_ctas == Some(0) {
         return Err(invalid("push_ctas", "must be at least 1"));
     }
     if chunk_rows == 0 {
         return Err(invalid("chunk_rows", "must be at least 1"));
     }
-    if opts.fwd_ctas == Some(0) && fwd == 0 && several_nodes && world.local_world_size > 1 {
+    if opts.fwd_ctas == Some(0) && several_nodes && world.local_world_size > 1 {
         return Err(invalid("fwd_ctas", "must be at least 1 with several nodes of several ranks"));
     }
-    let comm = push + fwd + inter_send;
+    let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u32;
+    let others = fwd + inter_send;
+    let push = match opts.push_ctas.or(table.map(|e| e.push_ctas)) {
+        Some(p) => p,
+        None => {
+            // The CTAs the data needs, then every SM the compute CTAs cannot use anyway: the
+            // tiles take as many waves with `compute` CTAs as with `sms - needed`.
+            let needed = tuned::ag_gemm_push_ctas(shape, world, in_place);
+            let waves = tiles.div_ceil(sms.saturating_sub(needed + others).max(1));
+            let compute = tiles.div_ceil(waves.max(1));
+            sms.saturating_sub(compute + others).clamp(needed, needed.max(tuned::AG_GEMM_MAX_PUSH_CTAS))
+        }
+    };
+    let comm = push + others;
     // Every CTA must be resident at once (compute waits on comm CTAs): one per SM at most.
     if comm >= sms {
         return Err(invalid("push_ctas", format!("{comm} communication CTAs leave no compute CTA on {sms} SMs")));
     }
-    let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u32;
     Ok(Split { compute: (sms - comm).min(tiles), push, fwd, inter_send, chunk_rows })
 }
 
@@ -522,16 +555,22 @@ mod tests {
     fn split_rules_are_named() {
         let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
         let w = world(0, 2, 1);
-        let s = resolve(&AgGemmOptions::default(), shape, &w, 132).unwrap();
+        let def = AgGemmOptions::default();
+        let s = resolve(&def, shape, &w, 132, true).unwrap();
         assert_eq!((s.push, s.fwd, s.inter_send, s.chunk_rows), (4, 0, 0, 128));
-        assert_eq!(s.compute, 128);
-        let e = resolve(&AgGemmOptions { push_ctas: Some(132), ..Default::default() }, shape, &w, 132).unwrap_err();
+        assert_eq!(s.compute, 128, "2048 tiles: 16 waves of 128");
+        // Not in place the local copy needs CTAs too; the tiles then take 17 waves, which 121
+        // compute CTAs finish as fast as 125, so the other SMs push.
+        let s = resolve(&def, shape, &w, 132, false).unwrap();
+        assert_eq!((s.compute, s.push), (121, 11));
+        let e =
+            resolve(&AgGemmOptions { push_ctas: Some(132), ..Default::default() }, shape, &w, 132, true).unwrap_err();
         assert!(e.to_string().contains("push_ctas"), "{e}");
-        let e = resolve(&AgGemmOptions { push_ctas: Some(0), ..Default::default() }, shape, &w, 132).unwrap_err();
+        let e = resolve(&AgGemmOptions { push_ctas: Some(0), ..Default::default() }, shape, &w, 132, true).unwrap_err();
         assert!(e.to_string().starts_with("invalid argument `push_ctas`"), "{e}");
-        let two_nodes = resolve(&AgGemmOptions::default(), shape, &world(1, 4, 2), 132).unwrap();
+        let two_nodes = resolve(&def, shape, &world(1, 4, 2), 132, true).unwrap();
         assert_eq!((two_nodes.fwd, two_nodes.inter_send), (2, 1));
-        let tiny = resolve(&AgGemmOptions::default(), GemmShape { m: 2000, n: 8, k: 72 }, &w, 132).unwrap();
+        let tiny = resolve(&def, GemmShape { m: 2000, n: 8, k: 72 }, &w, 132, true).unwrap();
         assert_eq!(tiny.compute, 16, "no more compute CTAs than tiles");
     }
 }

@@ -74,18 +74,23 @@ pub fn ag_gemm(shape: GemmShape, world: &World) -> Option<AgGemmEntry> {
     nearest(ag_gemm_table(), shape, world)
 }
 
-/// Rule of thumb for push CTAs: enough NVLink copy CTAs (about 30 GB/s each, measured 40-45)
-/// to deliver the shard to this node's peers within 80% of the GEMM's own time (about 650
-/// TFLOP/s), so compute never waits; between 2 and 16.
-pub fn ag_gemm_push_ctas(shape: GemmShape, world: &World) -> u32 {
-    if world.local_world_size <= 1 {
+/// Most push CTAs the per-shape default gives.
+pub const AG_GEMM_MAX_PUSH_CTAS: u32 = 16;
+
+/// Rule of thumb for the push CTAs a shape needs: enough copy CTAs (about 30 GB/s each, measured
+/// 40-45) to deliver the shard to this node's peers, and into this rank's own gathered buffer
+/// unless in place, within 80% of the GEMM's own time (about 650 TFLOP/s), so compute never
+/// waits; between 1 and [`AG_GEMM_MAX_PUSH_CTAS`].
+pub fn ag_gemm_push_ctas(shape: GemmShape, world: &World, in_place: bool) -> u32 {
+    let copies = world.local_world_size - 1 + (!in_place) as u32;
+    if copies == 0 {
         return 1;
     }
     let shard_bytes = (shape.m / world.world_size as usize * shape.k * 2) as f64;
-    let pushed = shard_bytes * (world.local_world_size - 1) as f64;
+    let pushed = shard_bytes * copies as f64;
     let gemm_s = shape.flops() / 650e12;
     let rate = pushed / (0.8 * gemm_s);
-    ((rate / 30e9).ceil() as u32).clamp(2, 16)
+    ((rate / 30e9).ceil() as u32).clamp(1, AG_GEMM_MAX_PUSH_CTAS)
 }
 
 /// Rule of thumb for the path: fused unless the product is too small (under 32 GFLOP) for its
@@ -135,9 +140,10 @@ mod tests {
     #[test]
     fn rules_of_thumb() {
         let big = GemmShape { m: 16384, n: 4096, k: 8192 };
-        assert_eq!(ag_gemm_push_ctas(big, &world(2, 1)), 4);
-        assert!(ag_gemm_push_ctas(big, &world(4, 1)) >= 5);
-        assert_eq!(ag_gemm_push_ctas(big, &world(2, 2)), 1, "one rank per node: no NVLink peers");
+        assert_eq!(ag_gemm_push_ctas(big, &world(2, 1), true), 4);
+        assert_eq!(ag_gemm_push_ctas(big, &world(2, 1), false), 7, "the local copy too");
+        assert!(ag_gemm_push_ctas(big, &world(4, 1), true) >= 5);
+        assert_eq!(ag_gemm_push_ctas(big, &world(2, 2), true), 1, "one rank per node: no NVLink peers");
         assert_eq!(ag_gemm_heuristic(big, &world(2, 1)), Path::Fused);
         assert_eq!(ag_gemm_heuristic(GemmShape { m: 256, n: 4096, k: 4096 }, &world(2, 1)), Path::Unfused);
     }

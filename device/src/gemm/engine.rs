@@ -82,13 +82,14 @@ unsafe fn produce<const TRANS_B: u32, S: TileScheduler, G: InputGate>(
         // A failed input wait already reported and failed the launch; loading anyway lets every
         // CTA finish (the host then returns the report) instead of trapping.
         let _ = gate.wait(tile);
-        let origin = ((tile.m * TILE_M) as i32, (tile.n * TILE_N) as i32);
+        let (a_map, a_row) = gate.a_source(tile, ops.a_map, TILE_M);
+        let origin = (a_row as i32, (tile.n * TILE_N) as i32);
         for kb in 0..k_blocks {
             if pipe.acquire(st, b, i).is_err() {
                 trap();
             }
             pipe.expect(st, STAGE_TX_BYTES);
-            load_k_block::<TRANS_B>(smem, ops.a_map, ops.b_map, st.slot, pipe.full(st.slot), origin, kb);
+            load_k_block::<TRANS_B>(smem, a_map, ops.b_map, st.slot, pipe.full(st.slot), origin, kb);
             st.advance();
         }
     }

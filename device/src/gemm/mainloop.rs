@@ -41,8 +41,9 @@ impl Smem {
 /// Bytes one k-block stage brings in (what the full barrier expects).
 pub const STAGE_TX_BYTES: u32 = A_STAGE_BYTES + B_STAGE_BYTES;
 
-/// Producer: load k-block `kb` of the tile at (`m0`, `n0`) into stage `slot`, completing on
-/// `full`. `TRANS_B` is 1 for B `[K, N]`, 0 for B `[N, K]`.
+/// Producer: load k-block `kb` of the tile whose A rows start at row `m0` of `a_map` and whose
+/// columns start at `n0`, into stage `slot`, completing on `full`. `TRANS_B` is 1 for B `[K, N]`,
+/// 0 for B `[N, K]`.
 ///
 /// # Safety
 /// The maps are valid tensor maps of A `[M, K]` and B; the slot is acquired and `full` expects

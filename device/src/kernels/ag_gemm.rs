@@ -36,6 +36,9 @@ impl InputGate for ArrivalGate<'_> {
     #[inline(always)]
     unsafe fn wait(&self, tile: Tile) -> Result<(), ()> {
         let p = self.p;
+        if p.tile_is_local(tile.m, TILE_M) {
+            return Ok(()); // read from the caller's shard itself
+        }
         let bound =
             Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: Role::Compute as u32 };
         let m = p.gemm.m;
@@ -59,6 +62,16 @@ impl InputGate for ArrivalGate<'_> {
         // loads that follow read them through the async proxy.
         fence_proxy_async_global();
         result
+    }
+
+    #[inline(always)]
+    fn a_source(&self, tile: Tile, a_map: u64, tile_m: u32) -> (u64, u32) {
+        let p = self.p;
+        if p.tile_is_local(tile.m, tile_m) {
+            (p.a_local_map, tile.m * tile_m - p.rank * p.shard_rows)
+        } else {
+            (a_map, tile.m * tile_m)
+        }
     }
 }
 
@@ -123,16 +136,27 @@ impl Mover<'_> {
     }
 }
 
-/// Push CTA `idx` of `ctas`: items chunk-major; per chunk the local copy (unless in place), then
-/// one item per other local rank, starting with the next one.
+/// Push CTA `idx` of `ctas`: one item per chunk and other local rank, chunk-major, starting with
+/// the next rank; and, unless in place, one local copy per chunk into this rank's own
+/// `gathered`: after all pushes (`local_copy_last`), or before each chunk's pushes.
 #[inline(always)]
 unsafe fn push(p: &AgGemmParams, mv: &mut Mover, idx: u32, ctas: u32) {
     let own = (p.in_place == 0) as u32;
-    let per_chunk = own + p.local_world - 1;
+    let peers = p.local_world - 1;
+    let per_chunk = own + peers;
     let mut i = idx;
     while i < p.chunks * per_chunk {
-        let (c, j) = (div_nz(i, per_chunk), rem_nz(i, per_chunk));
-        let peer = if j < own { p.local_rank } else { rem_nz(p.local_rank + 1 + j - own, p.local_world) };
+        let (c, j) = if p.local_copy_last != 0 {
+            if i < p.chunks * peers {
+                (div_nz(i, peers), 1 + rem_nz(i, peers))
+            } else {
+                (i - p.chunks * peers, 0)
+            }
+        } else {
+            (div_nz(i, per_chunk), rem_nz(i, per_chunk) + 1 - own)
+        };
+        // j = 0: the local copy; j = 1..: the j-th rank after this one.
+        let peer = rem_nz(p.local_rank + j, p.local_world);
         // Read from the caller's shard, not from our own copy of it: no wait on the local copy.
         mv.run(Item { from: p.shard_src, src_rank: p.rank, chunk: c, peer });
         i += ctas;
