@@ -299,8 +299,12 @@ pub fn bench(
                 Output::Bf16(&c),
                 knobs.options(Duration::from_secs(10)),
             )?;
+            if in_place {
+                // The same random shard, now inside the gathered buffer (never time on zeros).
+                op.shard().copy_from(&a.to_vec()?)?;
+            }
             let ms = time_variants(&gpu, &comm, &op, timing)?;
-            records.extend(records_for(&run, &op, s, l, &ms));
+            records.extend(records_for(&run, &op, s, l, &ms).into_iter().map(|r| r.with("in_place", in_place)));
             bar.inc(1);
         }
     }
