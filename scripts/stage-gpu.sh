@@ -22,6 +22,8 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"]:
         print(m["target"]["name"], m["executable"])' \
   | while read -r name exe; do cp "$exe" ".gpu/bin/bench-$name"; done
+cargo build --release --examples -q
+for ex in examples/*.rs; do name="$(basename "$ex" .rs)"; cp "target/release/examples/$name" ".gpu/bin/example-$name"; done
 strip .gpu/bin/*
 cp scripts/gpu-run.sh .gpu/
 [ -f ../shared/bench/torch_baselines.py ] && cp ../shared/bench/torch_baselines.py .gpu/ || true

@@ -1,0 +1,65 @@
+//! The `mkernel` binary as a script sees it: exit codes, help, and every bad value named with its
+//! flag and rule before anything touches a GPU (these run on machines without one).
+use std::process::{Command, Output};
+
+fn mkernel(args: &[&str]) -> Output {
+    Command::new(mkernel::testing::mkernel_bin(env!("CARGO_BIN_EXE_mkernel"))).args(args).output().expect("run mkernel")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn help_exits_zero_everywhere() {
+    for args in
+        [&["--help"][..], &["launch", "--help"], &["bench", "ag-gemm", "--help"], &["tune", "ag-gemm", "--help"]]
+    {
+        let o = mkernel(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("Usage:"), "{args:?}");
+    }
+}
+
+#[test]
+fn bad_values_exit_2_naming_flag_and_rule() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["bench", "gemm", "--shapes", "0x0x0"], &["--shapes", "M must be at least 1"]),
+        (&["bench", "gemm", "--reps", "0"], &["--reps", "0 is not in 1..=100000"]),
+        (&["bench", "allgather", "--sizes", "abc"], &["--sizes", "not a size"]),
+        (&["bench", "ag-gemm", "--layouts", "xy"], &["--layouts", "`nk`"]),
+        (&["bench", "ag-gemm", "--push-ctas", "0"], &["--push-ctas"]),
+        (&["launch", "--timeout", "2", "-n", "2", "--", "true"], &["--timeout"]),
+        (&["launch", "-n", "0", "--", "true"], &["--nprocs", "0 is not in 1..=1024"]),
+        (&["bench", "fifo", "--blocks", "x"], &["--blocks"]),
+        (&["no-such-command"], &["no-such-command"]),
+    ];
+    for (args, needles) in cases {
+        let o = mkernel(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?} should be a usage error: {err}");
+        for n in *needles {
+            assert!(err.contains(n), "{args:?}: `{n}` missing from: {err}");
+        }
+    }
+}
+
+#[test]
+fn gpu_commands_need_a_gpu_and_say_so() {
+    // Exit 3 where no GPU is usable; a GPU machine runs the tiny benchmark instead (exit 0).
+    let o = mkernel(&["bench", "gemm", "--shapes", "128x256x64", "--reps", "1", "--warmup", "0"]);
+    match o.status.code() {
+        Some(3) => assert!(stderr(&o).contains("no CUDA device"), "{}", stderr(&o)),
+        Some(0) => {}
+        other => panic!("exit {other:?}: {}", stderr(&o)),
+    }
+}
+
+#[test]
+fn launch_runs_ranks_and_reports_a_failed_one() {
+    let o = mkernel(&["launch", "-n", "2", "--", "true"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = mkernel(&["launch", "-n", "2", "--timeout-s", "20", "--", "sh", "-c", "exit $RANK"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("rank 1 failed"), "{}", stderr(&o));
+}
