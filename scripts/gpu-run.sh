@@ -5,7 +5,8 @@
 # limits which), bench (GEMM vs cuBLAS table + JSON), criterion, fifo (FIFO throughput and
 # latency), comm (all-gather benches in both layouts + NCCL all_gather baseline; 2+ GPUs;
 # MKERNEL_AG_CTAS, MKERNEL_AG_COPY and MKERNEL_AG_ARGS vary it), aggemm (AllGather + GEMM at
-# world 2 and every GPU, one node and emulated nodes; MKERNEL_AGGEMM_ARGS adds options), torch
+# world 2 and every GPU, one node and emulated nodes; MKERNEL_AGGEMM_ARGS adds options), rsar
+# (GEMM + ReduceScatter / AllReduce at world 2 and every GPU; MKERNEL_RSAR_ARGS), torch
 # (torch_baselines.py multi at world 2 and every GPU, same call), all.
 # Logs go to $OUT (or ./gpu-out): one tests log, one bench log, JSON lines.
 set -uo pipefail
@@ -79,6 +80,16 @@ if want aggemm && [ "$ngpu" -ge 2 ]; then
     for nodes in 1 2; do
       echo "== mkernel bench ag-gemm, world $w, $nodes node(s)" | tee -a "$out/bench.log"
       "$here/bin/mkernel" bench ag-gemm --world "$w" --nodes "$nodes" ${MKERNEL_AGGEMM_ARGS:-} --json "$out/aggemm-w$w-n$nodes.jsonl" 2>&1 | tee -a "$out/bench.log"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    done
+  done
+fi
+if want rsar && [ "$ngpu" -ge 2 ]; then
+  worlds="2"; [ "$ngpu" -gt 2 ] && worlds="2 $ngpu"
+  for w in $worlds; do
+    for op in gemm-rs gemm-ar; do
+      echo "== mkernel bench $op, world $w" | tee -a "$out/bench.log"
+      "$here/bin/mkernel" bench "$op" --world "$w" ${MKERNEL_RSAR_ARGS:-} --json "$out/$op-w$w.jsonl" 2>&1 | tee -a "$out/bench.log"
       [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     done
   done

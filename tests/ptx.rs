@@ -173,3 +173,30 @@ fn comm_kernels_copy_with_tma_bulk_copies_and_no_multicast() {
     }
     assert!(!kernels::PTX.contains("multimem"), "the module uses NVLink multicast (multimem)");
 }
+
+#[test]
+fn reduce_scatter_kernels_keep_the_mainloop_clean() {
+    // The fused reduce-scatter epilogue holds more (the sum over sources) than the others: a few
+    // values set up before the tile loop may spill, but the wgmma mainloop must not touch local
+    // memory nor be serialised.
+    for k in [kernels::GEMM_RS_KN.name, kernels::GEMM_RS_NK.name] {
+        let sass = sass_of(k);
+        let first = sass.find("HGMMA.64x256x16.F32.BF16").unwrap_or_else(|| panic!("{k} has no HGMMA"));
+        let drain = first + sass[first..].find("WARPGROUP.DEPBAR.LE gsb0, 0x0").expect("no wgmma drain");
+        let mainloop = &sass[first..drain];
+        assert!(!mainloop.contains("LDL") && !mainloop.contains("STL"), "{k}: local memory inside the mainloop");
+        let report = ptxas_report(k);
+        let spilled: u32 = report
+            .split("bytes spill stores")
+            .next()
+            .and_then(|s| s.rsplit(", ").next())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(u32::MAX);
+        assert!(spilled <= 128, "{k} spills {spilled} bytes:\n{report}");
+        for line in assembled().log.lines().filter(|l| l.contains(&format!("'{k}'"))) {
+            assert!(!line.contains("Performance Loss") && !line.contains("ignored"), "{k}: {line}");
+        }
+    }
+    let reduce = sass_of(kernels::REDUCE_PULL.name);
+    assert!(!reduce.contains("LDL") && !reduce.contains("STL"), "mk_reduce_pull uses local memory");
+}

@@ -398,6 +398,112 @@ impl AgGemmParams {
     }
 }
 
+abi_struct! {
+    /// GEMM + ReduceScatter / AllReduce in one launch. Rank r holds `A_r[M, K/W]` (`gemm.a_map`,
+    /// `gemm.k` = K/W) and `B_r`; the output rows are split into `world` blocks of `rows`, one
+    /// per owner ([`crate::sched::OwnerTiles`]). A tile owned by another rank is rounded to bf16
+    /// and written, in the accumulators' own layout, into the owner's `staging` slot for this
+    /// source, then flagged; the owner sums every source's partial in rank order (fp32) when it
+    /// reaches its own tile and stores the result into its output block (`all_reduce`: into the
+    /// same block of every rank's output, then flags it there). Flags: see the index functions.
+    pub struct GemmRsParams [160] {
+        pub gemm: GemmParams,
+        /// My staging slots: `[world][tiles per owner][2 halves]` of [`HALF_TILE_BYTES`].
+        pub staging: u64,
+        /// My flags.
+        pub flags: u64,
+        /// A [`PeerTable`] in device memory: where each local rank's staging, flags and output
+        /// block are mapped here (read with a run-time index, from global memory: kept in the
+        /// parameters, the compiler would hold every entry in registers the consumers need).
+        pub peers: u64,
+        /// `MAX_LOCAL_RANKS` tensor maps (128 bytes each): entry d covers my row block of local
+        /// rank d's bf16 output (`[rows, N]`); only my own entry is used for a reduce-scatter.
+        pub out_maps: u64,
+        /// Launch counter (device `u64`): gives each launch its epoch.
+        pub launches: u64,
+        /// Rows per owner block (`M / world`).
+        pub rows: u32,
+        pub rank: u32,
+        pub world: u32,
+        pub local_rank: u32,
+        pub local_world: u32,
+        /// 1: every rank gets the whole sum (all-reduce); 0: each its own block.
+        pub all_reduce: u32,
+    }
+}
+
+abi_struct! {
+    /// Addresses of each local rank's buffers as mapped in this process (index: local rank).
+    pub struct PeerTable [192] {
+        /// Its staging slots.
+        pub staging: [u64; 8],
+        /// Its flags.
+        pub flags: [u64; 8],
+        /// The start of my row block in its output.
+        pub out: [u64; 8],
+    }
+}
+
+/// Bytes of one half tile (64 rows x 256 columns of bf16) in a staging slot.
+pub const HALF_TILE_BYTES: u32 = 64 * 256 * 2;
+
+impl GemmRsParams {
+    /// Tiles per owner block.
+    pub const fn per_owner(rows: u32, n: u32) -> u32 {
+        rows.div_ceil(crate::kernels_info::gemm::TILE_M) * n.div_ceil(crate::kernels_info::gemm::TILE_N)
+    }
+    /// Flag words per rank: `ready[world]`, `part[world][tiles][2]`, `done[world][tiles][2]`.
+    pub const fn flag_words(world: u32, per_owner: u32) -> u32 {
+        (world + 4 * world * per_owner) * FLAG_STRIDE
+    }
+    fn tiles(&self) -> u32 {
+        Self::per_owner(self.rows, self.gemm.n)
+    }
+    /// Index of `ready[s]`: rank s entered this launch.
+    pub const fn ready_flag(s: u32) -> u32 {
+        s * FLAG_STRIDE
+    }
+    /// Index of `part[s][slot][half]`: source s's partial of my tile `slot` is in my staging.
+    pub fn part_flag(&self, s: u32, slot: u32, half: u32) -> u32 {
+        (self.world + (s * self.tiles() + slot) * 2 + half) * FLAG_STRIDE
+    }
+    /// Index of `done[q][slot][half]`: owner q's final tile `slot` is in my output (all-reduce).
+    pub fn done_flag(&self, q: u32, slot: u32, half: u32) -> u32 {
+        (self.world + 2 * self.world * self.tiles() + (q * self.tiles() + slot) * 2 + half) * FLAG_STRIDE
+    }
+    /// Byte offset of source s's slot for my tile `slot`, half `half`, in `staging`.
+    pub fn slot_offset(&self, s: u32, slot: u32, half: u32) -> u64 {
+        ((s * self.tiles() + slot) * 2 + half) as u64 * HALF_TILE_BYTES as u64
+    }
+}
+
+abi_struct! {
+    /// The unfused reference of GEMM + ReduceScatter / AllReduce: every rank's bf16 partial
+    /// `[M, N]` (this call's buffer) is summed over ranks in rank order (fp32), rows `row0 ..
+    /// row0 + rows`, into `out`. Ranks first tell each other their partial is complete (`ready`).
+    pub struct ReduceParams [208] {
+        /// Each local rank's partial, mapped here (index: local rank).
+        pub partials: [u64; 8],
+        /// Output rows `row0 ..`, `[rows, n]` bf16 or f32.
+        pub out: u64,
+        /// My flags: `ready[world]`.
+        pub flags: u64,
+        pub peer_flags: [u64; 8],
+        pub launches: u64,
+        pub diag: Diag,
+        pub timeout_ns: u64,
+        pub row0: u32,
+        pub rows: u32,
+        pub n: u32,
+        pub world: u32,
+        pub rank: u32,
+        pub out_f32: u32,
+        /// Rows per owner block (`M / world`): the owner of a row sums first.
+        pub rows_per_owner: u32,
+        pub _pad: u32,
+    }
+}
+
 /// NVLink copy by ordinary 16-byte vector loads and stores from every thread of the CTA.
 pub const COPY_LSU: u32 = 0;
 /// NVLink copy by TMA bulk copies (global -> shared -> peer global) issued by one thread,

@@ -44,8 +44,11 @@ pub mod kernels_info {
         pub(crate) const BAR_OFF: u32 = C_OFF + 2 * C_WG_BYTES;
         // The comm CTAs of fused kernels run a bulk-copy ring in the same shared memory.
         const _: () = assert!(super::allgather::BULK_SMEM_BYTES <= SMEM_BYTES);
+        /// A few bytes after the barriers for a fused kernel's per-launch values (its epoch), written
+        /// by thread 0 before the engine's first block barrier.
+        pub const SCRATCH_OFF: u32 = BAR_OFF + 2 * STAGES * 8;
         /// Dynamic shared memory the kernel needs.
-        pub const SMEM_BYTES: u32 = BAR_OFF + 2 * STAGES * 8;
+        pub const SMEM_BYTES: u32 = SCRATCH_OFF + 16;
         const _: () = assert!(SMEM_BYTES <= 227 * 1024);
     }
 

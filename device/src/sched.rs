@@ -81,6 +81,10 @@ pub trait TileScheduler {
     fn tile(&self, index: u32) -> Tile;
 }
 
+/// A bounded wait gave up (it already reported who waited for what).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GaveUp;
+
 /// What a tile waits for before its loads (a fused kernel's arrival flags). Only the producer
 /// thread holds it, apart from the scheduler the consumers hold too: every register counts next
 /// to their accumulators.
@@ -91,7 +95,7 @@ pub trait InputGate {
     ///
     /// # Safety
     /// Whatever memory the gate polls is valid for the launch.
-    unsafe fn wait(&self, tile: Tile) -> Result<(), ()>;
+    unsafe fn wait(&self, tile: Tile) -> Result<(), GaveUp>;
 
     /// The tensor map the tile's A rows are loaded from, and the row coordinate of its first
     /// row there: by default `a_map` at the tile's own rows.
@@ -106,7 +110,7 @@ pub struct NoGate;
 
 impl InputGate for NoGate {
     #[inline(always)]
-    unsafe fn wait(&self, _tile: Tile) -> Result<(), ()> {
+    unsafe fn wait(&self, _tile: Tile) -> Result<(), GaveUp> {
         Ok(())
     }
 }
@@ -149,6 +153,87 @@ impl TileScheduler for RowOrder {
         // SAFETY: p < grid.m_tiles, and the table holds that many entries (the host checks it).
         let m = unsafe { *self.rows.add(p as usize) };
         Tile { index, m, n }
+    }
+}
+
+/// The output of a GEMM whose rows are split into `world` blocks of `rows` rows, one per owner
+/// rank (reduce-scatter): each block is tiled on its own, so no tile spans two owners, and the
+/// blocks are walked one owner after another starting with rank `rank + 1`, this rank's own block
+/// last (every rank sends to a different owner at a time, and its own tiles, which wait for the
+/// others' partials, come when those have had the most time to arrive). A tile's `m` is
+/// `owner * m_tiles + tile row within the block`.
+#[derive(Clone, Copy, Debug)]
+pub struct OwnerTiles {
+    /// Rows per owner block.
+    pub rows: u32,
+    /// Tile rows per owner block.
+    pub m_tiles: u32,
+    /// Tile columns.
+    pub n_tiles: u32,
+    /// Grouped raster within a block.
+    pub group_m: u32,
+    /// Owners (ranks).
+    pub world: u32,
+    /// This rank.
+    pub rank: u32,
+}
+
+/// Where an [`OwnerTiles`] tile sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnedTile {
+    /// Rank whose block holds it.
+    pub owner: u32,
+    /// Tile row within the owner's block.
+    pub tm: u32,
+    /// Tile column.
+    pub tn: u32,
+    /// Index of the tile within its owner's block (`tm * n_tiles + tn`): the same on every rank,
+    /// whatever the walking order, so it names staging slots and flags.
+    pub slot: u32,
+}
+
+impl OwnerTiles {
+    /// `world` blocks of `rows` rows by `n` columns in `tile_m x tile_n` tiles.
+    #[inline(always)]
+    pub const fn new(rows: u32, n: u32, (tile_m, tile_n): (u32, u32), group_m: u32, world: u32, rank: u32) -> Self {
+        Self {
+            rows,
+            m_tiles: rows.div_ceil(tile_m),
+            n_tiles: n.div_ceil(tile_n),
+            group_m: if group_m == 0 { 1 } else { group_m },
+            world,
+            rank,
+        }
+    }
+
+    /// Tiles per owner block.
+    #[inline(always)]
+    pub const fn per_owner(&self) -> u32 {
+        self.m_tiles * self.n_tiles
+    }
+
+    /// The owner, block-local tile coordinates and slot of tile `m` / `n` (a [`Tile`]'s fields).
+    #[inline(always)]
+    pub const fn locate(&self, m: u32, n: u32) -> OwnedTile {
+        let owner = div_nz(m, self.m_tiles);
+        let tm = m - owner * self.m_tiles;
+        OwnedTile { owner, tm, tn: n, slot: tm * self.n_tiles + n }
+    }
+}
+
+impl TileScheduler for OwnerTiles {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        self.world * self.per_owner()
+    }
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        let per = self.per_owner();
+        let step = div_nz(index, per);
+        let owner = rem_nz(self.rank + 1 + step, self.world);
+        let grid = TileGrid { m_tiles: self.m_tiles, n_tiles: self.n_tiles, group_m: self.group_m };
+        let (tm, tn) = grid.coords(index - step * per);
+        Tile { index, m: owner * self.m_tiles + tm, n: tn }
     }
 }
 
@@ -275,7 +360,7 @@ mod tests {
     fn row_order_permutes_rows_and_keeps_columns() {
         let rows = [2u32, 0, 1];
         let s = RowOrder { grid: TileGrid::new(3 * 128, 2 * 256, 128, 256, 2), rows: rows.as_ptr() };
-        let mut seen = vec![false; 6];
+        let mut seen = [false; 6];
         for i in 0..s.count() {
             let t = s.tile(i);
             assert_eq!(t.index, i);
@@ -287,6 +372,30 @@ mod tests {
         assert_eq!(s.tile(1), Tile { index: 1, m: 0, n: 0 });
         let g = GroupedRaster(TileGrid::new(128, 256, 128, 256, 8));
         assert_eq!((g.count(), g.tile(0)), (1, Tile { index: 0, m: 0, n: 0 }));
+    }
+
+    #[test]
+    fn owner_tiles_visit_every_tile_once_own_block_last() {
+        for &(rows, n, world) in &[(1000u32, 1544u32, 2u32), (128, 256, 4), (4096, 8, 4), (300, 700, 3)] {
+            for rank in 0..world {
+                let s = OwnerTiles::new(rows, n, (128, 256), 8, world, rank);
+                let mut seen = vec![false; (world * s.per_owner()) as usize];
+                let mut last_owner = None;
+                for i in 0..s.count() {
+                    let t = s.tile(i);
+                    let o = s.locate(t.m, t.n);
+                    assert!(o.tm < s.m_tiles && o.tn < s.n_tiles && o.slot < s.per_owner());
+                    let k = (o.owner * s.per_owner() + o.slot) as usize;
+                    assert!(!seen[k], "tile {o:?} twice");
+                    seen[k] = true;
+                    last_owner = Some(o.owner);
+                    // Owners come in the order rank+1, rank+2, ...
+                    assert_eq!(o.owner, (rank + 1 + i / s.per_owner()) % world);
+                }
+                assert!(seen.iter().all(|&x| x));
+                assert_eq!(last_owner, Some(rank), "own block last");
+            }
+        }
     }
 
     #[test]

@@ -105,6 +105,10 @@ pub fn rank_check(c: RankCheckCmd) -> anyhow::Result<()> {
             allgather_check(&world, Duration::from_millis(timeout_ms), shard_bytes, iters, opts)
         }
         RankCheckCmd::AgGemm(a) => crate::cmd_ag_gemm::check(&world, a),
+        RankCheckCmd::GemmRs(a) => {
+            crate::cmd_gemm_rs::check(&world, mkernel::ops::gemm_rs::Collective::ReduceScatter, a)
+        }
+        RankCheckCmd::GemmAr(a) => crate::cmd_gemm_rs::check(&world, mkernel::ops::gemm_rs::Collective::AllReduce, a),
     }
 }
 

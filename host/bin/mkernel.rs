@@ -12,6 +12,7 @@ use std::process::ExitCode;
 mod args;
 mod cmd_ag_gemm;
 mod cmd_bench;
+mod cmd_gemm_rs;
 mod cmd_info;
 mod cmd_rank;
 mod plot;
@@ -162,6 +163,10 @@ enum BenchCmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// GEMM + ReduceScatter: fused, unfused and the GEMM alone (run on several ranks).
+    GemmRs(RsBenchArgs),
+    /// GEMM + AllReduce: fused, unfused and the GEMM alone (run on several ranks).
+    GemmAr(RsBenchArgs),
     /// The GPU -> CPU command FIFO: commands per second and round-trip latency on one GPU.
     Fifo {
         /// Pushing CTAs.
@@ -180,6 +185,25 @@ enum BenchCmd {
         #[arg(long)]
         matrix: bool,
     },
+}
+
+/// `bench gemm-rs` / `bench gemm-ar`.
+#[derive(Args, Debug)]
+pub struct RsBenchArgs {
+    /// Shapes MxNxK (all of K: each rank holds A[M, K/W]), comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = args::shape,
+          default_value = "16384x8192x8192,16384x4096x8192,32768x4096x8192,8192x8192x8192,2048x4096x4096")]
+    shapes: Vec<GemmShape>,
+    /// B layouts: kn ([K/W, N], as torch_baselines.py) and/or nk.
+    #[arg(long, value_delimiter = ',', value_parser = args::layout, default_value = "kn")]
+    layouts: Vec<BLayout>,
+    #[command(flatten)]
+    ranks: RanksArgs,
+    #[command(flatten)]
+    timing: TimingArgs,
+    /// Also write JSON lines here (rank 0).
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -261,6 +285,10 @@ pub enum RankCheckCmd {
     },
     /// AllGather + GEMM on fresh rank-encoded data against the unfused path and a host reference.
     AgGemm(cmd_ag_gemm::CheckArgs),
+    /// GEMM + ReduceScatter against the unfused path and the precision contract.
+    GemmRs(cmd_gemm_rs::CheckArgs),
+    /// GEMM + AllReduce against the unfused path and the precision contract.
+    GemmAr(cmd_gemm_rs::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -305,6 +333,22 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::AgGemm { shapes, layouts, knobs, in_place, ranks, timing, json } => {
             cmd_ag_gemm::bench(&shapes, &layouts, &knobs, in_place, &ranks, timing.timing(), json.as_deref())
         }
+        BenchCmd::GemmRs(a) => cmd_gemm_rs::bench(
+            mkernel::ops::gemm_rs::Collective::ReduceScatter,
+            &a.shapes,
+            &a.layouts,
+            &a.ranks,
+            a.timing.timing(),
+            a.json.as_deref(),
+        ),
+        BenchCmd::GemmAr(a) => cmd_gemm_rs::bench(
+            mkernel::ops::gemm_rs::Collective::AllReduce,
+            &a.shapes,
+            &a.layouts,
+            &a.ranks,
+            a.timing.timing(),
+            a.json.as_deref(),
+        ),
         BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
             cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)
         }

@@ -34,6 +34,9 @@ pub const GEMM_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_nk");
 pub const ALLGATHER: Kernel<AllGatherParams> = Kernel::new("mk_allgather");
 pub const AG_GEMM_KN: Kernel<AgGemmParams> = Kernel::new("mk_ag_gemm_kn");
 pub const AG_GEMM_NK: Kernel<AgGemmParams> = Kernel::new("mk_ag_gemm_nk");
+pub const GEMM_RS_KN: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_kn");
+pub const GEMM_RS_NK: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_nk");
+pub const REDUCE_PULL: Kernel<ReduceParams> = Kernel::new("mk_reduce_pull");
 pub const FIFO_PUSH_TEST: Kernel<FifoTestParams> = Kernel::new("mk_fifo_push_test");
 
 /// Every kernel the host expects in the module (checked when the module loads).
@@ -48,5 +51,8 @@ pub const ALL: &[&str] = &[
     ALLGATHER.name,
     AG_GEMM_KN.name,
     AG_GEMM_NK.name,
+    GEMM_RS_KN.name,
+    GEMM_RS_NK.name,
+    REDUCE_PULL.name,
     FIFO_PUSH_TEST.name,
 ];

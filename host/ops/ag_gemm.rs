@@ -49,36 +49,7 @@ pub enum AgInput<'a> {
     InPlace,
 }
 
-/// Which implementation a launch runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Path {
-    /// One persistent launch.
-    Fused,
-    /// Our all-gather, then our GEMM.
-    Unfused,
-}
-
-impl Path {
-    /// `fused` / `unfused`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Path::Fused => "fused",
-            Path::Unfused => "unfused",
-        }
-    }
-}
-
-/// How the path is chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PathChoice {
-    /// The tuned table's choice for the nearest shape measured on this world size, else fused
-    /// unless the product is small (see [`tuned`]).
-    Auto,
-    /// Always fused.
-    Fused,
-    /// Always unfused.
-    Unfused,
-}
+pub use super::{Path, PathChoice};
 
 /// Tuning knobs; `None` takes the per-shape default ([`tuned`]).
 #[derive(Clone, Debug)]
@@ -209,7 +180,7 @@ impl<'a> AgGemm<'a> {
         let world = comm.world().clone();
         let b = b.into();
         let w = world.world_size as usize;
-        if shape.m % w != 0 || shape.m == 0 {
+        if !shape.m.is_multiple_of(w) || shape.m == 0 {
             return Err(invalid(
                 "m",
                 format!("{} must be a positive multiple of the world size {w} (each rank holds M / {w} rows)", shape.m),
@@ -269,7 +240,7 @@ impl<'a> AgGemm<'a> {
         let launches = gpu.upload(&[0u64])?;
         let diag = DiagBuffers::new(gpu)?;
         let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout };
-        let (mut gemm, maps) = plan(gpu, shape, b_layout, gathered.addr(), b.addr(), &c, &gopts, &diag)?;
+        let (mut gemm, maps) = plan(gpu, shape, b_layout, gathered.addr(), b.addr(), (&c).into(), &gopts, &diag)?;
         gemm.roles = RoleSplit {
             compute: split.compute,
             intra_comm: split.push + split.fwd,

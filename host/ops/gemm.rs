@@ -140,6 +140,19 @@ impl<'a> Gemm<'a> {
     ) -> Result<Self> {
         let (a, b) = (a.into(), b.into());
         shape.validate(a.len(), b.len(), c.len())?;
+        Self::at(gpu, shape, b_layout, (a.addr(), b.addr()), (&c).into(), opts)
+    }
+
+    /// [`Gemm::new`] on raw device addresses, after the caller checked the sizes (fused ops'
+    /// unfused paths, whose buffers live in the communicator's heap).
+    pub(crate) fn at(
+        gpu: &Gpu,
+        shape: GemmShape,
+        b_layout: BLayout,
+        (a, b): (u64, u64),
+        c: CAddr,
+        opts: GemmOptions,
+    ) -> Result<Self> {
         if opts.group_m == 0 {
             return Err(invalid("group_m", "must be at least 1"));
         }
@@ -151,7 +164,7 @@ impl<'a> Gemm<'a> {
         let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u32;
         let ctas = ctas.min(tiles);
         let diag = DiagBuffers::new(gpu)?;
-        let (mut params, maps) = plan(gpu, shape, b_layout, a.addr(), b.addr(), &c, &opts, &diag)?;
+        let (mut params, maps) = plan(gpu, shape, b_layout, a, b, c, &opts, &diag)?;
         params.roles = RoleSplit::compute_only(ctas);
         let kernel = if b_layout == BLayout::KN { kernels::GEMM_KN } else { kernels::GEMM_NK };
         Ok(Self { shape, params, ctas, kernel, _maps: maps, diag, _bufs: PhantomData })
@@ -191,6 +204,19 @@ impl<'a> Gemm<'a> {
     }
 }
 
+/// Where C goes: a device address, f32 or bf16 elements.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CAddr {
+    pub addr: u64,
+    pub f32: bool,
+}
+
+impl From<&Output<'_>> for CAddr {
+    fn from(c: &Output<'_>) -> Self {
+        CAddr { addr: c.addr(), f32: matches!(c, Output::F32(_)) }
+    }
+}
+
 /// The GEMM parameter block and its tensor maps (A `[m, k]` at `a`, B at `b`, C from `c`), with
 /// no CTAs assigned yet: what the plain GEMM and every fused op built on the engine share.
 #[allow(clippy::too_many_arguments)]
@@ -200,7 +226,7 @@ pub(crate) fn plan(
     b_layout: BLayout,
     a: u64,
     b: u64,
-    c: &Output<'_>,
+    c: CAddr,
     opts: &GemmOptions,
     diag: &DiagBuffers,
 ) -> Result<(GemmParams, DeviceBuffer<TensorMap>)> {
@@ -219,20 +245,20 @@ pub(crate) fn plan(
         BLayout::KN => sw(b, [n, kk], 2 * n, [64, TILE_K]),
     };
     // The bf16 output map; unused (but still valid) for f32 output.
-    let c_map = sw(c.addr(), [n, m], if matches!(c, Output::Bf16(_)) { 2 * n } else { 4 * n }, [64, 64]);
+    let c_map = sw(c.addr, [n, m], if c.f32 { 4 * n } else { 2 * n }, [64, 64]);
     let maps = gpu.upload_tensor_maps(&[a_map, b_map, c_map])?;
     let params = GemmParams {
         a_map: maps.addr(),
         b_map: maps.addr() + 128,
         c_map: maps.addr() + 256,
-        c_f32: if matches!(c, Output::F32(_)) { c.addr() } else { 0 },
+        c_f32: if c.f32 { c.addr } else { 0 },
         diag: diag.abi(),
         timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
         m: shape.m as u32,
         n: shape.n as u32,
         k: shape.k as u32,
         b_layout: if b_layout == BLayout::KN { B_KN } else { B_NK },
-        out_f32: matches!(c, Output::F32(_)) as u32,
+        out_f32: c.f32 as u32,
         group_m: opts.group_m,
         roles: RoleSplit::default(),
     };

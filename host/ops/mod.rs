@@ -5,4 +5,36 @@
 pub mod ag_gemm;
 pub mod allgather;
 pub mod gemm;
+pub mod gemm_rs;
 pub mod tuned;
+
+/// Which implementation a launch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// One persistent launch.
+    Fused,
+    /// The separate kernels (e.g. our all-gather, then our GEMM).
+    Unfused,
+}
+
+impl Path {
+    /// `fused` / `unfused`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::Fused => "fused",
+            Path::Unfused => "unfused",
+        }
+    }
+}
+
+/// How the path is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathChoice {
+    /// The tuned table's choice for the nearest shape measured on this world size, else the
+    /// op's rule of thumb (see [`tuned`]).
+    Auto,
+    /// Always fused.
+    Fused,
+    /// Always unfused.
+    Unfused,
+}

@@ -4,7 +4,7 @@
 //!
 //! A table entry applies to the same op, world size and node count, at the measured shape
 //! nearest to the asked one if it is within a factor of two in every dimension.
-use super::ag_gemm::Path;
+use super::Path;
 use crate::comm::world::World;
 use crate::gemm::GemmShape;
 use serde::Deserialize;

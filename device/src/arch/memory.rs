@@ -133,6 +133,19 @@ pub fn fence_sc_sys() {
     unsafe { asm!("fence.sc.sys;", options(nostack)) }
 }
 
+/// 16-byte coherent load from global memory (`ld.global.v4.u32`): for data another agent wrote
+/// during this kernel (the non-coherent path may return stale lines).
+///
+/// # Safety
+/// `p` must be valid and 16-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_global_v4_u32(p: *const [u32; 4]) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    asm!("ld.global.v4.u32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+         c = out(reg32) c, d = out(reg32) d, p = in(reg64) p, options(nostack, readonly));
+    [a, b, c, d]
+}
+
 /// 16-byte global load through the read-only (non-coherent) path.
 ///
 /// # Safety
@@ -164,6 +177,12 @@ pub fn pack_bf16x2(lo: f32, hi: f32) -> u32 {
              options(pure, nomem, nostack))
     };
     r
+}
+
+/// The two bf16 halves of a word packed by [`pack_bf16x2`], widened to f32 (exact).
+#[inline(always)]
+pub fn unpack_bf16x2(w: u32) -> (f32, f32) {
+    (f32::from_bits(w << 16), f32::from_bits(w & 0xffff_0000))
 }
 
 /// Atomic maximum, acquire-release, GPU scope. Returns the previous value.

@@ -135,7 +135,7 @@ unsafe fn consume<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
         if lane == 0 {
             pipe.release(prev.slot);
         }
-        epi.store(smem, &acc, tile, cwg, t);
+        epi.store(smem, &mut acc, tile, cwg, t);
     }
     if t == 0 {
         epi.finish(cwg);

@@ -10,11 +10,12 @@ use crate::tile::*;
 /// A finished tile's way out.
 pub trait Epilogue {
     /// Consumer warpgroup `cwg`'s 128 threads (`t` is this one) write its 64 rows of `tile`, whose
-    /// accumulators are `acc` (the wgmma layout, see `arch::wgmma`).
+    /// accumulators are `acc` (the wgmma layout, see `arch::wgmma`; the epilogue may use them as
+    /// scratch: the next tile's first product overwrites them).
     ///
     /// # Safety
     /// All 128 threads call it together; the output locations the epilogue knows are valid.
-    unsafe fn store(&self, smem: &Smem, acc: &[f32; 128], tile: Tile, cwg: u32, t: u32);
+    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, cwg: u32, t: u32);
 
     /// Thread 0 of each consumer warpgroup, after its last tile: let outstanding writes finish.
     ///
@@ -38,7 +39,7 @@ pub struct StoreC {
 
 impl Epilogue for StoreC {
     #[inline(always)]
-    unsafe fn store(&self, smem: &Smem, acc: &[f32; 128], tile: Tile, cwg: u32, t: u32) {
+    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, cwg: u32, t: u32) {
         if self.out_f32 {
             store_f32(self.c_f32 as *mut f32, self.m, self.n, acc, tile, cwg, t);
         } else {

@@ -22,7 +22,7 @@ use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{launch_epoch, signal};
 use crate::gemm::engine::Operands;
 use crate::gemm::*;
-use crate::sched::{div_nz, rem_nz, InputGate, Role, RowOrder, Tile, TileGrid};
+use crate::sched::{div_nz, rem_nz, GaveUp, InputGate, Role, RowOrder, Tile, TileGrid};
 use crate::sync::Bound;
 
 /// The compute CTAs' input gate: a tile waits for the arrival flags of exactly the chunks of rows
@@ -34,7 +34,7 @@ pub struct ArrivalGate<'a> {
 
 impl InputGate for ArrivalGate<'_> {
     #[inline(always)]
-    unsafe fn wait(&self, tile: Tile) -> Result<(), ()> {
+    unsafe fn wait(&self, tile: Tile) -> Result<(), GaveUp> {
         let p = self.p;
         if p.tile_is_local(tile.m, TILE_M) {
             return Ok(()); // read from the caller's shard itself
@@ -52,7 +52,7 @@ impl InputGate for ArrivalGate<'_> {
             if !(s == p.rank && p.in_place != 0) {
                 let flag = (p.flags as *const u32).add(p.data_flag(s, c) as usize);
                 if bound.flag(flag, self.epoch, tile.index).is_err() {
-                    result = Err(());
+                    result = Err(GaveUp);
                     break;
                 }
             }

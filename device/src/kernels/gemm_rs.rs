@@ -1,0 +1,351 @@
+//! GEMM + ReduceScatter and GEMM + AllReduce in one persistent launch, written from the
+//! framework's pieces (see [`GemmRsParams`] for the data and flag layout):
+//! - the GEMM engine with the [`OwnerTiles`] scheduler (other owners' row blocks first, this
+//!   rank's own last), a gate that maps each owner block's tile rows to rows of A, and the
+//!   [`ReduceEpilogue`];
+//! - the epilogue of a tile owned by another rank rounds it to bf16 and writes it, in the
+//!   accumulators' own layout (thread t's j-th 16 bytes at `(j * 128 + t) * 16`: every store
+//!   instruction of a warp writes 512 contiguous bytes), into the owner's staging slot for this
+//!   source over NVLink, then raises the slot's flag there;
+//! - the epilogue of an own tile waits for every other source's slot, sums the partials in fp32,
+//!   this rank's first and then the others in rank order (every partial rounded to bf16 exactly
+//!   once, so the unfused reference, summing in the same order, gives the same bits), and stores
+//!   the sum into this
+//!   rank's block of the output, and with `all_reduce` into the same block of every local rank's
+//!   output, flagging it there; each rank's consumers finally wait for the blocks of the others.
+//!
+//! Writers wait for the receiver's `ready` flag of the launch first (it entered the launch, so it
+//! is done with the previous launch's slots and output), and the epoch comes from the launch
+//! counter, so back-to-back launches and CUDA-graph replays need no reset.
+use crate::abi::*;
+use crate::arch::*;
+use crate::comm::signal::{launch_epoch, signal};
+use crate::gemm::engine::Operands;
+use crate::gemm::epilogue::{stage_bf16, store_f32, tma_store_tile};
+use crate::gemm::mainloop::Smem;
+use crate::gemm::*;
+use crate::sched::{div_nz, rem_nz, GaveUp, InputGate, OwnerTiles, Role, Tile};
+use crate::sync::Bound;
+
+/// The epoch of this launch, which thread 0 put into shared memory before the engine's first
+/// block barrier.
+#[inline(always)]
+fn epoch() -> u32 {
+    // SAFETY: SCRATCH_OFF lies inside the dynamic shared memory every launch of this kernel has.
+    unsafe { ld_shared_u32(dyn_smem_base() + SCRATCH_OFF) }
+}
+
+macro_rules! unroll16 {
+    ($f:ident) => {
+        $f!(0);
+        $f!(1);
+        $f!(2);
+        $f!(3);
+        $f!(4);
+        $f!(5);
+        $f!(6);
+        $f!(7);
+        $f!(8);
+        $f!(9);
+        $f!(10);
+        $f!(11);
+        $f!(12);
+        $f!(13);
+        $f!(14);
+        $f!(15);
+    };
+}
+
+/// Accumulators `8j .. 8j + 8` rounded to bf16: 16 bytes, the j-th chunk of a thread's part of a
+/// staging slot.
+#[inline(always)]
+fn chunk_bf16(acc: &[f32; 128], j: usize) -> [u32; 4] {
+    [
+        pack_bf16x2(acc[8 * j], acc[8 * j + 1]),
+        pack_bf16x2(acc[8 * j + 2], acc[8 * j + 3]),
+        pack_bf16x2(acc[8 * j + 4], acc[8 * j + 5]),
+        pack_bf16x2(acc[8 * j + 6], acc[8 * j + 7]),
+    ]
+}
+
+/// Maps an owner block's tile rows to rows of A (and waits for nothing: A and B are local).
+struct OwnerRows<'a> {
+    p: &'a GemmRsParams,
+    tiles: OwnerTiles,
+}
+
+impl InputGate for OwnerRows<'_> {
+    #[inline(always)]
+    unsafe fn wait(&self, _tile: Tile) -> Result<(), GaveUp> {
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn a_source(&self, tile: Tile, a_map: u64, tile_m: u32) -> (u64, u32) {
+        let o = self.tiles.locate(tile.m, tile.n);
+        (a_map, o.owner * self.p.rows + o.tm * tile_m)
+    }
+}
+
+/// The epilogue described in the module docs.
+pub struct ReduceEpilogue<'a> {
+    p: &'a GemmRsParams,
+    tiles: OwnerTiles,
+}
+
+/// Entry `lr` of one of the [`PeerTable`]'s arrays.
+///
+/// # Safety
+/// `table` points to a live `PeerTable`; `lr < MAX_LOCAL_RANKS`.
+#[inline(always)]
+unsafe fn peer(table: *const [u64; MAX_LOCAL_RANKS], lr: u32) -> u64 {
+    *(table as *const u64).add(lr as usize)
+}
+
+impl ReduceEpilogue<'_> {
+    #[inline(always)]
+    fn table(&self) -> &PeerTable {
+        // SAFETY: the host uploads the table before the launch and keeps it alive.
+        unsafe { &*(self.p.peers as *const PeerTable) }
+    }
+
+    #[inline(always)]
+    fn bound(&self) -> Bound<'_> {
+        Bound {
+            timeout_ns: self.p.gemm.timeout_ns,
+            diag: &self.p.gemm.diag,
+            rank: self.p.rank,
+            role: Role::Compute as u32,
+        }
+    }
+
+    /// Thread 0 of the warpgroup waits until local rank `lr` entered this launch; then the whole
+    /// warpgroup (named barrier `bar`) may write into it.
+    #[inline(always)]
+    unsafe fn wait_ready(&self, lr: u32, t: u32, bar: u32) {
+        let p = self.p;
+        if lr != p.local_rank && t == 0 {
+            let rank = p.rank - p.local_rank + lr;
+            let flag = (p.flags as *const u32).add(GemmRsParams::ready_flag(rank) as usize);
+            let _ = self.bound().flag(flag, epoch(), rank);
+        }
+        named_barrier_sync(bar, 128);
+    }
+
+    /// Send this warpgroup's half of a tile owned by `owner` to the owner's staging slot.
+    #[inline(always)]
+    unsafe fn send(&self, acc: &[f32; 128], owner: u32, slot: u32, cwg: u32, t: u32) {
+        let p = self.p;
+        let bar = 1 + cwg;
+        let lr = owner - (p.rank - p.local_rank);
+        self.wait_ready(lr, t, bar);
+        let dst = (peer(&self.table().staging, lr) + p.slot_offset(p.rank, slot, cwg)) as *mut [u32; 4];
+        // Unrolled: the accumulators must stay in registers (a run-time index would put them in
+        // local memory and serialise the wgmma pipeline).
+        macro_rules! put {
+            ($j:literal) => {
+                st_global_v4_u32(dst.add($j * 128 + t as usize), chunk_bf16(acc, $j));
+            };
+        }
+        unroll16!(put);
+        // Every thread's stores, then one release for all of them.
+        fence_acq_rel_sys();
+        named_barrier_sync(bar, 128);
+        if t == 0 {
+            signal((peer(&self.table().flags, lr) as *mut u32).add(p.part_flag(p.rank, slot, cwg) as usize), epoch());
+        }
+    }
+
+    /// Sum every source's partial of this warpgroup's half of my tile `slot` into `acc`: this
+    /// rank's first, then the others in rank order, each partial rounded to bf16, sums in fp32.
+    #[inline(always)]
+    unsafe fn gather_sum(&self, acc: &mut [f32; 128], slot: u32, cwg: u32, t: u32) {
+        let p = self.p;
+        let bar = 1 + cwg;
+        if t == 0 {
+            for s in 0..p.world {
+                if s != p.rank {
+                    let flag = (p.flags as *const u32).add(p.part_flag(s, slot, cwg) as usize);
+                    let _ = self.bound().flag(flag, epoch(), slot);
+                }
+            }
+        }
+        named_barrier_sync(bar, 128);
+        // This rank's partial first, rounded like every other, then the others in rank order,
+        // accumulated in place (a second 128-value array would not fit in registers).
+        macro_rules! round {
+            ($j:literal) => {{
+                let w = chunk_bf16(acc, $j);
+                for i in 0..4 {
+                    let (lo, hi) = unpack_bf16x2(w[i]);
+                    acc[8 * $j + 2 * i] = lo;
+                    acc[8 * $j + 2 * i + 1] = hi;
+                }
+            }};
+        }
+        unroll16!(round);
+        for s in 0..p.world {
+            if s == p.rank {
+                continue;
+            }
+            let src = (p.staging + p.slot_offset(s, slot, cwg)) as *const [u32; 4];
+            macro_rules! add {
+                ($j:literal) => {{
+                    let w = ld_global_v4_u32(src.add($j * 128 + t as usize));
+                    for i in 0..4 {
+                        let (lo, hi) = unpack_bf16x2(w[i]);
+                        acc[8 * $j + 2 * i] += lo;
+                        acc[8 * $j + 2 * i + 1] += hi;
+                    }
+                }};
+            }
+            unroll16!(add);
+        }
+    }
+
+    /// f32 all-reduce: copy this warpgroup's 64 rows of the tile from my output block (just
+    /// stored by the warpgroup, visible after its named barrier) to local rank `lr`'s, 16 bytes
+    /// per thread and step. A plain loop: storing from the accumulators once per rank would keep
+    /// every store address live across the loop and spill.
+    #[inline(always)]
+    unsafe fn copy_f32_rows(&self, lr: u32, tile: Tile, cwg: u32, t: u32) {
+        let p = self.p;
+        let n = p.gemm.n;
+        let row0 = tile.m * TILE_M + cwg * 64;
+        let col0 = tile.n * TILE_N;
+        let rows = if row0 >= p.rows { 0 } else { (p.rows - row0).min(64) };
+        let cols = if col0 >= n { 0 } else { (n - col0).min(TILE_N) };
+        let (src, dst) = (peer(&self.table().out, p.local_rank) as *const f32, peer(&self.table().out, lr) as *mut f32);
+        let vecs = cols / 4; // n is a multiple of 8: rows are whole 16-byte vectors
+        let mut i = t;
+        while i < rows * vecs {
+            let (r, v) = (div_nz(i, vecs), rem_nz(i, vecs));
+            let off = ((row0 + r) * n + col0 + 4 * v) as usize;
+            st_global_v4_u32(dst.add(off) as *mut [u32; 4], ld_global_v4_u32(src.add(off) as *const [u32; 4]));
+            i += 128;
+        }
+    }
+}
+
+impl Epilogue for ReduceEpilogue<'_> {
+    #[inline(always)]
+    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, cwg: u32, t: u32) {
+        let p = self.p;
+        let o = self.tiles.locate(tile.m, tile.n);
+        if o.owner != p.rank {
+            self.send(acc, o.owner, o.slot, cwg, t);
+            return;
+        }
+        self.gather_sum(acc, o.slot, cwg, t);
+        let sum = &*acc;
+        let block_tile = Tile { index: tile.index, m: o.tm, n: o.tn };
+        let g = &p.gemm;
+        let bar = 1 + cwg;
+        // My own output block first.
+        if g.out_f32 != 0 {
+            store_f32(peer(&self.table().out, p.local_rank) as *mut f32, p.rows, g.n, sum, block_tile, cwg, t);
+        } else {
+            stage_bf16(smem.c(cwg), sum, cwg, t);
+            if t == 0 {
+                tma_store_tile(p.out_maps + 128 * p.local_rank as u64, smem.c(cwg), p.rows, g.n, block_tile, cwg);
+            }
+        }
+        if p.all_reduce == 0 {
+            return;
+        }
+        // All-reduce: the same block of every other local rank's output, then its flag there.
+        if g.out_f32 != 0 {
+            fence_acq_rel_cta();
+        }
+        for i in 1..p.local_world {
+            let lr = rem_nz(p.local_rank + i, p.local_world);
+            self.wait_ready(lr, t, bar);
+            if g.out_f32 != 0 {
+                self.copy_f32_rows(lr, block_tile, cwg, t);
+            } else if t == 0 {
+                tma_store_tile(p.out_maps + 128 * lr as u64, smem.c(cwg), p.rows, g.n, block_tile, cwg);
+            }
+        }
+        if g.out_f32 != 0 {
+            fence_acq_rel_sys();
+            named_barrier_sync(bar, 128);
+        }
+        if t == 0 {
+            bulk_wait_group::<0>();
+            for i in 1..p.local_world {
+                let lr = rem_nz(p.local_rank + i, p.local_world);
+                let flag = (peer(&self.table().flags, lr) as *mut u32).add(p.done_flag(p.rank, o.slot, cwg) as usize);
+                signal(flag, epoch());
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn finish(&self, cwg: u32) {
+        bulk_wait_group::<0>();
+        let p = self.p;
+        if p.all_reduce == 0 {
+            return;
+        }
+        // All-reduce: the other owners' blocks of my output must be in before the launch ends;
+        // each consumer warpgroup of the grid waits for its share of them.
+        let waiters = 2 * p.gemm.roles.compute;
+        let me = 2 * block_idx_x_here() + cwg;
+        let per = self.tiles.per_owner();
+        let mut x = me;
+        while x < p.world * per * 2 {
+            let (q, rest) = (div_nz(x, 2 * per), rem_nz(x, 2 * per));
+            if q != p.rank {
+                let flag = (p.flags as *const u32).add(p.done_flag(q, rest / 2, rest % 2) as usize);
+                if self.bound().flag(flag, epoch(), rest / 2).is_err() {
+                    return;
+                }
+            }
+            x += waiters;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn gemm_rs<const TRANS_B: u32>(p: &GemmRsParams) {
+    let tid = thread_idx_x();
+    let roles = p.gemm.roles;
+    if tid == 0 {
+        let epoch = launch_epoch(p.launches as *mut u64, roles.total());
+        st_shared_u32(dyn_smem_base() + SCRATCH_OFF, epoch);
+        if block_idx_x() == 0 {
+            // Tell this node's ranks that we entered the launch.
+            for lr in 0..p.local_world {
+                if lr != p.local_rank {
+                    let table = &*(p.peers as *const PeerTable);
+                    let flag = (peer(&table.flags, lr) as *mut u32).add(GemmRsParams::ready_flag(p.rank) as usize);
+                    signal(flag, epoch);
+                }
+            }
+        }
+    }
+    if block_idx_x() >= roles.compute {
+        return;
+    }
+    let g = &p.gemm;
+    let tiles = OwnerTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, p.rank);
+    let ops = Operands { a_map: g.a_map, b_map: g.b_map, k: g.k };
+    let bound = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: p.rank, role: Role::Compute as u32 };
+    let gate = OwnerRows { p, tiles };
+    let epi = ReduceEpilogue { p, tiles };
+    compute_cta::<TRANS_B, _, _, _>(&ops, &tiles, &gate, &epi, roles.compute, bound);
+}
+
+/// GEMM + ReduceScatter / AllReduce with B `[K/W, N]` row-major.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_gemm_rs_kn(p: GemmRsParams) {
+    crate::launch_bounds!(384, 1);
+    gemm_rs::<1>(&p);
+}
+
+/// GEMM + ReduceScatter / AllReduce with B `[N, K/W]` row-major.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_gemm_rs_nk(p: GemmRsParams) {
+    crate::launch_bounds!(384, 1);
+    gemm_rs::<0>(&p);
+}

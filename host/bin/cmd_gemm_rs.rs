@@ -1,0 +1,246 @@
+//! GEMM + ReduceScatter / AllReduce on the command line: the per-rank correctness check the
+//! multi-process tests run (`rank-check gemm-rs|gemm-ar`) and the benchmark (`bench
+//! gemm-rs|gemm-ar`).
+use crate::cmd_rank::as_rank;
+use crate::RanksArgs;
+use anyhow::{bail, ensure, Context};
+use half::bf16;
+use mkernel::bench::{harness, RunInfo, Timing};
+use mkernel::comm::communicator::{CommOptions, Communicator};
+use mkernel::comm::world::World;
+use mkernel::gemm::{reference_row, BLayout, GemmShape};
+use mkernel::ops::gemm_rs::{Collective, GemmRs, GemmRsOptions};
+use mkernel::ops::{Path, PathChoice};
+use mkernel::testing::{Rng, POISON_BYTE};
+use mkernel::Gpu;
+use std::path::Path as FsPath;
+use std::time::Duration;
+
+/// What `rank-check gemm-rs|gemm-ar` runs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// M x N x K, all of them (each rank holds A[M, K/W] and B[K/W, N]).
+    #[arg(long, value_parser = crate::args::shape, default_value = "2000x1544x1024")]
+    pub shape: GemmShape,
+    /// B layout.
+    #[arg(long, value_parser = crate::args::layout, default_value = "kn")]
+    pub layout: BLayout,
+    /// f32 output instead of bf16.
+    #[arg(long)]
+    pub f32: bool,
+    /// Rounds with fresh inputs (no barrier between them).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
+    /// Launches back to back, no host synchronisation, before the last check.
+    #[arg(long = "back-to-back", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..))]
+    pub back_to_back: u32,
+    /// Also capture launches into a CUDA graph and check its replays.
+    #[arg(long)]
+    pub graph: bool,
+    /// Bound on each bootstrap step and device wait.
+    #[arg(long = "timeout-ms", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
+}
+
+/// Rank `r`'s A (`[M, K/W]`) and B in round `round`: fresh random values from the run's seed,
+/// different for every rank, reproducible on every rank.
+fn inputs(seed: u64, round: u32, r: u32, a_len: usize, b_len: usize) -> (Vec<bf16>, Vec<bf16>) {
+    let mut rng = Rng::new(seed ^ ((round as u64) << 40) ^ ((r as u64 + 1) * 0x9e37_79b9_7f4a_7c15));
+    (rng.bf16_vec(a_len), rng.bf16_vec(b_len))
+}
+
+fn agreed_seed(comm: &Communicator) -> anyhow::Result<u64> {
+    let mine = match std::env::var("MKERNEL_SEED") {
+        Ok(v) => v.parse().context("MKERNEL_SEED must be a number")?,
+        Err(_) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64,
+    };
+    let all = comm.bootstrap().all_gather(&mine.to_le_bytes())?;
+    let seed = u64::from_le_bytes(all[0][..8].try_into()?);
+    if comm.world().rank == 0 {
+        println!("rank-check gemm-rs: seed {seed} (replay with MKERNEL_SEED={seed})");
+    }
+    Ok(seed)
+}
+
+/// `rank-check gemm-rs|gemm-ar`: fresh rank-encoded inputs, poisoned outputs; the fused result
+/// bit for bit against the unfused path, and within the precision contract of an f64 host
+/// reference on sampled rows; rounds with new inputs and no barrier; launches back to back; CUDA
+/// graph replays.
+pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Result<()> {
+    let gpu = Gpu::new(world.device)?;
+    let GemmShape { m, n, k } = a.shape;
+    let w = world.world_size as usize;
+    ensure!(m % w == 0 && k % (8 * w) == 0, "--shape: M must be a multiple of {w} and K of {}", 8 * w);
+    let local = GemmShape { m, n, k: k / w };
+    let heap = 6 * m * n * 4 + (64 << 20);
+    let timeout = Duration::from_millis(a.timeout_ms);
+    let comm = Communicator::new(&gpu, world, CommOptions { heap_bytes: heap, timeout, ..CommOptions::from_env()? })?;
+    let seed = agreed_seed(&comm)?;
+    let (a_buf, b_buf) = (gpu.alloc::<bf16>(m * local.k)?, gpu.alloc::<bf16>(local.k * n)?);
+    let opts = GemmRsOptions { out_f32: a.f32, path: PathChoice::Fused, timeout, ..Default::default() };
+    let op = GemmRs::new(&comm, &gpu, collective, a.shape, a.layout, &a_buf, &b_buf, opts)?;
+    let rows = m / w;
+    let (row0, out_rows) = match collective {
+        Collective::ReduceScatter => (world.rank as usize * rows, rows),
+        Collective::AllReduce => (0, m),
+    };
+    let read = || -> anyhow::Result<Vec<f64>> {
+        Ok(match (op.output_bf16(), op.output_f32()) {
+            (Some(o), _) => o.to_vec()?.iter().map(|x| x.to_f64()).collect(),
+            (_, Some(o)) => o.to_vec()?.iter().map(|&x| x as f64).collect(),
+            _ => bail!("no output"),
+        })
+    };
+    let mut rng = Rng::new(seed ^ 0x5a5a ^ world.rank as u64);
+    let mut check_round = |round: u32, what: &str| -> anyhow::Result<()> {
+        let got = read()?;
+        let srcs: Vec<_> = (0..w as u32).map(|r| inputs(seed, round, r, m * local.k, local.k * n)).collect();
+        let mut sample: Vec<usize> = vec![0, out_rows - 1, out_rows / 2];
+        sample.extend((0..10).map(|_| rng.next_u64() as usize % out_rows));
+        let mut worst = 0f64;
+        for &i in &sample {
+            let gi = row0 + i;
+            let parts: Vec<Vec<f64>> = srcs.iter().map(|(sa, sb)| reference_row(sa, sb, local, a.layout, gi)).collect();
+            for j in 0..n {
+                let exact: f64 = parts.iter().map(|p| p[j]).sum();
+                let mag: f64 = parts.iter().map(|p| p[j].abs()).sum();
+                let out = got[i * n + j];
+                // The precision contract (ops::gemm_rs): partials rounded to bf16 once, summed in
+                // fp32, the sum rounded once (not for f32 output).
+                let u = 2f64.powi(-8);
+                let bound = u * mag
+                    + if a.f32 { 0.0 } else { u * out.abs() }
+                    + (w + local.k) as f64 * 2f64.powi(-24) * mag
+                    + 1e-6;
+                let err = (out - exact).abs();
+                ensure!(
+                    err.is_finite() && err <= bound,
+                    "rank {} {what}: out[{gi}][{j}] = {out} vs exact {exact}: error {err:.3e} beyond the contract's {bound:.3e}",
+                    world.rank
+                );
+                worst = worst.max(err / bound);
+            }
+        }
+        println!(
+            "rank {} {what}: sampled rows within the precision contract (worst error / bound {worst:.2})",
+            world.rank
+        );
+        Ok(())
+    };
+    let load = |round: u32| -> anyhow::Result<()> {
+        let (ha, hb) = inputs(seed, round, world.rank, m * local.k, local.k * n);
+        a_buf.copy_from(&ha)?;
+        b_buf.copy_from(&hb)?;
+        op.output_bytes().fill_bytes(POISON_BYTE)?;
+        Ok(())
+    };
+    println!(
+        "rank {} of {}: {} {m}x{n}x{k} {:?} {} out, {} compute CTAs",
+        world.rank,
+        world.world_size,
+        collective.op_name(),
+        a.layout,
+        if a.f32 { "f32" } else { "bf16" },
+        op.ctas()
+    );
+    for round in 0..a.rounds {
+        load(round)?;
+        op.launch_path(&gpu, Path::Fused)?;
+        op.wait(&gpu)?;
+        check_round(round, &format!("round {round} (fused)"))?;
+        let fused = read()?;
+        op.output_bytes().fill_bytes(POISON_BYTE)?;
+        op.launch_path(&gpu, Path::Unfused)?;
+        op.wait(&gpu)?;
+        let unfused = read()?;
+        if let Some(i) = fused.iter().zip(&unfused).position(|(x, y)| x.to_bits() != y.to_bits()) {
+            bail!(
+                "rank {}: out[{}][{}] differs between the paths: {} vs {}",
+                world.rank,
+                i / n,
+                i % n,
+                fused[i],
+                unfused[i]
+            );
+        }
+    }
+    let last = a.rounds - 1;
+    if a.back_to_back > 0 {
+        op.output_bytes().fill_bytes(POISON_BYTE)?;
+        for _ in 0..a.back_to_back {
+            op.launch_path(&gpu, Path::Fused)?;
+        }
+        op.wait(&gpu)?;
+        check_round(last, &format!("after {} launches back to back", a.back_to_back))?;
+    }
+    if a.graph {
+        let graph = gpu.capture(|| {
+            op.launch_path(&gpu, Path::Fused).map_err(|e| mkernel::GpuError::Module(e.to_string()))?;
+            op.launch_path(&gpu, Path::Fused).map_err(|e| mkernel::GpuError::Module(e.to_string()))
+        })?;
+        for replay in 0..3 {
+            op.output_bytes().fill_bytes(POISON_BYTE)?;
+            graph.launch(&gpu)?;
+            op.wait(&gpu)?;
+            check_round(last, &format!("CUDA graph replay {replay}"))?;
+        }
+    }
+    comm.barrier()?;
+    println!("{} ok: rank {} of {}", collective.op_name(), world.rank, world.world_size);
+    Ok(())
+}
+
+/// `bench gemm-rs|gemm-ar`: fused, unfused and the GEMM alone, interleaved; the slowest rank's
+/// medians.
+pub fn bench(
+    collective: Collective,
+    shapes: &[GemmShape],
+    layouts: &[BLayout],
+    ranks: &RanksArgs,
+    timing: Timing,
+    json: Option<&FsPath>,
+) -> anyhow::Result<()> {
+    let Some(world) = as_rank(ranks)? else { return Ok(()) };
+    let gpu = Gpu::new(world.device)?;
+    let w = world.world_size as usize;
+    let heap = shapes.iter().map(|s| 4 * s.m * s.n * 2).max().unwrap_or(0) + (64 << 20);
+    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
+    let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
+    let mut records = Vec::new();
+    for &s in shapes {
+        ensure!(s.m % w == 0 && s.k % (8 * w) == 0, "--shapes: M must be a multiple of {w} and K of {}", 8 * w);
+        let mut rng = Rng::new(0x5eed ^ world.rank as u64);
+        let a = gpu.upload(&rng.bf16_vec(s.m * s.k / w))?;
+        let b = gpu.upload(&rng.bf16_vec(s.k / w * s.n))?;
+        for &l in layouts {
+            let op = GemmRs::new(&comm, &gpu, collective, s, l, &a, &b, GemmRsOptions::default())?;
+            let mut fused = || op.launch_path(&gpu, Path::Fused);
+            let mut unfused = || op.launch_path(&gpu, Path::Unfused);
+            let mut gemm = || op.launch_gemm_only(&gpu);
+            let ms = harness::time_each(&gpu, &mut &comm, timing, &mut [&mut fused, &mut unfused, &mut gemm])?;
+            op.wait(&gpu)?;
+            let flops = 2.0 * s.m as f64 * s.n as f64 * (s.k / w) as f64; // per GPU
+            for (imp, &t) in ["mkernel-fused", "mkernel-unfused", "gemm-alone"].iter().zip(&ms) {
+                records.push(
+                    run.record(collective.op_name(), s.label(), l.name(), imp, t)
+                        .with_flops(flops)
+                        .with("fused_over_gemm", ms[0] / ms[2])
+                        .with("compute_ctas", op.ctas()),
+                );
+            }
+        }
+    }
+    if world.rank == 0 {
+        println!(
+            "{} , {} ranks, slowest rank's median of {} launches (TFLOP/s per GPU: its K/W share)",
+            collective.op_name(),
+            world.world_size,
+            timing.reps
+        );
+        harness::print_table(&records, Some("mkernel-fused"));
+        if let Some(path) = json {
+            harness::write_json(path, &records).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
