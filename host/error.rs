@@ -44,7 +44,12 @@ impl fmt::Display for WaitReport {
 pub enum Error {
     /// An argument broke a rule; nothing was launched.
     #[error("invalid argument `{arg}`: {rule}")]
-    InvalidArgument { arg: &'static str, rule: String },
+    InvalidArgument {
+        /// The argument's name.
+        arg: &'static str,
+        /// The rule it broke, with the value.
+        rule: String,
+    },
     /// The GPU runtime failed.
     #[error(transparent)]
     Gpu(#[from] GpuError),

@@ -7,7 +7,7 @@
 //! - [`ops`]: every op (GEMM, all-gather, AllGather + GEMM, ...) with its unfused reference path.
 //! - [`comm`]: the communication runtime (world, bootstrap, launcher, communicator, FIFO, proxy,
 //!   transports).
-//! - [`bench`]: the benchmark harness behind `mkernel bench`.
+//! - [`bench`](mod@bench): the benchmark harness behind `mkernel bench`.
 //! - [`abi`]: the parameter blocks shared with the device crate.
 //! - [`testing`]: helpers for GPU tests and benches (device or loud skip, random data, errors).
 pub mod baseline;

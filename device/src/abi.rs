@@ -21,10 +21,15 @@ pub const B_NK: u32 = 1;
 abi_struct! {
     /// `y = a * x + y` over `n` f32 (the elementwise self-test).
     pub struct AxpyParams [32] {
+        /// Device address of `x` (`n` f32).
         pub x: u64,
+        /// Device address of `y` (`n` f32), updated in place.
         pub y: u64,
+        /// Elements.
         pub n: u64,
+        /// The scale.
         pub a: f32,
+        /// Padding up to the asserted size; always 0.
         pub _pad: u32,
     }
 }
@@ -33,11 +38,17 @@ abi_struct! {
     /// TMA round trip: box at (`c0`, `c1`) of `src_map` -> shared memory -> same box of `dst_map`;
     /// the raw shared-memory bytes (swizzled) are also copied to `raw_out`.
     pub struct TmaRoundTripParams [40] {
+        /// Device address of the tensor map loaded from.
         pub src_map: u64,
+        /// Device address of the tensor map stored through (same box shape).
         pub dst_map: u64,
+        /// Device address receiving the box's `box_bytes` of shared memory as they are.
         pub raw_out: u64,
+        /// Inner (contiguous) coordinate of the box, in elements.
         pub c0: i32,
+        /// Outer coordinate of the box (row).
         pub c1: i32,
+        /// Bytes of the box in shared memory: a multiple of 1024 (the mbarrier follows it).
         pub box_bytes: u32,
         /// 1: also store the box back through `dst_map`; 0: load only.
         pub store: u32,
@@ -47,10 +58,15 @@ abi_struct! {
 abi_struct! {
     /// One warpgroup tile product `out[64, n] (f32) = A[64, 64] @ B`, B per `b_layout`.
     pub struct WgmmaTileParams [32] {
+        /// Device address of A's tensor map (`[64, 64]` bf16, 128-byte swizzle).
         pub a_map: u64,
+        /// Device address of B's tensor map (`[64, n]` as K-major or N-major per `b_layout`).
         pub b_map: u64,
+        /// Device address of `out`: `[64, n]` f32, row-major.
         pub out: u64,
+        /// The wgmma N: 64, 128 or 256 (anything else runs as 256).
         pub n: u32,
+        /// [`B_KN`] or [`B_NK`].
         pub b_layout: u32,
     }
 }
@@ -58,14 +74,23 @@ abi_struct! {
 abi_struct! {
     /// GPU <-> host flag handshake through host-mapped memory (system-scope acquire/release).
     pub struct HandshakeParams [64] {
+        /// Device address of host-mapped `u32`s: `words` payload words, then the host's reply.
         pub host_data: u64,
+        /// Device address of two host-mapped `u32` flags: `[0]` GPU -> host, `[1]` host -> GPU.
         pub host_flags: u64,
+        /// Device address of `iters` `u32`: the host's reply of each round.
         pub out: u64,
+        /// Where a timed-out wait reports.
         pub diag: Diag,
+        /// Bound on each wait for the host, in ns.
         pub timeout_ns: u64,
+        /// Rounds.
         pub iters: u32,
+        /// Payload words per round.
         pub words: u32,
+        /// Round `i` uses epoch `base_epoch + i + 1`.
         pub base_epoch: u32,
+        /// Seed of the payload ([`handshake_word`]).
         pub seed: u32,
     }
 }
@@ -82,6 +107,8 @@ pub const fn handshake_word(seed: u32, epoch: u32, w: u32) -> u32 {
 abi_struct! {
     /// Each block writes its cluster coordinates to `out[blockIdx.x]`.
     pub struct ClusterIdsParams [8] {
+        /// Device address of one `u32` per block:
+        /// `cluster rank | cluster size << 8 | cluster id << 16`.
         pub out: u64,
     }
 }
@@ -105,15 +132,27 @@ abi_struct! {
     /// host can read even after the kernel stopped. Any non-zero `status` also tells every other
     /// bounded wait of the launch to give up, so the kernel ends instead of hanging.
     pub struct WaitDiag [56] {
+        /// [`DIAG_OK`], [`DIAG_CLAIMED`] or [`DIAG_TIMED_OUT`]; the other fields are valid only at
+        /// `DIAG_TIMED_OUT`.
         pub status: u32,
+        /// The waiting rank.
         pub rank: u32,
+        /// The waiting CTA's role, a [`Role`](crate::sched::Role) as `u32`: 0 compute, 1
+        /// intra-comm, 2 inter-send, 3 inter-reduce.
         pub role: u32,
+        /// `blockIdx.x` of the waiting CTA.
         pub cta: u32,
+        /// What the wait was about: a tile index, or a peer or chunk for communication roles.
         pub tile: u32,
+        /// The kind of wait: [`WAIT_FLAG`], [`WAIT_MBAR_FULL`] or [`WAIT_MBAR_EMPTY`].
         pub what: u32,
+        /// The flag's address, or the mbarrier's shared-memory address.
         pub flag_addr: u64,
+        /// The epoch the flag should have reached, or the mbarrier phase parity waited for.
         pub expected: u64,
+        /// The flag's last value read (for an mbarrier: the other parity).
         pub seen: u64,
+        /// How long the wait lasted before giving up, in ns (1024 ns resolution).
         pub waited_ns: u64,
     }
 }
@@ -125,7 +164,9 @@ abi_struct! {
     /// from device memory: tens of thousands of waiting threads reading host memory over PCIe
     /// would stall the whole memory system).
     pub struct Diag [16] {
+        /// Device address of the host-mapped [`WaitDiag`]; 0: no report.
         pub record: u64,
+        /// Device address of the abort `u32` (device memory); 0: waits never abort early.
         pub abort: u64,
     }
 }
@@ -134,9 +175,13 @@ abi_struct! {
     /// How a persistent kernel's CTAs split into roles: CTAs `0..compute` compute, the next
     /// `intra_comm` copy over NVLink, then `inter_send` feed the proxy FIFO, then `inter_reduce`.
     pub struct RoleSplit [16] {
+        /// CTAs that run the GEMM engine.
         pub compute: u32,
+        /// CTAs that copy to this node's other ranks over NVLink.
         pub intra_comm: u32,
+        /// CTAs that push FIFO commands for ranks on other nodes.
         pub inter_send: u32,
+        /// CTAs that reduce data from other nodes (0 in every kernel so far).
         pub inter_reduce: u32,
     }
 }
@@ -145,18 +190,32 @@ abi_struct! {
     /// The persistent GEMM: `C[m, n] = A[m, k] @ B`, bf16 in, f32 accumulate, bf16 (TMA store
     /// through `c_map`) or f32 (`c_f32`) out.
     pub struct GemmParams [96] {
+        /// Device address of A's tensor map (`[m, k]` bf16, 128-byte swizzle).
         pub a_map: u64,
+        /// Device address of B's tensor map (`[k, n]` or `[n, k]`, per the kernel launched).
         pub b_map: u64,
+        /// Device address of C's bf16 tensor map (encoded even for f32 output, then unused).
         pub c_map: u64,
+        /// Device address of the f32 C `[m, n]` when `out_f32`; else 0.
         pub c_f32: u64,
+        /// Where a timed-out wait reports.
         pub diag: Diag,
+        /// Bound on every device-side wait, in ns.
         pub timeout_ns: u64,
+        /// Rows of A and C.
         pub m: u32,
+        /// Columns of B and C.
         pub n: u32,
+        /// The reduction dimension.
         pub k: u32,
+        /// [`B_KN`] or [`B_NK`]. Informational: the kernel launched (`_kn` or `_nk`) fixes the
+        /// layout.
         pub b_layout: u32,
+        /// 1: f32 output to `c_f32`; 0: bf16 through `c_map`.
         pub out_f32: u32,
+        /// Tile rows per group of the grouped raster order (L2 reuse).
         pub group_m: u32,
+        /// The grid's CTA roles (a plain GEMM: compute only).
         pub roles: RoleSplit,
     }
 }
@@ -184,11 +243,13 @@ abi_struct! {
     ///
     /// header = op (8 bits) | flags (8) | dst_rank (16) | ticket (low 32 bits of the position)
     pub struct FifoCmd [64] {
+        /// Op, flags, destination rank and ticket (see [`FifoCmd::header_word`]); 0: empty slot.
         pub header: u64,
         /// src buffer id (16) << 48 | src offset (48)
         pub src: u64,
         /// dst buffer id (16) << 48 | dst offset (48)
         pub dst: u64,
+        /// Bytes to copy from `src` to `dst` (WRITE).
         pub bytes: u64,
         /// flag buffer id (16) << 48 | flag offset (48); raised after the data (WRITE, SIGNAL)
         pub flag: u64,
@@ -196,6 +257,7 @@ abi_struct! {
         pub flag_value: u64,
         /// `%globaltimer` at push (diagnostics)
         pub pushed_ns: u64,
+        /// Reserved; always 0.
         pub _reserved: u64,
     }
 }
@@ -209,12 +271,15 @@ impl FifoCmd {
     pub const fn loc(buf: u64, offset: u64) -> u64 {
         (buf << OFFSET_BITS) | (offset & ((1 << OFFSET_BITS) - 1))
     }
+    /// The opcode ([`OP_WRITE`], [`OP_SIGNAL`], [`OP_FENCE`]; 0: empty slot).
     pub const fn op(&self) -> u64 {
         self.header & 0xff
     }
+    /// The destination rank (where the data is written and the flag raised).
     pub const fn dst_rank(&self) -> u32 {
         ((self.header >> 16) & 0xffff) as u32
     }
+    /// Low 32 bits of the slot's ticket (its position in the FIFO's order).
     pub const fn ticket(&self) -> u32 {
         (self.header >> 32) as u32
     }
@@ -230,10 +295,15 @@ abi_struct! {
     /// publishes (host-mapped), and a device-memory cache of it (read over PCIe only when the
     /// ring looks full).
     pub struct FifoParams [40] {
+        /// Device address of the ring: `capacity` slots of 8 `u64` (host-mapped).
         pub ring: u64,
+        /// Device address of the next ticket, a `u64` in device memory.
         pub head: u64,
+        /// Device address of the consumed position the proxy publishes (host-mapped `u64`).
         pub tail: u64,
+        /// Slots in the ring (a power of two).
         pub capacity: u64,
+        /// Device address of the last `tail` value read, a `u64` in device memory.
         pub tail_cache: u64,
     }
 }
@@ -263,7 +333,11 @@ abi_struct! {
     /// `input`, `output` and `flags` live in the communicator's heap (their `*_heap_off` are
     /// their offsets there, which FIFO commands carry).
     pub struct AllGatherParams [312] {
+        /// Device address of this rank's shard (`shard_bytes`; its slice of `output` when in
+        /// place).
         pub input: u64,
+        /// Device address of this rank's output: `world * shard_bytes`, shard s at
+        /// `s * shard_bytes`.
         pub output: u64,
         /// My flags: u32 epochs, `data[world]` (rank s's shard arrived) then `ready[world]`
         /// (rank s entered this launch).
@@ -276,19 +350,31 @@ abi_struct! {
         pub counters: u64,
         /// Launch counter (device `u64`): gives each launch its epoch.
         pub launches: u64,
+        /// The communicator's FIFO (the inter-send CTA pushes into it).
         pub fifo: FifoParams,
+        /// Where a timed-out wait reports.
         pub diag: Diag,
+        /// Bound on every device-side wait, in ns.
         pub timeout_ns: u64,
+        /// Bytes of each rank's shard.
         pub shard_bytes: u64,
-        /// Bytes per FIFO WRITE command.
+        /// Bytes per FIFO WRITE command (0: the whole shard in one).
         pub chunk_bytes: u64,
+        /// Heap offset of `input`.
         pub input_heap_off: u64,
+        /// Heap offset of `output`.
         pub output_heap_off: u64,
+        /// Heap offset of `flags`.
         pub flags_heap_off: u64,
+        /// This rank.
         pub rank: u32,
+        /// Ranks in the world.
         pub world: u32,
+        /// This rank's index on its node.
         pub local_rank: u32,
+        /// Ranks per node (at most [`MAX_LOCAL_RANKS`]).
         pub local_world: u32,
+        /// The grid: `intra_comm` copy CTAs, and one inter-send CTA with several nodes.
         pub roles: RoleSplit,
         /// How intra-comm CTAs move bytes: [`COPY_LSU`] or [`COPY_BULK`].
         pub copy_mode: u32,
@@ -306,6 +392,8 @@ abi_struct! {
     /// `ready[s]` = rank s entered this launch (its `gathered` may be overwritten), then
     /// `data[s][c]` = chunk c of rank s's shard is in this rank's `gathered`.
     pub struct AgGemmParams [376] {
+        /// The GEMM over `gathered`; its `roles` split the grid into compute, intra-comm (push,
+        /// then `fwd_ctas` forward) and inter-send CTAs.
         pub gemm: GemmParams,
         /// My gathered A `[M, K]`.
         pub gathered: u64,
@@ -324,18 +412,25 @@ abi_struct! {
         pub row_order: u64,
         /// Launch counter (device `u64`): gives each launch its epoch.
         pub launches: u64,
+        /// The communicator's FIFO (the inter-send CTA pushes into it).
         pub fifo: FifoParams,
         /// Heap offsets of `gathered` and `flags` (what FIFO commands carry).
         pub gathered_heap_off: u64,
+        /// Heap offset of `flags`.
         pub flags_heap_off: u64,
+        /// Rows of A each rank holds: `M / world`.
         pub shard_rows: u32,
         /// Rows per arrival flag.
         pub chunk_rows: u32,
         /// Chunks per shard: `ceil(shard_rows / chunk_rows)`.
         pub chunks: u32,
+        /// This rank.
         pub rank: u32,
+        /// Ranks in the world.
         pub world: u32,
+        /// This rank's index on its node.
         pub local_rank: u32,
+        /// Ranks per node (at most [`MAX_LOCAL_RANKS`]).
         pub local_world: u32,
         /// 1: the caller wrote its shard straight into `gathered` (no local copy).
         pub in_place: u32,
@@ -349,6 +444,7 @@ abi_struct! {
         /// peers (compute reads local rows from `a_local_map`); 0: chunk by chunk before the
         /// pushes (the inter-node path sends from that copy).
         pub local_copy_last: u32,
+        /// Padding up to the asserted size; always 0.
         pub _pad: u32,
     }
 }
@@ -407,6 +503,7 @@ abi_struct! {
     /// reaches its own tile and stores the result into its output block (`all_reduce`: into the
     /// same block of every rank's output, then flags it there). Flags: see the index functions.
     pub struct GemmRsParams [160] {
+        /// This rank's partial GEMM `A_r @ B_r` (`k` = K/W; compute CTAs only).
         pub gemm: GemmParams,
         /// My staging slots: `[world][tiles per owner][2 halves]` of [`HALF_TILE_BYTES`].
         pub staging: u64,
@@ -423,9 +520,13 @@ abi_struct! {
         pub launches: u64,
         /// Rows per owner block (`M / world`).
         pub rows: u32,
+        /// This rank.
         pub rank: u32,
+        /// Ranks in the world (all on this node).
         pub world: u32,
+        /// This rank's index on its node.
         pub local_rank: u32,
+        /// Ranks per node (at most [`MAX_LOCAL_RANKS`]).
         pub local_world: u32,
         /// 1: every rank gets the whole sum (all-reduce); 0: each its own block.
         pub all_reduce: u32,
@@ -488,18 +589,29 @@ abi_struct! {
         pub out: u64,
         /// My flags: `ready[world]`.
         pub flags: u64,
+        /// Each local rank's flags, mapped here.
         pub peer_flags: [u64; 8],
+        /// Launch counter (device `u64`): gives each launch its epoch.
         pub launches: u64,
+        /// Where a timed-out wait reports.
         pub diag: Diag,
+        /// Bound on every device-side wait, in ns.
         pub timeout_ns: u64,
+        /// First row this rank sums (its owner block for a reduce-scatter, 0 for an all-reduce).
         pub row0: u32,
+        /// Rows this rank sums (`M / world`, or `M` for an all-reduce).
         pub rows: u32,
+        /// Columns (N).
         pub n: u32,
+        /// Ranks in the world (all on this node).
         pub world: u32,
+        /// This rank.
         pub rank: u32,
+        /// 1: `out` is f32; 0: bf16.
         pub out_f32: u32,
         /// Rows per owner block (`M / world`): the owner of a row sums first.
         pub rows_per_owner: u32,
+        /// Padding up to the asserted size; always 0.
         pub _pad: u32,
     }
 }
@@ -515,12 +627,19 @@ abi_struct! {
     /// (thread, index) (mode 0); or thread 0 alone ping-pongs `per_thread` SIGNALs with the proxy,
     /// which answers by setting `reply_flag`, and records each round trip in ns to `out` (mode 1).
     pub struct FifoTestParams [88] {
+        /// The FIFO pushed into.
         pub fifo: FifoParams,
+        /// Where a timed-out wait reports.
         pub diag: Diag,
+        /// Bound on each wait (a full ring, the proxy's reply), in ns.
         pub timeout_ns: u64,
+        /// Mode 1: device address of `per_thread` `u64` round trips in ns; unused in mode 0.
         pub out: u64,
+        /// Mode 1: device address of the host-mapped `u32` the proxy sets to each SIGNAL's value.
         pub reply_flag: u64,
+        /// Commands per thread (mode 0) or round trips (mode 1).
         pub per_thread: u32,
+        /// [`FIFO_TEST_THROUGHPUT`] or [`FIFO_TEST_PINGPONG`].
         pub mode: u32,
     }
 }

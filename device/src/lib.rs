@@ -4,12 +4,16 @@
 //! README for why not Rust-CUDA's `cuda_builder`) and for the host as an rlib, so that every struct
 //! both sides see (`abi`) and all pure integer logic (`sched`, `tile`) has exactly one definition.
 #![no_std]
+#![warn(missing_docs)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 
 pub mod abi;
 pub mod sched;
 pub mod tile;
 
+#[cfg(target_arch = "nvptx64")]
+#[macro_use]
+mod unroll;
 #[cfg(target_arch = "nvptx64")]
 pub mod arch;
 #[cfg(target_arch = "nvptx64")]

@@ -25,7 +25,9 @@ pub struct Pipeline<const STAGES: u32> {
 /// Where one side of the pipeline is: slot and the parity of the slot's current use.
 #[derive(Clone, Copy)]
 pub struct PipeState<const STAGES: u32> {
+    /// The slot, in `0..STAGES`.
     pub slot: u32,
+    /// Parity (0 or 1) of the lap: the barrier phase this side waits for in `slot`.
     pub phase: u32,
 }
 

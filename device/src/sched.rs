@@ -27,8 +27,11 @@ pub const fn rem_nz(a: u32, b: u32) -> u32 {
 /// time, column by column, so consecutive tiles share A rows and B columns in L2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileGrid {
+    /// Tile rows: `ceil(m / tile_m)`.
     pub m_tiles: u32,
+    /// Tile columns: `ceil(n / tile_n)`.
     pub n_tiles: u32,
+    /// Tile rows per group (at least 1; the last group may be shorter).
     pub group_m: u32,
 }
 
@@ -246,6 +249,8 @@ pub struct TileIter {
 }
 
 impl TileIter {
+    /// Schedule positions `first, first + stride, ...` below `end` (a CTA's index, the CTA count,
+    /// the tile count).
     #[inline(always)]
     pub const fn new(first: u32, stride: u32, end: u32) -> Self {
         Self { next: first, stride, end }
@@ -270,9 +275,14 @@ impl Iterator for TileIter {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Role {
+    /// Runs the GEMM engine over its share of the tiles.
     Compute = 0,
+    /// Copies data to the other ranks of this node over NVLink.
     IntraComm = 1,
+    /// Pushes commands into the proxy FIFO for ranks on other nodes.
     InterSend = 2,
+    /// Reduces partials from other ranks. No fused kernel has such CTAs yet; the unfused
+    /// pull-and-sum kernel reports its waits under this role.
     InterReduce = 3,
 }
 

@@ -9,9 +9,13 @@ use crate::arch::*;
 /// Where a wait happens, for the report.
 #[derive(Clone, Copy)]
 pub struct WaitSite {
+    /// The waiting rank.
     pub rank: u32,
+    /// The waiting CTA's role (a [`Role`](crate::sched::Role) as `u32`).
     pub role: u32,
+    /// What the wait is about: a tile index, or a peer or chunk for communication roles.
     pub tile: u32,
+    /// The kind of wait (`WAIT_FLAG`, `WAIT_MBAR_FULL`, `WAIT_MBAR_EMPTY`).
     pub what: u32,
 }
 
@@ -21,9 +25,13 @@ pub struct WaitSite {
 /// when needed, so it occupies no registers in the GEMM consumers).
 #[derive(Clone, Copy)]
 pub struct Bound<'p> {
+    /// How long any one wait may take, in ns of `%globaltimer`.
     pub timeout_ns: u64,
+    /// Where a timeout is reported and the abort word is.
     pub diag: &'p Diag,
+    /// The waiting rank (for the report).
     pub rank: u32,
+    /// The waiting CTAs' role (a [`Role`](crate::sched::Role) as `u32`).
     pub role: u32,
 }
 

@@ -71,7 +71,9 @@ pub fn bench_gemm(
 /// One FIFO throughput configuration.
 #[derive(Clone, Copy, Debug)]
 pub struct FifoBench {
+    /// CTAs of the push kernel.
     pub blocks: u32,
+    /// Threads per CTA; every thread is a producer.
     pub threads: u32,
     /// Commands each GPU thread pushes.
     pub per_thread: u32,
@@ -79,6 +81,7 @@ pub struct FifoBench {
     pub capacity: u64,
     /// Check every command (exactly once, untorn, in per-thread order); off: only count them.
     pub verify: bool,
+    /// Most commands the proxy hands the transport at once ([`ProxyConfig::max_batch`]).
     pub max_batch: usize,
 }
 

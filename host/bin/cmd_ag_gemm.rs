@@ -1,7 +1,7 @@
 //! AllGather + GEMM on the command line: the per-rank correctness check the multi-process tests
 //! run (`rank-check ag-gemm`), the benchmark (`bench ag-gemm`) and the role-split sweep
 //! (`tune ag-gemm`).
-use crate::cmd_rank::as_rank;
+use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits};
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -100,19 +100,6 @@ fn shard_of(seed: u64, round: u32, r: u32, len: usize) -> Vec<bf16> {
 }
 
 /// A seed every rank agrees on: `MKERNEL_SEED`, else rank 0's clock.
-fn agreed_seed(comm: &Communicator, name: &str) -> anyhow::Result<u64> {
-    let mine = match std::env::var("MKERNEL_SEED") {
-        Ok(v) => v.parse().context("MKERNEL_SEED must be a number")?,
-        Err(_) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64,
-    };
-    let all = comm.bootstrap().all_gather(&mine.to_le_bytes())?;
-    let seed = u64::from_le_bytes(all[0][..8].try_into()?);
-    if comm.world().rank == 0 {
-        println!("{name}: seed {seed} (replay with MKERNEL_SEED={seed})");
-    }
-    Ok(seed)
-}
-
 fn to_f64<T: Copy>(v: &[T], f: impl Fn(T) -> f64) -> Vec<f64> {
     v.iter().map(|&x| f(x)).collect()
 }
@@ -225,41 +212,24 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         op.wait(&gpu)?;
         check_round(round, &format!("round {round} ({})", other.name()))?;
         let second = read_c()?;
-        if let Some(i) = first.iter().zip(&second).position(|(x, y)| x.to_bits() != y.to_bits()) {
-            bail!(
-                "rank {}: C[{}][{}] differs between the paths: {} vs {}",
-                world.rank,
-                i / n,
-                i % n,
-                first[i],
-                second[i]
-            );
-        }
+        same_bits(world.rank, "C", &first, &second, n)?;
     }
     let last = a.rounds - 1;
-    if a.back_to_back > 0 {
-        poison_c()?;
-        for _ in 0..a.back_to_back {
-            op.launch(&gpu)?;
-        }
-        op.wait(&gpu)?;
-        check_round(last, &format!("after {} launches back to back", a.back_to_back))?;
-    }
-    if a.graph {
-        let graph = gpu.capture(|| {
-            op.launch_path(&gpu, Path::Fused).map_err(|e| mkernel::GpuError::Module(e.to_string()))?;
-            op.launch_path(&gpu, Path::Fused).map_err(|e| mkernel::GpuError::Module(e.to_string()))
-        })?;
-        for replay in 0..5 {
-            poison_c()?;
-            graph.launch(&gpu)?;
-            op.wait(&gpu)?;
-            check_round(last, &format!("CUDA graph replay {replay} (2 fused launches each)"))?;
-        }
-    }
+    let replays = if a.graph { 5 } else { 0 };
+    repeat_checks(&gpu, &op, op.path(), (a.back_to_back, replays), &poison_c, |what| check_round(last, what))?;
     comm.barrier()?;
     println!("ag_gemm ok: rank {} of {}; proxy {:?}", world.rank, world.world_size, comm.proxy_stats());
     Ok(())
+}
+
+/// This process's rank of a bench or tune run (`None` in the launcher), its GPU and a communicator
+/// whose heap holds the largest gathered A with room to spare.
+fn bench_rank(ranks: &RanksArgs, shapes: &[GemmShape]) -> anyhow::Result<Option<(World, Gpu, Communicator)>> {
+    let Some(world) = as_rank(ranks)? else { return Ok(None) };
+    let gpu = Gpu::new(world.device)?;
+    let heap = shapes.iter().map(|s| s.m * s.k * 2).max().unwrap_or(0) + (64 << 20);
+    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
+    Ok(Some((world, gpu, comm)))
 }
 
 /// `bench ag-gemm`: fused, unfused, GEMM alone and the all-gather alone (the fused kernel's
@@ -274,11 +244,8 @@ pub fn bench(
     timing: Timing,
     json: Option<&FsPath>,
 ) -> anyhow::Result<()> {
-    let Some(world) = as_rank(ranks)? else { return Ok(()) };
-    let gpu = Gpu::new(world.device)?;
+    let Some((world, gpu, comm)) = bench_rank(ranks, shapes)? else { return Ok(()) };
     let w = world.world_size as usize;
-    let heap = shapes.iter().map(|s| s.m * s.k * 2).max().unwrap_or(0) + (64 << 20);
-    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
     let mut records = Vec::new();
     let bar = harness::progress((shapes.len() * layouts.len()) as u64, "bench ag-gemm");
@@ -395,11 +362,8 @@ pub fn tune(
     timing: Timing,
     out: &FsPath,
 ) -> anyhow::Result<()> {
-    let Some(world) = as_rank(ranks)? else { return Ok(()) };
-    let gpu = Gpu::new(world.device)?;
+    let Some((world, gpu, comm)) = bench_rank(ranks, shapes)? else { return Ok(()) };
     let w = world.world_size as usize;
-    let heap = shapes.iter().map(|s| s.m * s.k * 2).max().unwrap_or(0) + (64 << 20);
-    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     let mut lines = Vec::new();
     let bar = harness::progress((shapes.len() * push.len() * chunk_rows.len()) as u64, "tune ag-gemm");
     for &s in shapes {

@@ -83,9 +83,12 @@ pub fn allgather(
             let peer = world.local_to_global((world.local_rank + 1) % world.local_world_size);
             let dst = ag.peer_output(peer).context("peer output not mapped")? + (world.rank as usize * shard) as u64;
             let src = ag.input().addr();
-            // SAFETY: both ranges are `shard` bytes of live buffers owned by `ag` (ours, and the
-            // peer's mapped output, kept alive until the closing barrier below).
-            let ms = harness::time_ms(&gpu, &mut &comm, timing, || Ok(unsafe { gpu.copy_async(dst, src, shard)? }))?;
+            let ms = harness::time_ms(&gpu, &mut &comm, timing, || {
+                // SAFETY: both ranges are `shard` bytes of live buffers owned by `ag` (ours, and
+                // the peer's mapped output, kept alive until the closing barrier below).
+                unsafe { gpu.copy_async(dst, src, shard)? };
+                Ok(())
+            })?;
             records
                 .push(run.record("all_gather", total.to_string(), "-", "copy-engine-p2p", ms).with_bytes(shard as f64));
         }

@@ -1,7 +1,7 @@
 //! GEMM + ReduceScatter / AllReduce on the command line: the per-rank correctness check the
 //! multi-process tests run (`rank-check gemm-rs|gemm-ar`) and the benchmark (`bench
 //! gemm-rs|gemm-ar`).
-use crate::cmd_rank::as_rank;
+use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits};
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -49,19 +49,6 @@ fn inputs(seed: u64, round: u32, r: u32, a_len: usize, b_len: usize) -> (Vec<bf1
     (rng.bf16_vec(a_len), rng.bf16_vec(b_len))
 }
 
-fn agreed_seed(comm: &Communicator) -> anyhow::Result<u64> {
-    let mine = match std::env::var("MKERNEL_SEED") {
-        Ok(v) => v.parse().context("MKERNEL_SEED must be a number")?,
-        Err(_) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64,
-    };
-    let all = comm.bootstrap().all_gather(&mine.to_le_bytes())?;
-    let seed = u64::from_le_bytes(all[0][..8].try_into()?);
-    if comm.world().rank == 0 {
-        println!("rank-check gemm-rs: seed {seed} (replay with MKERNEL_SEED={seed})");
-    }
-    Ok(seed)
-}
-
 /// `rank-check gemm-rs|gemm-ar`: fresh rank-encoded inputs, poisoned outputs; the fused result
 /// bit for bit against the unfused path, and within the precision contract of an f64 host
 /// reference on sampled rows; rounds with new inputs and no barrier; launches back to back; CUDA
@@ -75,7 +62,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
     let heap = 6 * m * n * 4 + (64 << 20);
     let timeout = Duration::from_millis(a.timeout_ms);
     let comm = Communicator::new(&gpu, world, CommOptions { heap_bytes: heap, timeout, ..CommOptions::from_env()? })?;
-    let seed = agreed_seed(&comm)?;
+    let seed = agreed_seed(&comm, "rank-check gemm-rs")?;
     let (a_buf, b_buf) = (gpu.alloc::<bf16>(m * local.k)?, gpu.alloc::<bf16>(local.k * n)?);
     let opts = GemmRsOptions { out_f32: a.f32, path: PathChoice::Fused, timeout, ..Default::default() };
     let op = GemmRs::new(&comm, &gpu, collective, a.shape, a.layout, &a_buf, &b_buf, opts)?;
@@ -153,38 +140,12 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         op.launch_path(&gpu, Path::Unfused)?;
         op.wait(&gpu)?;
         let unfused = read()?;
-        if let Some(i) = fused.iter().zip(&unfused).position(|(x, y)| x.to_bits() != y.to_bits()) {
-            bail!(
-                "rank {}: out[{}][{}] differs between the paths: {} vs {}",
-                world.rank,
-                i / n,
-                i % n,
-                fused[i],
-                unfused[i]
-            );
-        }
+        same_bits(world.rank, "out", &fused, &unfused, n)?;
     }
     let last = a.rounds - 1;
-    if a.back_to_back > 0 {
-        op.output_bytes().fill_bytes(POISON_BYTE)?;
-        for _ in 0..a.back_to_back {
-            op.launch_path(&gpu, Path::Fused)?;
-        }
-        op.wait(&gpu)?;
-        check_round(last, &format!("after {} launches back to back", a.back_to_back))?;
-    }
-    if a.graph {
-        let graph = gpu.capture(|| {
-            op.launch_path(&gpu, Path::Fused).map_err(|e| mkernel::GpuError::Module(e.to_string()))?;
-            op.launch_path(&gpu, Path::Fused).map_err(|e| mkernel::GpuError::Module(e.to_string()))
-        })?;
-        for replay in 0..3 {
-            op.output_bytes().fill_bytes(POISON_BYTE)?;
-            graph.launch(&gpu)?;
-            op.wait(&gpu)?;
-            check_round(last, &format!("CUDA graph replay {replay}"))?;
-        }
-    }
+    let replays = if a.graph { 3 } else { 0 };
+    let poison = || Ok(op.output_bytes().fill_bytes(POISON_BYTE)?);
+    repeat_checks(&gpu, &op, Path::Fused, (a.back_to_back, replays), poison, |what| check_round(last, what))?;
     comm.barrier()?;
     println!("{} ok: rank {} of {}", collective.op_name(), world.rank, world.world_size);
     Ok(())

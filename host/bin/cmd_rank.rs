@@ -6,6 +6,7 @@ use mkernel::comm::communicator::{CommOptions, Communicator};
 use mkernel::comm::launch::{launch as launch_ranks, LaunchSpec};
 use mkernel::comm::world::World;
 use mkernel::ops::allgather::{AllGather, AllGatherOptions, NvlinkCopy};
+use mkernel::ops::{Path, TwoPathOp};
 use mkernel::Gpu;
 use std::time::Duration;
 
@@ -76,6 +77,67 @@ pub fn pattern(r: u32, it: u32, i: usize) -> u8 {
 }
 
 /// `mkernel rank-check ...` (run as one rank, under `mkernel launch`).
+/// A seed every rank agrees on (rank 0's), from `MKERNEL_SEED` or the clock, printed by rank 0 as
+/// `{name}: seed N` so that a failing check can be replayed.
+pub fn agreed_seed(comm: &Communicator, name: &str) -> anyhow::Result<u64> {
+    let mine = match std::env::var("MKERNEL_SEED") {
+        Ok(v) => v.parse().context("MKERNEL_SEED must be a number")?,
+        Err(_) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64,
+    };
+    let all = comm.bootstrap().all_gather(&mine.to_le_bytes())?;
+    let seed = u64::from_le_bytes(all[0][..8].try_into()?);
+    if comm.world().rank == 0 {
+        println!("{name}: seed {seed} (replay with MKERNEL_SEED={seed})");
+    }
+    Ok(seed)
+}
+
+/// The two paths of a fused op computed `a` and `b` (row-major, `cols` wide) from the same inputs:
+/// they must agree bit for bit; the error names the first element that does not.
+pub fn same_bits(rank: u32, what: &str, a: &[f64], b: &[f64], cols: usize) -> anyhow::Result<()> {
+    ensure!(a.len() == b.len(), "rank {rank}: {what} has {} elements on one path, {} on the other", a.len(), b.len());
+    match a.iter().zip(b).position(|(x, y)| x.to_bits() != y.to_bits()) {
+        Some(i) => {
+            bail!("rank {rank}: {what}[{}][{}] differs between the paths: {} vs {}", i / cols, i % cols, a[i], b[i])
+        }
+        None => Ok(()),
+    }
+}
+
+/// The checks every two-path op's rank-check ends with: `back_to_back` launches through `path`
+/// with no wait between them, then `replays` replays of a CUDA graph of two fused launches (the
+/// path meant for graphs); `poison` before each, `check` (given what just ran) after each.
+pub fn repeat_checks(
+    gpu: &Gpu,
+    op: &impl TwoPathOp,
+    path: Path,
+    (back_to_back, replays): (u32, u32),
+    mut poison: impl FnMut() -> anyhow::Result<()>,
+    mut check: impl FnMut(&str) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    if back_to_back > 0 {
+        poison()?;
+        for _ in 0..back_to_back {
+            op.launch_path(gpu, path)?;
+        }
+        op.wait(gpu)?;
+        check(&format!("after {back_to_back} launches back to back"))?;
+    }
+    if replays > 0 {
+        let graph = gpu.capture(|| {
+            op.launch_path(gpu, Path::Fused).map_err(|e| mkernel::GpuError::Module(e.to_string()))?;
+            op.launch_path(gpu, Path::Fused).map_err(|e| mkernel::GpuError::Module(e.to_string()))
+        })?;
+        for replay in 0..replays {
+            poison()?;
+            graph.launch(gpu)?;
+            op.wait(gpu)?;
+            check(&format!("CUDA graph replay {replay} (2 fused launches each)"))?;
+        }
+    }
+    Ok(())
+}
+
 pub fn rank_check(c: RankCheckCmd) -> anyhow::Result<()> {
     let world = World::from_env()?;
     match c {
@@ -100,7 +162,6 @@ pub fn rank_check(c: RankCheckCmd) -> anyhow::Result<()> {
                 in_place,
                 chunk_bytes: chunk_bytes as u64,
                 timeout: Duration::from_millis(timeout_ms),
-                ..Default::default()
             };
             allgather_check(&world, Duration::from_millis(timeout_ms), shard_bytes, iters, opts)
         }

@@ -304,7 +304,10 @@ fn main() -> ExitCode {
             for f in &s.files {
                 println!("{}", f.display());
             }
-            eprintln!("plot: {} records, {} lines skipped", s.records, s.skipped);
+            eprintln!(
+                "plot: {} records drawn, {} lines not recognised, {} baseline values matched no chart",
+                s.records, s.skipped, s.unmatched
+            );
         }),
         Cmd::RankCheck(c) => cmd_rank::rank_check(c),
     };

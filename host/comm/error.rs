@@ -7,32 +7,73 @@ use crate::gpu::GpuError;
 pub enum CommError {
     /// A process-group variable is missing or breaks a rule.
     #[error("environment variable {var}: {rule}")]
-    Env { var: &'static str, rule: String },
+    Env {
+        /// The variable's name.
+        var: &'static str,
+        /// What was wrong with it.
+        rule: String,
+    },
     /// Some ranks did not take part in a bootstrap step in time.
     #[error("bootstrap {op} timed out after {waited_ms} ms on rank {rank}: rank(s) {missing:?} did not arrive")]
-    Missing { op: String, rank: u32, missing: Vec<u32>, waited_ms: u64 },
+    Missing {
+        /// The step that timed out (`join`, `all_gather #<seq>`, ...).
+        op: String,
+        /// The rank that gave up waiting.
+        rank: u32,
+        /// The ranks it was still waiting for.
+        missing: Vec<u32>,
+        /// How long it waited, in milliseconds.
+        waited_ms: u64,
+    },
     /// The bootstrap failed for another reason (named).
     #[error("bootstrap on rank {rank}: {what}")]
-    Bootstrap { rank: u32, what: String },
+    Bootstrap {
+        /// The rank that saw the failure.
+        rank: u32,
+        /// What went wrong.
+        what: String,
+    },
     /// An I/O operation failed.
     #[error("{context}: {source}")]
     Io {
+        /// What was being done (`rank 0: accept`, `starting rank 3: ...`).
         context: String,
+        /// The underlying error.
         #[source]
         source: std::io::Error,
     },
     /// A launched rank failed.
     #[error("rank {rank} failed ({status}); the other ranks were stopped")]
-    RankFailed { rank: u32, status: String },
+    RankFailed {
+        /// The first rank seen failing (on a timeout: the first one still running).
+        rank: u32,
+        /// How it ended: `exit code 1`, `killed by signal 9`, or the timeout.
+        status: String,
+    },
     /// A GPU cannot reach another over peer-to-peer.
     #[error("GPU {from} cannot access GPU {to} peer-to-peer (NVLink/PCIe P2P unavailable)")]
-    NoPeerAccess { from: u32, to: u32 },
+    NoPeerAccess {
+        /// CUDA ordinal of the GPU that would map the other's memory.
+        from: u32,
+        /// CUDA ordinal of the GPU it cannot reach.
+        to: u32,
+    },
     /// A transport failed (the message names the operation).
     #[error("transport {transport}: {what}")]
-    Transport { transport: &'static str, what: String },
+    Transport {
+        /// Which transport (`verbs`, `sim`, `emulated-nic`, `proxy`, ...).
+        transport: &'static str,
+        /// The failed operation and why.
+        what: String,
+    },
     /// An invalid argument; nothing was started.
     #[error("invalid argument `{arg}`: {rule}")]
-    InvalidArgument { arg: &'static str, rule: String },
+    InvalidArgument {
+        /// The argument's name.
+        arg: &'static str,
+        /// The rule it broke, with the value.
+        rule: String,
+    },
     /// The GPU runtime failed.
     #[error(transparent)]
     Gpu(#[from] GpuError),

@@ -2,11 +2,12 @@
 //! head counter in device memory (GPU threads claim positions with atomics); the consumed
 //! position ("tail") in mapped memory, published by the proxy for back-pressure.
 //!
-//! The protocol (device side in `device/src/comm.rs`): a producer claims ticket `t`, waits while
-//! `t >= tail + capacity`, writes words 1..8 of slot `t % capacity`, then the header (op, dst,
-//! low 32 bits of `t`) with a release store. The consumer expects tickets in order: it takes slot
-//! `t % capacity` only when the header is non-empty and carries `t`'s low bits (so a half-written
-//! or stale slot is never read), clears the header, and publishes `tail = t + 1` (release).
+//! The protocol (device side in `device/src/comm/fifo.rs`): a producer claims ticket `t`, waits
+//! while `t >= tail + capacity`, writes words 1..8 of slot `t % capacity`, then the header (op,
+//! dst, low 32 bits of `t`) with a release store. The consumer expects tickets in order: it takes
+//! slot `t % capacity` only when the header is non-empty and carries `t`'s low bits (so a
+//! half-written or stale slot is never read), clears the header, and publishes `tail = t + 1`
+//! (release).
 use super::error::{CommError, CommResult};
 use crate::abi::{FifoCmd, FifoParams};
 use crate::gpu::{DeviceBuffer, Gpu, MappedBuffer};
@@ -17,8 +18,12 @@ const WORDS: usize = 8;
 
 /// Memory holding a ring: `capacity * 8` words and the tail word.
 pub trait RingMemory: Send + Sync {
+    /// The slots, 8 words each; word 0 of a slot is its header (zero while empty).
     fn words(&self) -> &[AtomicU64];
+    /// The consumed position: the next ticket the consumer will take. Producers wait on it when
+    /// the ring is full.
     fn tail(&self) -> &AtomicU64;
+    /// Slots in the ring (a power of two).
     fn capacity(&self) -> u64;
 }
 
@@ -41,6 +46,7 @@ pub struct HostRing {
 }
 
 impl HostRing {
+    /// An empty ring of `capacity` commands (a power of two in 2..=2^30).
     pub fn new(capacity: u64) -> CommResult<Self> {
         check_capacity(capacity)?;
         Ok(Self {

@@ -12,12 +12,15 @@ use std::time::{Duration, Instant};
 /// What to launch.
 #[derive(Clone, Debug)]
 pub struct LaunchSpec {
+    /// Ranks to start (`WORLD_SIZE`), all on this host.
     pub nprocs: u32,
     /// Emulated nodes (1: all ranks on one node). Must divide `nprocs`.
     pub nodes: u32,
     /// GPU ordinal of each rank (default: rank r uses GPU r).
     pub gpus: Option<Vec<u32>>,
+    /// The program every rank runs.
     pub program: OsString,
+    /// Its arguments, the same for every rank (ranks tell themselves apart by `RANK`).
     pub args: Vec<OsString>,
     /// Extra environment for every rank.
     pub env: Vec<(String, String)>,

@@ -14,9 +14,13 @@ use std::time::{Duration, Instant};
 /// Counters of a running proxy.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProxyStats {
+    /// Commands handed to the transport.
     pub commands: u64,
+    /// Sum of those commands' `bytes` fields.
     pub bytes: u64,
+    /// Batches handed to the transport (one `post` each).
     pub batches: u64,
+    /// Largest batch so far, in commands.
     pub max_batch: u64,
 }
 

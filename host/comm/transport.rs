@@ -61,6 +61,8 @@ impl NicModel {
         Self::new(50e9, Duration::from_micros(2))
     }
 
+    /// A NIC moving `bytes_per_s` bytes per second, each message arriving `latency` after its
+    /// last byte left.
     pub fn new(bytes_per_s: f64, latency: Duration) -> Self {
         Self { bytes_per_s, latency, busy_until: None }
     }

@@ -7,15 +7,23 @@ use super::error::{CommError, CommResult};
 /// One process's place in the process group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct World {
+    /// This process's rank (`RANK`), in `0..world_size`.
     pub rank: u32,
+    /// Processes in the group (`WORLD_SIZE`).
     pub world_size: u32,
+    /// Rank within this node (`LOCAL_RANK`); always `rank % local_world_size`.
     pub local_rank: u32,
+    /// Ranks per node (`LOCAL_WORLD_SIZE`, default `WORLD_SIZE`); divides `world_size`.
     pub local_world_size: u32,
+    /// This rank's node, `rank / local_world_size`.
     pub node: u32,
+    /// Node count, `world_size / local_world_size`.
     pub nodes: u32,
     /// CUDA ordinal of this rank's GPU.
     pub device: u32,
+    /// Where rank 0 runs the bootstrap (`MASTER_ADDR`, default 127.0.0.1).
     pub master_addr: String,
+    /// Rank 0's bootstrap port (`MASTER_PORT`; needed when `world_size > 1`).
     pub master_port: u16,
 }
 

@@ -8,13 +8,27 @@ use std::ffi::CStr;
 pub enum GpuError {
     /// A CUDA driver call failed.
     #[error("{call} failed: {name} ({code}): {description}")]
-    Driver { call: &'static str, code: u32, name: String, description: String },
+    Driver {
+        /// The driver function (`cuMemAlloc`, `cuLaunchKernel`, ...).
+        call: &'static str,
+        /// Its `CUresult` (100: `CUDA_ERROR_NO_DEVICE`).
+        code: u32,
+        /// The result's name (`CUDA_ERROR_OUT_OF_MEMORY`, ...).
+        name: String,
+        /// The driver's description of the result.
+        description: String,
+    },
     /// No usable CUDA device: no driver, no GPU, or the ordinal does not exist.
     #[error("no CUDA device: {0}")]
     NoDevice(String),
     /// An argument broke a rule; nothing was launched.
     #[error("invalid argument `{arg}`: {rule}")]
-    InvalidArgument { arg: &'static str, rule: String },
+    InvalidArgument {
+        /// The argument's name.
+        arg: &'static str,
+        /// The rule it broke, with the value.
+        rule: String,
+    },
     /// The embedded PTX module could not be loaded (the JIT log is included).
     #[error("loading the mkernel PTX module failed: {0}")]
     Module(String),

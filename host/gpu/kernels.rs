@@ -7,6 +7,7 @@ pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/mkernel.ptx"));
 
 /// A kernel of the module whose single parameter is a `P`.
 pub struct Kernel<P> {
+    /// The kernel's symbol in the PTX module (`#[no_mangle]` on the device side).
     pub name: &'static str,
     _p: PhantomData<fn(P)>,
 }
@@ -24,19 +25,40 @@ impl<P> Kernel<P> {
     }
 }
 
+/// Self-test: `y[i] = a * x[i] + y[i]`, grid-stride.
 pub const AXPY: Kernel<AxpyParams> = Kernel::new("mk_axpy");
+/// Self-test: one CTA TMA-loads a box into swizzled shared memory, dumps the raw shared bytes and
+/// TMA-stores the box back out.
 pub const TMA_ROUNDTRIP: Kernel<TmaRoundTripParams> = Kernel::new("mk_tma_roundtrip");
+/// Self-test: one warpgroup computes `out[64, n] = A[64, 64] @ B[64, n]` with TMA and wgmma, B
+/// laid out as the GEMM engine lays it.
 pub const WGMMA_TILE: Kernel<WgmmaTileParams> = Kernel::new("mk_wgmma_tile");
+/// Self-test: GPU <-> host ping-pong over host-mapped flags and data.
 pub const FLAG_HANDSHAKE: Kernel<HandshakeParams> = Kernel::new("mk_flag_handshake");
+/// Self-test: every block writes its cluster rank, cluster size and cluster id.
 pub const CLUSTER_IDS: Kernel<ClusterIdsParams> = Kernel::new("mk_cluster_ids");
+/// The persistent GEMM, B `[K, N]` row-major (launched by [`crate::ops::gemm::Gemm`]).
 pub const GEMM_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_kn");
+/// The persistent GEMM, B `[N, K]` row-major (a torch `Linear` weight).
 pub const GEMM_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_nk");
+/// The GPU-driven all-gather (launched by [`crate::ops::allgather::AllGather`], alone or as the
+/// first half of AllGather + GEMM's unfused path).
 pub const ALLGATHER: Kernel<AllGatherParams> = Kernel::new("mk_allgather");
+/// Fused AllGather + GEMM, B `[K, N]` row-major (launched by [`crate::ops::ag_gemm::AgGemm`]).
 pub const AG_GEMM_KN: Kernel<AgGemmParams> = Kernel::new("mk_ag_gemm_kn");
+/// Fused AllGather + GEMM, B `[N, K]` row-major.
 pub const AG_GEMM_NK: Kernel<AgGemmParams> = Kernel::new("mk_ag_gemm_nk");
+/// Fused GEMM + ReduceScatter / AllReduce, B `[K/W, N]` row-major (launched by
+/// [`crate::ops::gemm_rs::GemmRs`]).
 pub const GEMM_RS_KN: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_kn");
+/// Fused GEMM + ReduceScatter / AllReduce, B `[N, K/W]` row-major.
 pub const GEMM_RS_NK: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_nk");
+/// The second half of GEMM + ReduceScatter / AllReduce's unfused path: pulls every rank's bf16
+/// partial over NVLink and sums them in fp32, in the fused kernel's order (same bits).
 pub const REDUCE_PULL: Kernel<ReduceParams> = Kernel::new("mk_reduce_pull");
+/// FIFO exercise: every thread pushes commands (throughput), or thread 0 ping-pongs with the
+/// proxy (round trips); see [`crate::bench::fifo_throughput`] and
+/// [`crate::bench::fifo_roundtrips`].
 pub const FIFO_PUSH_TEST: Kernel<FifoTestParams> = Kernel::new("mk_fifo_push_test");
 
 /// Every kernel the host expects in the module (checked when the module loads).

@@ -29,15 +29,23 @@ use std::time::{Duration, Instant};
 /// What a device is.
 #[derive(Clone, Debug)]
 pub struct DeviceInfo {
+    /// CUDA ordinal.
     pub ordinal: u32,
+    /// The driver's name for it (`NVIDIA H100 80GB HBM3`, ...).
     pub name: String,
+    /// (major, minor): `(9, 0)` on Hopper, the only architecture the PTX module targets.
     pub compute_capability: (u32, u32),
+    /// Streaming multiprocessors (persistent kernels size their grids by it).
     pub sm_count: u32,
+    /// Device memory in bytes.
     pub total_memory: usize,
+    /// L2 cache in bytes.
     pub l2_bytes: u32,
     /// Largest dynamic shared memory a block may opt in to.
     pub max_smem_per_block: u32,
+    /// Peak SM clock in kHz (the driver's `CLOCK_RATE` attribute, not the current clock).
     pub clock_khz: u32,
+    /// The CUDA driver's version, e.g. 12040 for 12.4.
     pub driver_version: i32,
     /// How long loading (and JIT-compiling) the PTX module took.
     pub module_load: Duration,
@@ -166,9 +174,13 @@ pub fn dmabuf_fd(addr: u64, len: u64) -> Result<i32> {
 /// Grid, block, dynamic shared memory and (optionally) cluster shape of a launch.
 #[derive(Clone, Copy, Debug)]
 pub struct LaunchConfig {
+    /// CTAs in x, y, z (each at least 1).
     pub grid: [u32; 3],
+    /// Threads per CTA in x, y, z (1..=1024 in all).
     pub block: [u32; 3],
+    /// Dynamic shared memory per CTA in bytes; above 48 KiB the launch opts the kernel in first.
     pub smem_bytes: u32,
+    /// Thread-block cluster shape (must divide `grid`); `None`: no clusters.
     pub cluster: Option<[u32; 3]>,
 }
 

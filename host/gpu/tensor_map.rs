@@ -8,6 +8,7 @@ use bytemuck::{Pod, Zeroable};
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
 pub struct TensorMap {
+    /// The driver's encoding; only the driver and the TMA unit read it.
     pub opaque: [u64; 16],
 }
 const _: () = assert!(std::mem::size_of::<TensorMap>() == 128);
@@ -15,10 +16,15 @@ const _: () = assert!(std::mem::size_of::<TensorMap>() == 128);
 /// Element type of a tensor map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TmaDtype {
+    /// 8-bit unsigned.
     U8,
+    /// 16-bit unsigned.
     U16,
+    /// 32-bit unsigned.
     U32,
+    /// IEEE single precision.
     F32,
+    /// bfloat16.
     Bf16,
 }
 
@@ -47,9 +53,14 @@ impl TmaDtype {
 /// Shared-memory swizzle of the box.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Swizzle {
+    /// No swizzle: the box lands in shared memory row after row.
     None,
+    /// 32-byte swizzle: the inner box is at most 32 bytes.
     B32,
+    /// 64-byte swizzle: the inner box is at most 64 bytes.
     B64,
+    /// 128-byte swizzle, the GEMM's operand layout for wgmma: the inner box is at most 128 bytes
+    /// (64 bf16).
     B128,
 }
 
@@ -78,6 +89,7 @@ impl Swizzle {
 pub struct Tile2d {
     /// Device address of element (0, 0): 16-byte aligned.
     pub base: u64,
+    /// Element type.
     pub dtype: TmaDtype,
     /// Tensor size as `[inner (contiguous), outer]` elements.
     pub dims: [u64; 2],
@@ -85,6 +97,7 @@ pub struct Tile2d {
     pub row_stride_bytes: u64,
     /// Box size as `[inner, outer]` elements (each 1..=256).
     pub box_dims: [u32; 2],
+    /// How the box is laid out in shared memory; it bounds the inner box's bytes.
     pub swizzle: Swizzle,
 }
 

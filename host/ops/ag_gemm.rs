@@ -468,6 +468,16 @@ pub fn resolve(opts: &AgGemmOptions, shape: GemmShape, world: &World, sms: u32, 
     Ok(Split { compute: (sms - comm).min(tiles), push, fwd, inter_send, chunk_rows })
 }
 
+impl super::TwoPathOp for AgGemm<'_> {
+    fn launch_path(&self, gpu: &Gpu, path: Path) -> Result<()> {
+        AgGemm::launch_path(self, gpu, path)
+    }
+
+    fn wait(&self, gpu: &Gpu) -> Result<()> {
+        AgGemm::wait(self, gpu)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

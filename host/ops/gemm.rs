@@ -37,8 +37,11 @@ pub enum BLayout {
 /// Problem size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmShape {
+    /// Rows of A and C.
     pub m: usize,
+    /// Columns of B and C (a multiple of 8).
     pub n: usize,
+    /// The reduction dimension: columns of A, rows of B (a multiple of 8).
     pub k: usize,
 }
 
@@ -80,7 +83,9 @@ impl GemmShape {
 /// Where the product goes.
 #[derive(Clone, Copy)]
 pub enum Output<'a> {
+    /// Rounded to bf16 (the accumulators are f32).
     Bf16(&'a DeviceBuffer<bf16>),
+    /// The f32 accumulators as they are.
     F32(&'a DeviceBuffer<f32>),
 }
 

@@ -105,7 +105,8 @@ impl<'a> GemmRs<'a> {
     /// Collective: validate (typed errors name the argument and the rule), agree on the shape
     /// across ranks, allocate the output, staging slots and flags from the communicator's heap,
     /// encode the tensor maps. `shape.k` is the whole K: this rank's `a` is `[M, K/W]` and `b`
-    /// `[K/W, N]` (`BLayout::KN`) or `[N, K/W]`. The result is in [`GemmRs::output`].
+    /// `[K/W, N]` (`BLayout::KN`) or `[N, K/W]`. The result is in [`GemmRs::output_bytes`] (typed:
+    /// [`GemmRs::output_bf16`], [`GemmRs::output_f32`]).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         comm: &'a Communicator,
@@ -393,5 +394,15 @@ impl<'a> GemmRs<'a> {
     pub fn run(&self, gpu: &Gpu) -> Result<()> {
         self.launch(gpu)?;
         self.wait(gpu)
+    }
+}
+
+impl super::TwoPathOp for GemmRs<'_> {
+    fn launch_path(&self, gpu: &Gpu, path: Path) -> Result<()> {
+        GemmRs::launch_path(self, gpu, path)
+    }
+
+    fn wait(&self, gpu: &Gpu) -> Result<()> {
+        GemmRs::wait(self, gpu)
     }
 }

@@ -8,6 +8,17 @@ pub mod gemm;
 pub mod gemm_rs;
 pub mod tuned;
 
+use crate::Gpu;
+
+/// What every bound op with a fused and an unfused path offers, so that checks and benches can
+/// drive any of them the same way. Each op's inherent methods of the same names do the work.
+pub trait TwoPathOp {
+    /// Enqueue one call through `path` on `gpu`'s stream (asynchronous).
+    fn launch_path(&self, gpu: &Gpu, path: Path) -> crate::Result<()>;
+    /// Wait for this rank's launches; report a device-side timeout or a proxy error.
+    fn wait(&self, gpu: &Gpu) -> crate::Result<()>;
+}
+
 /// Which implementation a launch runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Path {

@@ -19,8 +19,12 @@ const EMPTY_ARRIVALS: u32 = 8;
 /// What the mainloop reads: tensor maps of A `[m, k]` and B, and `k`.
 #[derive(Clone, Copy)]
 pub struct Operands {
+    /// Device address of A's tensor map (boxes of `TILE_M` rows of `TILE_K` elements, 128-byte
+    /// swizzle).
     pub a_map: u64,
+    /// Device address of B's tensor map (box shape per the kernel's B layout).
     pub b_map: u64,
+    /// The reduction length in elements: the mainloop runs `ceil(k / TILE_K)` k-blocks per tile.
     pub k: u32,
 }
 

@@ -30,10 +30,16 @@ pub trait Epilogue {
 /// mainloop), or f32 to `c_f32` when `out_f32`.
 #[derive(Clone, Copy)]
 pub struct StoreC {
+    /// Device address of C's bf16 tensor map (64 x 64 boxes, 128-byte swizzle; unused when
+    /// `out_f32`).
     pub c_map: u64,
+    /// Device address of the f32 C (used only when `out_f32`).
     pub c_f32: u64,
+    /// Rows of C (edge tiles are clipped to it).
     pub m: u32,
+    /// Columns of C (edge tiles are clipped to it).
     pub n: u32,
+    /// Store f32 to `c_f32` rather than bf16 through `c_map`.
     pub out_f32: bool,
 }
 
@@ -49,43 +55,6 @@ impl Epilogue for StoreC {
             }
         }
     }
-}
-
-macro_rules! unroll32 {
-    ($f:ident) => {
-        $f!(0);
-        $f!(1);
-        $f!(2);
-        $f!(3);
-        $f!(4);
-        $f!(5);
-        $f!(6);
-        $f!(7);
-        $f!(8);
-        $f!(9);
-        $f!(10);
-        $f!(11);
-        $f!(12);
-        $f!(13);
-        $f!(14);
-        $f!(15);
-        $f!(16);
-        $f!(17);
-        $f!(18);
-        $f!(19);
-        $f!(20);
-        $f!(21);
-        $f!(22);
-        $f!(23);
-        $f!(24);
-        $f!(25);
-        $f!(26);
-        $f!(27);
-        $f!(28);
-        $f!(29);
-        $f!(30);
-        $f!(31);
-    };
 }
 
 /// Round the accumulators to bf16 into warpgroup `cwg`'s 64 x 256 staging tile `c` (four 64 x 64
@@ -105,7 +74,7 @@ pub unsafe fn stage_bf16(c: u32, acc: &[f32; 128], cwg: u32, t: u32) {
     let l = t % 32;
     let row = 16 * w + l / 4;
     macro_rules! put {
-        ($j:literal) => {{
+        ($j:expr) => {{
             let col = 8 * $j + 2 * (l % 4);
             let chunk = c + (col / 64) * 64 * SW128_ROW_BYTES;
             let byte = (col % 64) * 2;
@@ -150,7 +119,7 @@ pub unsafe fn store_f32(out: *mut f32, m: u32, n: u32, acc: &[f32; 128], tile: T
     let out = out as *mut [f32; 2];
     let nn = n as usize;
     macro_rules! put {
-        ($j:literal) => {{
+        ($j:expr) => {{
             let col = tile.n * TILE_N + 8 * $j + 2 * (l % 4);
             if col < n {
                 if row < m {

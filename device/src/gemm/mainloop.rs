@@ -12,6 +12,8 @@ const _: () = assert!(A_STAGE_BYTES % SW128_ATOM_BYTES == 0 && B_STAGE_BYTES % S
 /// staging tiles, then the pipeline's barriers.
 #[derive(Clone, Copy)]
 pub struct Smem {
+    /// Shared-memory address of the dynamic shared memory (`dyn_smem_base`); the `*_OFF`
+    /// constants of `kernels_info::gemm` are relative to it.
     pub base: u32,
 }
 

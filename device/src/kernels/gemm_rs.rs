@@ -35,27 +35,6 @@ fn epoch() -> u32 {
     unsafe { ld_shared_u32(dyn_smem_base() + SCRATCH_OFF) }
 }
 
-macro_rules! unroll16 {
-    ($f:ident) => {
-        $f!(0);
-        $f!(1);
-        $f!(2);
-        $f!(3);
-        $f!(4);
-        $f!(5);
-        $f!(6);
-        $f!(7);
-        $f!(8);
-        $f!(9);
-        $f!(10);
-        $f!(11);
-        $f!(12);
-        $f!(13);
-        $f!(14);
-        $f!(15);
-    };
-}
-
 /// Accumulators `8j .. 8j + 8` rounded to bf16: 16 bytes, the j-th chunk of a thread's part of a
 /// staging slot.
 #[inline(always)]
@@ -143,7 +122,7 @@ impl ReduceEpilogue<'_> {
         // Unrolled: the accumulators must stay in registers (a run-time index would put them in
         // local memory and serialise the wgmma pipeline).
         macro_rules! put {
-            ($j:literal) => {
+            ($j:expr) => {
                 st_global_v4_u32(dst.add($j * 128 + t as usize), chunk_bf16(acc, $j));
             };
         }
@@ -174,7 +153,7 @@ impl ReduceEpilogue<'_> {
         // This rank's partial first, rounded like every other, then the others in rank order,
         // accumulated in place (a second 128-value array would not fit in registers).
         macro_rules! round {
-            ($j:literal) => {{
+            ($j:expr) => {{
                 let w = chunk_bf16(acc, $j);
                 for i in 0..4 {
                     let (lo, hi) = unpack_bf16x2(w[i]);
@@ -190,7 +169,7 @@ impl ReduceEpilogue<'_> {
             }
             let src = (p.staging + p.slot_offset(s, slot, cwg)) as *const [u32; 4];
             macro_rules! add {
-                ($j:literal) => {{
+                ($j:expr) => {{
                     let w = ld_global_v4_u32(src.add($j * 128 + t as usize));
                     for i in 0..4 {
                         let (lo, hi) = unpack_bf16x2(w[i]);

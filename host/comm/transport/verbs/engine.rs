@@ -45,9 +45,13 @@ pub type LocalRegion = (u64, u64, u32);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct RemoteRegion {
+    /// Its address in the owner's address space (GPU or pinned host), the target of RDMA writes.
     pub addr: u64,
+    /// Its length in bytes.
     pub len: u64,
+    /// The key a writer must present (0: not registered, e.g. GPU buffers in staged mode).
     pub rkey: u32,
+    /// Padding to 24 bytes, so the struct is `Pod` and travels as raw bytes; always 0.
     pub _pad: u32,
 }
 const _: () = assert!(std::mem::size_of::<RemoteRegion>() == 24);
@@ -56,11 +60,42 @@ const _: () = assert!(std::mem::size_of::<RemoteRegion>() == 24);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WrOp {
     /// RDMA WRITE of `len` bytes.
-    Write { local: u64, lkey: u32, len: u32, remote: u64, rkey: u32 },
+    Write {
+        /// Source address (registered local memory).
+        local: u64,
+        /// Key of the source's registration.
+        lkey: u32,
+        /// Bytes to write (at most `max_msg`).
+        len: u32,
+        /// Destination address in the peer's memory.
+        remote: u64,
+        /// Key of the destination's registration.
+        rkey: u32,
+    },
     /// RDMA WRITE of a 4-byte value carried inline in the request.
-    WriteU32 { value: u32, remote: u64, rkey: u32 },
+    WriteU32 {
+        /// The value written (a flag value).
+        value: u32,
+        /// Destination address in the peer's memory.
+        remote: u64,
+        /// Key of the destination's registration.
+        rkey: u32,
+    },
     /// RDMA WRITE WITH IMMEDIATE: the peer consumes a posted receive and learns `imm`.
-    WriteImm { local: u64, lkey: u32, len: u32, remote: u64, rkey: u32, imm: u32 },
+    WriteImm {
+        /// Source address (a send slot of the local staging area).
+        local: u64,
+        /// Key of the source's registration.
+        lkey: u32,
+        /// Bytes to write (slot header and payload).
+        len: u32,
+        /// Destination address (the same slot of the peer's receive ring).
+        remote: u64,
+        /// Key of the destination's registration.
+        rkey: u32,
+        /// The immediate the peer receives: the slot index.
+        imm: u32,
+    },
     /// A zero-length RDMA WRITE, always signalled: retires everything before it on the QP.
     Nop,
 }
@@ -68,8 +103,12 @@ pub enum WrOp {
 /// A send work request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WorkRequest {
+    /// Identifies the request in its completion: the QP index above bit 40, the request's
+    /// sequence number on that QP below.
     pub wr_id: u64,
+    /// What the request does.
     pub op: WrOp,
+    /// Whether it produces a completion (else it is retired by a later signalled one).
     pub signaled: bool,
 }
 
@@ -77,21 +116,32 @@ pub struct WorkRequest {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CompletionKind {
     /// A signalled send request (and every request before it on its QP) finished.
-    Send { wr_id: u64 },
+    Send {
+        /// The `wr_id` of the signalled request.
+        wr_id: u64,
+    },
     /// A WRITE WITH IMMEDIATE from the peer landed; a posted receive was consumed.
-    RecvImm { imm: u32 },
+    RecvImm {
+        /// The immediate the sender attached (a staged slot index).
+        imm: u32,
+    },
 }
 
 /// A work completion; `error` is the NIC's status text when it failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Completion {
+    /// The QP it came from (`rank * lanes + lane`).
     pub qp: usize,
+    /// What finished.
     pub kind: CompletionKind,
+    /// The NIC's status text; `None` on success.
     pub error: Option<String>,
 }
 
 /// The verbs the engine needs. QPs are numbered `rank * lanes + lane`.
 pub trait Nic {
+    /// Post one send request on QP `qp` (never blocks; the engine keeps the queue within
+    /// `sq_depth`).
     fn post_send(&mut self, qp: usize, wr: &WorkRequest) -> CommResult<()>;
     /// Post `n` receives (no buffers: they only catch immediates).
     fn post_recv(&mut self, qp: usize, n: u32) -> CommResult<()>;
@@ -106,9 +156,12 @@ pub trait Mem {
     fn copy(&mut self, dst: u64, src: u64, len: u64) -> CommResult<u64>;
     /// Write a 4-byte flag to GPU memory after everything enqueued before.
     fn set_u32(&mut self, dst: u64, value: u32) -> CommResult<u64>;
+    /// How many of the asynchronous operations have completed: token `t` is done once this
+    /// exceeds `t`.
     fn done(&mut self) -> CommResult<u64>;
     /// Synchronous CPU access to the (host) staging area.
     fn write_host(&mut self, addr: u64, data: &[u8]);
+    /// Read `out.len()` bytes of the staging area at `addr` (e.g. a slot header, a credit word).
     fn read_host(&self, addr: u64, out: &mut [u8]);
 }
 
@@ -170,7 +223,9 @@ impl EngineConfig {
 /// Host-staged mode: ring geometry per peer and direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StagedConfig {
+    /// Slots per ring (the most pieces in flight to one peer before a credit returns).
     pub slots: u32,
+    /// Bytes per slot: the [`STAGED_HEADER`], then payload. A multiple of 64, at least 128.
     pub slot_bytes: u32,
 }
 
@@ -216,7 +271,9 @@ struct SlotHeader {
 /// The staging area of this rank and where the peers' areas are.
 #[derive(Clone, Debug)]
 pub struct Staging {
+    /// This rank's area, registered with the NIC.
     pub local: LocalRegion,
+    /// Every rank's area by rank (an `rkey` of 0: that rank has none).
     pub remote: Vec<RemoteRegion>,
 }
 
@@ -257,10 +314,16 @@ struct Peer {
 /// Counters of the engine.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EngineStats {
+    /// Send requests posted, on every QP (zero-length writes and flags included).
     pub send_wrs: u64,
+    /// How many of them were signalled.
     pub signaled: u64,
+    /// Payload bytes sent: data messages in direct mode, piece payloads in staged mode (headers
+    /// and flags not counted).
     pub bytes: u64,
+    /// Staged pieces sent (one slot each).
     pub staged_pieces: u64,
+    /// Staged pieces received from peers.
     pub staged_received: u64,
 }
 
@@ -278,6 +341,7 @@ pub struct Engine {
     qps: Vec<QpState>,
     peers: Vec<Peer>,
     completions: Vec<Completion>,
+    /// Counters since [`Engine::new`].
     pub stats: EngineStats,
 }
 

@@ -110,12 +110,19 @@ pub fn rdma_devices() -> Vec<String> {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct QpInfo {
+    /// The port's LID (InfiniBand addressing; 0 on RoCE, which addresses by `gid`).
     pub lid: u16,
+    /// The HCA port number the QP uses.
     pub port: u8,
+    /// Index of `gid` in the port's GID table (the source GID on RoCE).
     pub gid_index: u8,
+    /// The QP number.
     pub qpn: u32,
+    /// Starting packet sequence number of this end's send queue.
     pub psn: u32,
+    /// Padding, so the struct is `Pod` and travels as raw bytes; always 0.
     pub _pad: u32,
+    /// The port's GID; all zero: address by LID only (no GRH).
     pub gid: [u8; 16],
 }
 const _: () = assert!(std::mem::size_of::<QpInfo>() == 32);
@@ -123,8 +130,11 @@ const _: () = assert!(std::mem::size_of::<QpInfo>() == 32);
 /// The attribute mask and fields for one RC state transition (pure, so it is testable).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QpStep {
+    /// RESET -> INIT: port, partition key and access rights (local write, remote write).
     Init,
+    /// INIT -> RTR (ready to receive): the peer's QP number, PSN and address, path MTU.
     Rtr,
+    /// RTR -> RTS (ready to send): our PSN, timeouts and retry counts.
     Rts,
 }
 

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Redraws docs/plots from the GPU logs in docs/gpu-logs: one `mkernel plot` per device call, so
+# that every chart only divides times measured in the same call (the GPU drifts between calls).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --quiet --bin mkernel
+plot() { ./target/debug/mkernel plot --out docs/plots "$@"; }
+rm -rf docs/plots
+L=docs/gpu-logs/2026-11-22-h200x4-ag-gemm
+F=docs/gpu-logs/2026-11-22-h200x4-final-b7f267e
+# AllGather + GEMM, world 2 and 4, one and two (emulated) nodes, beside torch: commit f50d8ba.
+plot $L/aggemm-w{2,4}-n{1,2}-f50d8ba.jsonl $L/torch-multi-w{2,4}-f50d8ba.jsonl
+# AllGather + GEMM in place: commit df4678d (no torch run in that call).
+plot $L/aggemm-inplace-w{2,4}-df4678d.jsonl
+# All-gather, world 4, beside NCCL: commit b7214f4.
+plot $L/allgather-w4-{n1,n4,inplace}-b7214f4.jsonl $L/torch-multi-w4-8192-b7214f4.jsonl
+# GEMM vs cuBLAS and GEMM + ReduceScatter / AllReduce beside torch: commit b7f267e.
+plot $F/gemm-rs-ar.jsonl $F/gemm.jsonl $F/torch-multi.jsonl
