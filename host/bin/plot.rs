@@ -1,6 +1,7 @@
-//! `mkernel plot`: one SVG bar chart per (op, world, nodes, layout, in place) from benchmark JSON
+//! `mkernel plot`: one bar chart per (op, world, nodes, layout, in place) from benchmark JSON
 //! lines, ours (`mkernel bench --json`) beside the baselines `torch_baselines.py --json` measured
-//! on the same machine.
+//! on the same machine; drawn as SVG by plotters, rasterised to PNG by resvg with a bundled font
+//! (DejaVu Sans, `assets/fonts`), so the PNG looks the same on a machine with no fonts.
 //!
 //! Every bar is a time divided by mkernel's time for the same shape (`mkernel-fused`, else
 //! `mkernel`), so a bar above 1 is a run that mkernel beats. Ratios are only meaningful between
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 /// What `plot` wrote and read.
 pub struct PlotSummary {
-    /// Charts written, in group order.
+    /// Charts written (SVG, then its PNG), in group order.
     pub files: Vec<PathBuf>,
     /// Records drawn from (ours and baselines).
     pub records: usize,
@@ -222,9 +223,37 @@ pub fn plot(inputs: &[PathBuf], out: &Path) -> Result<PlotSummary> {
     for (key, mut g) in groups {
         let path = out.join(file_name(&key));
         draw(&key, &mut g, &path).with_context(|| format!("drawing {}", path.display()))?;
+        let png = path.with_extension("png");
+        rasterise(&path, &png).with_context(|| format!("rendering {}", png.display()))?;
         files.push(path);
+        files.push(png);
     }
     Ok(PlotSummary { files, records, skipped, unmatched })
+}
+
+/// The font every chart's text is set in (plotters writes the family `sans-serif`).
+const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+
+/// `svg` -> `png` at twice the SVG's size (crisp on high-DPI screens and in reviews).
+fn rasterise(svg: &Path, png: &Path) -> Result<()> {
+    render(&std::fs::read(svg)?, true)?.save_png(png)?;
+    Ok(())
+}
+
+/// The SVG at twice its size; `fonts: false` leaves the text out (tests compare the two).
+fn render(svg: &[u8], fonts: bool) -> Result<resvg::tiny_skia::Pixmap> {
+    use resvg::{tiny_skia, usvg};
+    let mut opt = usvg::Options { font_family: "DejaVu Sans".into(), ..Default::default() };
+    if fonts {
+        let db = opt.fontdb_mut();
+        db.load_font_data(FONT.to_vec());
+        db.set_sans_serif_family("DejaVu Sans");
+    }
+    let tree = usvg::Tree::from_data(svg, &opt)?;
+    let size = tree.size().to_int_size().scale_by(2.0).context("chart too large to render")?;
+    let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height()).context("no memory for the PNG")?;
+    resvg::render(&tree, tiny_skia::Transform::from_scale(2.0, 2.0), &mut pixmap.as_mut());
+    Ok(pixmap)
 }
 
 /// The x axis: cluster `i` spans `[i, i + 1)`, its tick (the shape's name) at the centre.
@@ -382,7 +411,27 @@ mod tests {
         std::fs::write(d.join("in.jsonl"), text).unwrap();
         let s = plot(&[d.join("in.jsonl")], &d.join("plots")).unwrap();
         assert_eq!((s.records, s.skipped, s.unmatched), (5, 1, 1));
-        assert_eq!(s.files, [d.join("plots/ag_gemm-w2-n1-kn.svg")]);
+        assert_eq!(s.files, [d.join("plots/ag_gemm-w2-n1-kn.svg"), d.join("plots/ag_gemm-w2-n1-kn.png")]);
+        // The PNG holds the picture: twice the SVG's size, mostly white, with the bars' colours.
+        let png = std::fs::read(&s.files[1]).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+        let pixmap = resvg::tiny_skia::Pixmap::decode_png(&png).unwrap();
+        assert_eq!((pixmap.width(), pixmap.height()), (2400, 1120));
+        let count =
+            |rgb: (u8, u8, u8)| pixmap.pixels().iter().filter(|p| (p.red(), p.green(), p.blue()) == rgb).count();
+        assert!(count((0xff, 0xff, 0xff)) > pixmap.pixels().len() / 2);
+        assert!(count((0x1f, 0x77, 0xb4)) > 1000, "no bar of the first series in the PNG");
+        // The text was set: far more dark pixels than the same chart rendered without a font.
+        let dark = |p: &resvg::tiny_skia::Pixmap| {
+            p.pixels().iter().filter(|p| p.red() < 0x40 && p.green() < 0x40 && p.blue() < 0x40).count()
+        };
+        let bare = render(&std::fs::read(&s.files[0]).unwrap(), false).unwrap();
+        assert!(
+            dark(&pixmap) > 2 * dark(&bare),
+            "no text in the PNG: {} vs {} dark pixels",
+            dark(&pixmap),
+            dark(&bare)
+        );
         let svg = std::fs::read_to_string(&s.files[0]).unwrap();
         // Bars over the reference (mkernel-fused, 2.0 ms at 8x8x8): 1.00, 0.75, 1.50, 1.25.
         for want in ["mkernel-fused", "gemm-alone", "NCCL+cuBLAS", "torch async-TP", "16x8x8", "abc1234"] {
