@@ -13,6 +13,10 @@ plot $L/aggemm-w{2,4}-n{1,2}-f50d8ba.jsonl $L/torch-multi-w{2,4}-f50d8ba.jsonl
 # AllGather + GEMM in place: commit df4678d (no torch run in that call).
 plot $L/aggemm-inplace-w{2,4}-df4678d.jsonl
 # All-gather, world 4, beside NCCL: commit b7214f4.
-plot $L/allgather-w4-{n1,n4,inplace}-b7214f4.jsonl $L/torch-multi-w4-8192-b7214f4.jsonl
+# The in-place run's copy-engine rows carry no in_place tag (the bench adds one since): plotted on
+# their own they form a chart with no mkernel series, which `plot` names and leaves undrawn,
+# instead of replacing the other run's copy-engine bars.
+plot $L/allgather-w4-{n1,n4}-b7214f4.jsonl $L/torch-multi-w4-8192-b7214f4.jsonl
+plot $L/allgather-w4-inplace-b7214f4.jsonl $L/torch-multi-w4-8192-b7214f4.jsonl
 # GEMM vs cuBLAS and GEMM + ReduceScatter / AllReduce beside torch: commit b7f267e.
 plot $F/gemm-rs-ar.jsonl $F/gemm.jsonl $F/torch-multi.jsonl

@@ -89,8 +89,12 @@ pub fn allgather(
                 unsafe { gpu.copy_async(dst, src, shard)? };
                 Ok(())
             })?;
-            records
-                .push(run.record("all_gather", total.to_string(), "-", "copy-engine-p2p", ms).with_bytes(shard as f64));
+            records.push(
+                // Tagged with the run's mode so that `mkernel plot` draws it beside that run.
+                run.record("all_gather", total.to_string(), "-", "copy-engine-p2p", ms)
+                    .with_bytes(shard as f64)
+                    .with("in_place", in_place),
+            );
         }
         comm.barrier()?;
     }

@@ -305,9 +305,13 @@ fn main() -> ExitCode {
                 println!("{}", f.display());
             }
             eprintln!(
-                "plot: {} records drawn, {} lines not recognised, {} baseline values matched no chart",
-                s.records, s.skipped, s.unmatched
+                "plot: {} records drawn, {} lines not recognised, {} baseline values matched no chart, {} bars \
+                 given twice (the later kept)",
+                s.records, s.skipped, s.unmatched, s.replaced
             );
+            if !s.no_reference.is_empty() {
+                eprintln!("plot: not drawn (no mkernel series to divide by): {}", s.no_reference.join(", "));
+            }
         }),
         Cmd::RankCheck(c) => cmd_rank::rank_check(c),
     };

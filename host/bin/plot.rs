@@ -28,6 +28,11 @@ pub struct PlotSummary {
     pub skipped: usize,
     /// Baseline values whose op, world and shape match no group of ours.
     pub unmatched: usize,
+    /// Bars given twice (the same op, world, nodes, shape and series in two records): the later
+    /// record wins. Files from several calls do that; their ratios would mix calls anyway.
+    pub replaced: usize,
+    /// Charts not drawn because none of their series is mkernel's (nothing to divide by).
+    pub no_reference: Vec<String>,
 }
 
 /// The series every bar of a group is divided by, in order of preference.
@@ -74,22 +79,23 @@ struct Group {
 }
 
 impl Group {
-    fn insert(&mut self, shape: &str, series: &str, ms: f64) {
+    /// Adds a bar; true when it replaced one.
+    fn insert(&mut self, shape: &str, series: &str, ms: f64) -> bool {
         if !self.shapes.iter().any(|s| s == shape) {
             self.shapes.push(shape.to_string());
         }
         if !self.series.iter().any(|s| s == series) {
             self.series.push(series.to_string());
         }
-        self.ms.insert((shape.to_string(), series.to_string()), ms);
+        self.ms.insert((shape.to_string(), series.to_string()), ms).is_some()
     }
 
-    /// The reference series, moved first.
-    fn reference(&mut self) -> String {
-        let i = REFERENCES.iter().find_map(|r| self.series.iter().position(|s| s == r)).unwrap_or(0);
+    /// The reference series, moved first; `None` where the group has none of [`REFERENCES`].
+    fn reference(&mut self) -> Option<String> {
+        let i = REFERENCES.iter().find_map(|r| self.series.iter().position(|s| s == r))?;
         let r = self.series.remove(i);
         self.series.insert(0, r.clone());
-        r
+        Some(r)
     }
 }
 
@@ -182,7 +188,7 @@ fn file_name(k: &GroupKey) -> String {
 pub fn plot(inputs: &[PathBuf], out: &Path) -> Result<PlotSummary> {
     let mut groups: BTreeMap<GroupKey, Group> = BTreeMap::new();
     let mut baselines = Vec::new();
-    let (mut records, mut skipped) = (0, 0);
+    let (mut records, mut skipped, mut replaced) = (0, 0, 0);
     for path in inputs {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
@@ -191,7 +197,7 @@ pub fn plot(inputs: &[PathBuf], out: &Path) -> Result<PlotSummary> {
             match classify(&v) {
                 Line::Ours { key, shape, series, ms, gpu, commit } => {
                     let g = groups.entry(key).or_default();
-                    g.insert(&shape, &series, ms);
+                    replaced += usize::from(g.insert(&shape, &series, ms));
                     g.gpus.insert(gpu);
                     g.commits.insert(commit);
                     records += 1;
@@ -212,23 +218,27 @@ pub fn plot(inputs: &[PathBuf], out: &Path) -> Result<PlotSummary> {
         let mut used = false;
         for (k, g) in groups.iter_mut() {
             if k.op == b.op && k.world == b.world && k.nodes == 1 && g.shapes.contains(&b.shape) {
-                g.insert(&b.shape, b.series, b.ms);
+                replaced += usize::from(g.insert(&b.shape, b.series, b.ms));
                 used = true;
             }
         }
         unmatched += usize::from(!used);
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let mut files = Vec::new();
+    let (mut files, mut no_reference) = (Vec::new(), Vec::new());
     for (key, mut g) in groups {
         let path = out.join(file_name(&key));
-        draw(&key, &mut g, &path).with_context(|| format!("drawing {}", path.display()))?;
+        let Some(reference) = g.reference() else {
+            no_reference.push(file_name(&key));
+            continue;
+        };
+        draw(&key, &g, &reference, &path).with_context(|| format!("drawing {}", path.display()))?;
         let png = path.with_extension("png");
         rasterise(&path, &png).with_context(|| format!("rendering {}", png.display()))?;
         files.push(path);
         files.push(png);
     }
-    Ok(PlotSummary { files, records, skipped, unmatched })
+    Ok(PlotSummary { files, records, skipped, unmatched, replaced, no_reference })
 }
 
 /// The font every chart's text is set in (plotters writes the family `sans-serif`).
@@ -288,13 +298,12 @@ const COLORS: [RGBColor; 8] = [
 ];
 
 /// Grouped bars: one cluster per shape, one bar per series, each over the reference's time.
-fn draw(key: &GroupKey, g: &mut Group, path: &Path) -> Result<()> {
-    let reference = g.reference();
+fn draw(key: &GroupKey, g: &Group, reference: &str, path: &Path) -> Result<()> {
     let n = g.shapes.len();
     // (cluster, series, time over the reference's time at that shape)
     let mut bars: Vec<(usize, usize, f64)> = Vec::new();
     for (i, shape) in g.shapes.iter().enumerate() {
-        let Some(r) = g.ms.get(&(shape.clone(), reference.clone())) else { continue };
+        let Some(r) = g.ms.get(&(shape.clone(), reference.to_string())) else { continue };
         for (s, series) in g.series.iter().enumerate() {
             if let Some(ms) = g.ms.get(&(shape.clone(), series.clone())) {
                 bars.push((i, s, ms / r));
@@ -401,16 +410,22 @@ mod tests {
         let lines = [
             ours("ag_gemm", "8x8x8", "gemm-alone", 1.5),
             ours("ag_gemm", "8x8x8", "mkernel-fused", 2.0),
+            ours("ag_gemm", "16x8x8", "mkernel-fused", 5.0),
+            // Given again: replaces the one above, and is counted.
             ours("ag_gemm", "16x8x8", "mkernel-fused", 4.0),
             json!({"op": "ag_gemm", "world": 2, "m": 8, "n": 8, "k": 8, "nccl_cublas_ms": 3.0, "async_tp_ms": 2.5}),
             // A world no record of ours has: unmatched, not drawn.
             json!({"op": "ag_gemm", "world": 8, "m": 8, "n": 8, "k": 8, "nccl_cublas_ms": 3.0}),
             json!({"op": "gemm", "ours_ms": 1.0}),
+            // A group with no series of mkernel's: nothing to divide by, not drawn, named.
+            json!({"op": "all_gather", "shape": "1024", "world": 2, "nodes": 1, "layout": "-",
+                   "impl": "copy-engine-p2p", "ms": 0.01, "commit": "abc1234", "gpu": "NVIDIA H200"}),
         ];
         let text: String = lines.iter().map(|l| format!("{l}\n\n")).collect();
         std::fs::write(d.join("in.jsonl"), text).unwrap();
         let s = plot(&[d.join("in.jsonl")], &d.join("plots")).unwrap();
-        assert_eq!((s.records, s.skipped, s.unmatched), (5, 1, 1));
+        assert_eq!((s.records, s.skipped, s.unmatched, s.replaced), (7, 1, 1, 1));
+        assert_eq!(s.no_reference, ["all_gather-w2-n1.svg"]);
         assert_eq!(s.files, [d.join("plots/ag_gemm-w2-n1-kn.svg"), d.join("plots/ag_gemm-w2-n1-kn.png")]);
         // The PNG holds the picture: twice the SVG's size, mostly white, with the bars' colours.
         let png = std::fs::read(&s.files[1]).unwrap();
