@@ -1,7 +1,7 @@
 //! AllGather + GEMM on the command line: the per-rank correctness check the multi-process tests
 //! run (`rank-check ag-gemm`), the benchmark (`bench ag-gemm`) and the role-split sweep
 //! (`tune ag-gemm`).
-use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits};
+use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits, RepeatArgs};
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -32,15 +32,8 @@ pub struct CheckArgs {
     /// The shard is written into the op's gathered buffer (no input buffer).
     #[arg(long = "in-place")]
     pub in_place: bool,
-    /// Rounds with fresh inputs (no barrier between them).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
-    pub rounds: u32,
-    /// Launches back to back, no host synchronisation, before the last check.
-    #[arg(long = "back-to-back", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..))]
-    pub back_to_back: u32,
-    /// Also capture launches into a CUDA graph and check its replays.
-    #[arg(long)]
-    pub graph: bool,
+    #[command(flatten)]
+    pub repeat: RepeatArgs,
     #[command(flatten)]
     pub knobs: Knobs,
     /// Bound on each bootstrap step and device wait.
@@ -198,7 +191,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         op.path(),
         op.split()
     );
-    for round in 0..a.rounds {
+    for round in 0..a.repeat.rounds {
         write_shard(round)?;
         poison_c()?;
         op.run(&gpu)?;
@@ -214,9 +207,8 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         let second = read_c()?;
         same_bits(world.rank, "C", &first, &second, n)?;
     }
-    let last = a.rounds - 1;
-    let replays = if a.graph { 5 } else { 0 };
-    repeat_checks(&gpu, &op, op.path(), (a.back_to_back, replays), &poison_c, |what| check_round(last, what))?;
+    let last = a.repeat.rounds - 1;
+    repeat_checks(&gpu, &op, op.path(), &a.repeat, 5, &poison_c, |what| check_round(last, what))?;
     comm.barrier()?;
     println!("ag_gemm ok: rank {} of {}; proxy {:?}", world.rank, world.world_size, comm.proxy_stats());
     Ok(())

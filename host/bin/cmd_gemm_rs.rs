@@ -1,7 +1,7 @@
 //! GEMM + ReduceScatter / AllReduce on the command line: the per-rank correctness check the
 //! multi-process tests run (`rank-check gemm-rs|gemm-ar`) and the benchmark (`bench
 //! gemm-rs|gemm-ar`).
-use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits};
+use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits, RepeatArgs};
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -28,15 +28,8 @@ pub struct CheckArgs {
     /// f32 output instead of bf16.
     #[arg(long)]
     pub f32: bool,
-    /// Rounds with fresh inputs (no barrier between them).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
-    pub rounds: u32,
-    /// Launches back to back, no host synchronisation, before the last check.
-    #[arg(long = "back-to-back", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..))]
-    pub back_to_back: u32,
-    /// Also capture launches into a CUDA graph and check its replays.
-    #[arg(long)]
-    pub graph: bool,
+    #[command(flatten)]
+    pub repeat: RepeatArgs,
     /// Bound on each bootstrap step and device wait.
     #[arg(long = "timeout-ms", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
@@ -130,7 +123,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         if a.f32 { "f32" } else { "bf16" },
         op.ctas()
     );
-    for round in 0..a.rounds {
+    for round in 0..a.repeat.rounds {
         load(round)?;
         op.launch_path(&gpu, Path::Fused)?;
         op.wait(&gpu)?;
@@ -142,10 +135,9 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         let unfused = read()?;
         same_bits(world.rank, "out", &fused, &unfused, n)?;
     }
-    let last = a.rounds - 1;
-    let replays = if a.graph { 3 } else { 0 };
+    let last = a.repeat.rounds - 1;
     let poison = || Ok(op.output_bytes().fill_bytes(POISON_BYTE)?);
-    repeat_checks(&gpu, &op, Path::Fused, (a.back_to_back, replays), poison, |what| check_round(last, what))?;
+    repeat_checks(&gpu, &op, Path::Fused, &a.repeat, 3, poison, |what| check_round(last, what))?;
     comm.barrier()?;
     println!("{} ok: rank {} of {}", collective.op_name(), world.rank, world.world_size);
     Ok(())

@@ -104,17 +104,34 @@ pub fn same_bits(rank: u32, what: &str, a: &[f64], b: &[f64], cols: usize) -> an
     }
 }
 
-/// The checks every two-path op's rank-check ends with: `back_to_back` launches through `path`
-/// with no wait between them, then `replays` replays of a CUDA graph of two fused launches (the
-/// path meant for graphs); `poison` before each, `check` (given what just ran) after each.
+/// How often a two-path op's rank-check runs it: the options every such check shares.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RepeatArgs {
+    /// Rounds with fresh inputs (no barrier between them).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
+    /// Launches back to back, no host synchronisation, before the last check.
+    #[arg(long = "back-to-back", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..))]
+    pub back_to_back: u32,
+    /// Also capture launches into a CUDA graph and check its replays.
+    #[arg(long)]
+    pub graph: bool,
+}
+
+/// The checks every two-path op's rank-check ends with: `--back-to-back` launches through `path`
+/// with no wait between them, then with `--graph` `replays` replays of a CUDA graph of two fused
+/// launches (the path meant for graphs); `poison` before each, `check` (given what just ran) after
+/// each.
 pub fn repeat_checks(
     gpu: &Gpu,
     op: &impl TwoPathOp,
     path: Path,
-    (back_to_back, replays): (u32, u32),
+    r: &RepeatArgs,
+    replays: u32,
     mut poison: impl FnMut() -> anyhow::Result<()>,
     mut check: impl FnMut(&str) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
+    let (back_to_back, replays) = (r.back_to_back, if r.graph { replays } else { 0 });
     if back_to_back > 0 {
         poison()?;
         for _ in 0..back_to_back {

@@ -206,6 +206,13 @@ pub struct RsBenchArgs {
     json: Option<PathBuf>,
 }
 
+impl RsBenchArgs {
+    fn run(self, collective: mkernel::ops::gemm_rs::Collective) -> anyhow::Result<()> {
+        let json = self.json.as_deref();
+        cmd_gemm_rs::bench(collective, &self.shapes, &self.layouts, &self.ranks, self.timing.timing(), json)
+    }
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum CopyArg {
     /// TMA bulk copies through shared memory, one issuing thread per CTA.
@@ -340,22 +347,8 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::AgGemm { shapes, layouts, knobs, in_place, ranks, timing, json } => {
             cmd_ag_gemm::bench(&shapes, &layouts, &knobs, in_place, &ranks, timing.timing(), json.as_deref())
         }
-        BenchCmd::GemmRs(a) => cmd_gemm_rs::bench(
-            mkernel::ops::gemm_rs::Collective::ReduceScatter,
-            &a.shapes,
-            &a.layouts,
-            &a.ranks,
-            a.timing.timing(),
-            a.json.as_deref(),
-        ),
-        BenchCmd::GemmAr(a) => cmd_gemm_rs::bench(
-            mkernel::ops::gemm_rs::Collective::AllReduce,
-            &a.shapes,
-            &a.layouts,
-            &a.ranks,
-            a.timing.timing(),
-            a.json.as_deref(),
-        ),
+        BenchCmd::GemmRs(a) => a.run(mkernel::ops::gemm_rs::Collective::ReduceScatter),
+        BenchCmd::GemmAr(a) => a.run(mkernel::ops::gemm_rs::Collective::AllReduce),
         BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
             cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)
         }

@@ -305,16 +305,10 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
     }
 }
 
-/// AllGather + GEMM with B `[K, N]` row-major.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mk_ag_gemm_kn(p: AgGemmParams) {
-    crate::launch_bounds!(384, 1);
-    ag_gemm::<1>(&p);
-}
-
-/// AllGather + GEMM with B `[N, K]` row-major.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mk_ag_gemm_nk(p: AgGemmParams) {
-    crate::launch_bounds!(384, 1);
-    ag_gemm::<0>(&p);
+b_layout_entry_points! {
+    AgGemmParams => ag_gemm;
+    /// AllGather + GEMM with B `[K, N]` row-major.
+    kn: mk_ag_gemm_kn;
+    /// AllGather + GEMM with B `[N, K]` row-major.
+    nk: mk_ag_gemm_nk
 }

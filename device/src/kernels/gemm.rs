@@ -28,16 +28,10 @@ unsafe fn gemm<const TRANS_B: u32>(p: &GemmParams) {
     compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &NoGate, &epi, p.roles.compute, b);
 }
 
-/// GEMM with B `[K, N]` row-major.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mk_gemm_bf16_kn(p: GemmParams) {
-    crate::launch_bounds!(384, 1);
-    gemm::<1>(&p);
-}
-
-/// GEMM with B `[N, K]` row-major (a torch `Linear` weight).
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mk_gemm_bf16_nk(p: GemmParams) {
-    crate::launch_bounds!(384, 1);
-    gemm::<0>(&p);
+b_layout_entry_points! {
+    GemmParams => gemm;
+    /// GEMM with B `[K, N]` row-major.
+    kn: mk_gemm_bf16_kn;
+    /// GEMM with B `[N, K]` row-major (a torch `Linear` weight).
+    nk: mk_gemm_bf16_nk
 }

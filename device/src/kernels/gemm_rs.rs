@@ -315,16 +315,10 @@ unsafe fn gemm_rs<const TRANS_B: u32>(p: &GemmRsParams) {
     compute_cta::<TRANS_B, _, _, _>(&ops, &tiles, &gate, &epi, roles.compute, bound);
 }
 
-/// GEMM + ReduceScatter / AllReduce with B `[K/W, N]` row-major.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mk_gemm_rs_kn(p: GemmRsParams) {
-    crate::launch_bounds!(384, 1);
-    gemm_rs::<1>(&p);
-}
-
-/// GEMM + ReduceScatter / AllReduce with B `[N, K/W]` row-major.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mk_gemm_rs_nk(p: GemmRsParams) {
-    crate::launch_bounds!(384, 1);
-    gemm_rs::<0>(&p);
+b_layout_entry_points! {
+    GemmRsParams => gemm_rs;
+    /// GEMM + ReduceScatter / AllReduce with B `[K/W, N]` row-major.
+    kn: mk_gemm_rs_kn;
+    /// GEMM + ReduceScatter / AllReduce with B `[N, K/W]` row-major.
+    nk: mk_gemm_rs_nk
 }

@@ -1,5 +1,28 @@
 //! The kernels of the PTX module. Each is `#[no_mangle] extern "ptx-kernel"` taking one
 //! `#[repr(C)]` parameter block from [`crate::abi`].
+
+/// The two entry points of a kernel built on the GEMM engine, one per B layout: the first runs
+/// `$body::<1>` (B `[K, N]` row-major, `TRANS_B = 1`), the second `$body::<0>` (B `[N, K]`). The
+/// one place where a layout becomes the engine's `TRANS_B`, and where the engine's launch bounds
+/// (384 threads, one CTA per SM) are declared.
+macro_rules! b_layout_entry_points {
+    ($params:ty => $body:ident; $(#[$kn_doc:meta])* kn: $kn:ident; $(#[$nk_doc:meta])* nk: $nk:ident) => {
+        $(#[$kn_doc])*
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $kn(p: $params) {
+            crate::launch_bounds!(384, 1);
+            $body::<1>(&p);
+        }
+
+        $(#[$nk_doc])*
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $nk(p: $params) {
+            crate::launch_bounds!(384, 1);
+            $body::<0>(&p);
+        }
+    };
+}
+
 pub mod ag_gemm;
 pub mod allgather;
 pub mod gemm;
