@@ -56,6 +56,15 @@ pub enum Error {
     /// The communication runtime failed.
     #[error(transparent)]
     Comm(#[from] crate::comm::CommError),
+    /// A kernel found bad data in a device-side input (an expert id out of range, say) and left
+    /// it out instead of writing anything wrong; the launch's results are not valid.
+    #[error("bad device-side input to {op}: {what}")]
+    DeviceInput {
+        /// The op.
+        op: &'static str,
+        /// What was wrong, and where.
+        what: String,
+    },
     /// A bounded wait on the device gave up; the kernel stopped instead of hanging.
     #[error("device wait timed out: {0}")]
     DeviceTimeout(WaitReport),

@@ -6,8 +6,9 @@
 # latency), comm (all-gather benches in both layouts + NCCL all_gather baseline; 2+ GPUs;
 # MKERNEL_AG_CTAS, MKERNEL_AG_COPY and MKERNEL_AG_ARGS vary it), aggemm (AllGather + GEMM at
 # world 2 and every GPU, one node and emulated nodes; MKERNEL_AGGEMM_ARGS adds options), rsar
-# (GEMM + ReduceScatter / AllReduce at world 2 and every GPU; MKERNEL_RSAR_ARGS), torch
-# (torch_baselines.py multi at world 2 and every GPU, same call), all.
+# (GEMM + ReduceScatter / AllReduce at world 2 and every GPU; MKERNEL_RSAR_ARGS), moe (MoE
+# dispatch + grouped GEMM beside torch_baselines.py moe at world 2 and every GPU; MKERNEL_MOE_ARGS),
+# torch (torch_baselines.py multi at world 2 and every GPU, same call), all.
 # Logs go to $OUT (or ./gpu-out): one tests log, one bench log, JSON lines.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -92,6 +93,19 @@ if want rsar && [ "$ngpu" -ge 2 ]; then
       "$here/bin/mkernel" bench "$op" --world "$w" ${MKERNEL_RSAR_ARGS:-} --json "$out/$op-w$w.jsonl" 2>&1 | tee -a "$out/bench.log"
       [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     done
+  done
+fi
+if want moe && [ "$ngpu" -ge 2 ]; then
+  worlds="2"; [ "$ngpu" -gt 2 ] && worlds="2 $ngpu"
+  for w in $worlds; do
+    echo "== mkernel bench moe, world $w" | tee -a "$out/bench.log"
+    "$here/bin/mkernel" bench moe --world "$w" ${MKERNEL_MOE_ARGS:-} --json "$out/moe-w$w.jsonl" 2>&1 | tee -a "$out/bench.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    if [ -f "$here/torch_baselines.py" ]; then
+      echo "== torch_baselines.py moe, world $w" | tee -a "$out/bench.log"
+      CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((w - 1))) PYTHONUNBUFFERED=1 timeout 400 python3 "$here/torch_baselines.py" moe --json "$out/torch-moe-w$w.jsonl" 2>&1 | grep -vE "^\s*$" | tee -a "$out/bench.log"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    fi
   done
 fi
 if want torch && [ "$ngpu" -ge 2 ] && [ -f "$here/torch_baselines.py" ]; then

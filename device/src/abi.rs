@@ -648,3 +648,251 @@ abi_struct! {
 pub const FIFO_TEST_THROUGHPUT: u32 = 0;
 /// Ping-pong mode of the FIFO exercise.
 pub const FIFO_TEST_PINGPONG: u32 = 1;
+
+/// [`MoeParams::mode`]: dispatch and grouped GEMM in one launch.
+pub const MOE_FUSED: u32 = 0;
+/// [`MoeParams::mode`]: the dispatch alone (no compute CTAs): rows land in `xe`, the layout is
+/// written, nothing is multiplied.
+pub const MOE_DISPATCH_ONLY: u32 = 1;
+/// [`MoeParams::mode`]: the grouped GEMM alone over the rows and layout the last dispatch left
+/// (compute CTAs only, no waits, no communication).
+pub const MOE_GEMM_ONLY: u32 = 2;
+
+/// [`MoeParams::errors`] code: a routing entry names an expert outside `0..experts`; the token
+/// is not sent anywhere. The record's words: code, token, slot, the expert id.
+pub const MOE_ERR_BAD_EXPERT: u32 = 1;
+/// [`MoeParams::errors`] code: a token names one expert twice. Words: code, token, slot, expert.
+pub const MOE_ERR_DUP_EXPERT: u32 = 2;
+/// [`MoeParams::errors`] code: the rows this rank receives (each expert's rows rounded up to a
+/// tile) exceed `cap_rows`; nothing is written. Words: code, rows needed, `cap_rows`, 0.
+pub const MOE_ERR_CAPACITY: u32 = 3;
+
+/// Experts a token may pick at most (`top_k`).
+pub const MOE_MAX_TOP_K: u32 = 16;
+/// Experts in all at most (the router keeps per-warp expert histograms in shared memory).
+pub const MOE_MAX_EXPERTS: u32 = 1024;
+/// Warps of the router CTA (the GEMM engine's 384 threads).
+pub const MOE_ROUTER_WARPS: u32 = 12;
+
+abi_struct! {
+    /// MoE dispatch + grouped GEMM in one launch. Rank r holds `tokens` rows of `x [tokens,
+    /// hidden]`, `topk_idx [tokens, top_k]` (i32) and `topk_weight` (f32), and the first
+    /// projection of its `local_experts` experts (expert e lives on rank `e / local_experts`).
+    ///
+    /// Protocol (u32 epoch flags, [`FLAG_STRIDE`] apart, see the index functions):
+    /// 1. The router (intra-comm CTA 0) scans this rank's routing once: per expert, each token's
+    ///    position among this rank's tokens routed to it (token order), and per destination rank
+    ///    a record per token it needs (token, then `(local expert | slot << 16, position, weight)`
+    ///    for each of its experts there). Records and counts go to each destination's `inbox`
+    ///    (self included: indexed by token there, every token present), then `counts[me]` is
+    ///    raised there.
+    /// 2. Once every local rank's counts are in, the router lays out what this rank receives:
+    ///    expert e's rows start at a multiple of `TILE_M` (`expert_off`), sources in the order
+    ///    me, me + 1, ... (own rows first), each source's rows in its token order; it writes the
+    ///    tile and pull tables to `scratch` and raises the local layout flag.
+    /// 3. Pull CTAs move rows through shared memory: first this rank's own tokens, chunk by chunk
+    ///    (into `x_heap`, where peers read them, raising `xchunk[c]`, and into the local experts'
+    ///    rows of `xe`), then each peer's records: a row is read once over NVLink (after that
+    ///    peer's `xchunk`) and written to every local expert row it has. Each row written bumps
+    ///    the counter of its `TILE_M`-row block of `xe`.
+    /// 4. Compute CTAs run the GEMM engine over `xe` in tile-table order (tiles made only of
+    ///    local rows first), each tile waiting until its block's counter reaches the rows it has.
+    /// 5. When a rank's pull CTAs are all done it raises `done[me]` on every local rank: a rank
+    ///    overwrites its `x_heap` or anyone's `inbox` in the next launch only after that.
+    pub struct MoeParams [240] {
+        /// The grouped GEMM: `a_map` over `xe [cap_rows, hidden]`, `b_map` over the experts'
+        /// weights stacked (`[local_experts * hidden, inter]` or `[local_experts * inter,
+        /// hidden]`), `c_map` / `c_f32` over `y [cap_rows, inter]`; `m` = `cap_rows`, `n` =
+        /// inter, `k` = hidden; `roles`: compute, then intra-comm (router + pull) CTAs.
+        pub gemm: GemmParams,
+        /// This rank's tokens `[tokens, hidden]` bf16 (the caller's buffer).
+        pub x: u64,
+        /// `[tokens, top_k]` i32 expert ids.
+        pub topk_idx: u64,
+        /// `[tokens, top_k]` f32 routing weights (carried into the row table).
+        pub topk_weight: u64,
+        /// Device address of a [`MoePeers`] table.
+        pub peers: u64,
+        /// This rank's outbox (device memory): records per destination, staged for bulk copies.
+        pub outbox: u64,
+        /// Rows received, grouped by expert: `[cap_rows, hidden]` bf16.
+        pub xe: u64,
+        /// One [`MoeRow`] per row of `xe`.
+        pub rows: u64,
+        /// Tables and counters, see [`MoeParams::scratch_words`].
+        pub scratch: u64,
+        /// Device `[u32; 4]`: the first routing error of a launch (`MOE_ERR_*`, then details).
+        pub errors: u64,
+        /// Launch counter (device `u64`): gives each launch its epoch.
+        pub launches: u64,
+        /// Tokens this rank holds (at most `max_tokens`).
+        pub tokens: u32,
+        /// Tokens any rank may hold (sizes `x_heap` and the inbox).
+        pub max_tokens: u32,
+        /// Row length (K of the GEMM).
+        pub hidden: u32,
+        /// Experts in all.
+        pub experts: u32,
+        /// Experts per rank.
+        pub local_experts: u32,
+        /// Experts per token.
+        pub top_k: u32,
+        /// This rank.
+        pub rank: u32,
+        /// Ranks in the world.
+        pub world: u32,
+        /// This rank's index on its node.
+        pub local_rank: u32,
+        /// Ranks per node.
+        pub local_world: u32,
+        /// Tokens per `xchunk` flag (and per local pull item).
+        pub chunk_tokens: u32,
+        /// Records per pull item from a peer.
+        pub run_records: u32,
+        /// Rows of `xe` / `y`.
+        pub cap_rows: u32,
+        /// Rows of the stacked B per expert (`hidden` for `[E, H, I]`, `inter` for `[E, I, H]`).
+        pub b_rows_per_expert: u32,
+        /// [`MOE_FUSED`], [`MOE_DISPATCH_ONLY`] or [`MOE_GEMM_ONLY`].
+        pub mode: u32,
+        /// Padding up to the asserted size; always 0.
+        pub _pad: u32,
+    }
+}
+
+abi_struct! {
+    /// Where each local rank's MoE buffers are mapped in this process (index: local rank).
+    pub struct MoePeers [192] {
+        /// Its `x_heap`.
+        pub x_heap: [u64; 8],
+        /// Its inbox.
+        pub inbox: [u64; 8],
+        /// Its flags.
+        pub flags: [u64; 8],
+    }
+}
+
+abi_struct! {
+    /// What one row of `xe` (and of the output) holds: which token of which rank, picked in
+    /// which top-k slot, with what weight. Padding rows (each expert's rows are rounded up to
+    /// a tile) have `src_rank = -1`.
+    pub struct MoeRow [16] {
+        /// Source rank, or -1 for a padding row.
+        pub src_rank: i32,
+        /// Token index on the source rank.
+        pub token: i32,
+        /// Top-k slot (0..top_k).
+        pub slot: i32,
+        /// The routing weight.
+        pub weight: f32,
+    }
+}
+
+/// Tile rows of the grouped GEMM's layout (each expert's rows start at a multiple of it).
+pub const MOE_TILE_M: u32 = crate::kernels_info::gemm::TILE_M;
+
+impl MoeParams {
+    /// u32 words of one source's counts in an inbox: tokens, records, then one count per local
+    /// expert.
+    pub const fn counts_words(local_experts: u32) -> u32 {
+        2 + local_experts
+    }
+    /// u32 words of one record: token, entries, then three words per entry.
+    pub const fn record_words(top_k: u32) -> u32 {
+        2 + 3 * top_k
+    }
+    /// Bytes of an inbox (and of the outbox): counts `[world]`, then records `[world][max_tokens]`.
+    pub const fn inbox_bytes(world: u32, max_tokens: u32, local_experts: u32, top_k: u32) -> u64 {
+        Self::records_off(world, local_experts)
+            + world as u64 * max_tokens as u64 * Self::record_words(top_k) as u64 * 4
+    }
+    /// Byte offset of the records in an inbox (16-byte aligned).
+    pub const fn records_off(world: u32, local_experts: u32) -> u64 {
+        ((world * Self::counts_words(local_experts)) as u64 * 4).div_ceil(16) * 16
+    }
+    /// Byte offset of source s's counts in an inbox.
+    pub const fn counts_at(&self, s: u32) -> u64 {
+        (s * Self::counts_words(self.local_experts)) as u64 * 4
+    }
+    /// Byte offset of source s's record i in an inbox.
+    pub const fn record_at(&self, s: u32, i: u32) -> u64 {
+        Self::records_off(self.world, self.local_experts)
+            + (s as u64 * self.max_tokens as u64 + i as u64) * Self::record_words(self.top_k) as u64 * 4
+    }
+    /// Flag words: `counts[world]`, `done[world]`, `xchunk[chunks]`.
+    pub const fn flag_words(world: u32, chunks: u32) -> u32 {
+        (2 * world + chunks) * FLAG_STRIDE
+    }
+    /// `counts[s]`: source s's counts and records for me are in my inbox.
+    pub const fn counts_flag(s: u32) -> u32 {
+        s * FLAG_STRIDE
+    }
+    /// `done[d]`: rank d finished reading my `x_heap` and its records from this launch.
+    pub const fn done_flag(&self, d: u32) -> u32 {
+        (self.world + d) * FLAG_STRIDE
+    }
+    /// `xchunk[c]`: chunk c of my tokens is in my `x_heap`.
+    pub const fn xchunk_flag(&self, c: u32) -> u32 {
+        (2 * self.world + c) * FLAG_STRIDE
+    }
+    /// Chunks of `max_tokens`.
+    pub const fn chunks(max_tokens: u32, chunk_tokens: u32) -> u32 {
+        max_tokens.div_ceil(chunk_tokens)
+    }
+    /// Bytes of one token row.
+    pub const fn row_bytes(&self) -> u64 {
+        self.hidden as u64 * 2
+    }
+}
+
+/// Where each table lives in the MoE scratch (u32 word offsets), for `local_experts` experts,
+/// `world` ranks and `cap_rows` rows. Words `0` and [`FLAG_STRIDE`] are the local layout flag
+/// and the pull CTAs' finish counter (both only grow); the rest is rewritten every launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeScratch {
+    /// `[local_experts + 1]`: first row of each expert's rows in `xe` (a multiple of
+    /// [`MOE_TILE_M`]); the last entry is the rows used.
+    pub expert_off: u32,
+    /// `[local_experts]`: rows each expert received (padding excluded).
+    pub expert_rows: u32,
+    /// `[local_experts]`: tile rows made only of this rank's own tokens.
+    pub local_mt: u32,
+    /// `[2][local_experts + 1]`: prefix sums of tiles per expert, pass 0 (own-token tile rows),
+    /// then pass 1 (the rest); the tile order of the grouped GEMM.
+    pub tile_start: u32,
+    /// `[world][local_experts]`: rows each source sent each local expert (the combine's counts),
+    /// sources by rank.
+    pub recv_counts: u32,
+    /// `[world + 1]`: prefix sums of pull items per source position (0: own chunks).
+    pub item_start: u32,
+    /// `[cap_rows / TILE_M]`: expert of each tile row of `xe`.
+    pub m_expert: u32,
+    /// `[cap_rows / TILE_M]`: rows each tile row must receive before it is multiplied.
+    pub m_target: u32,
+    /// `[cap_rows / TILE_M]`: rows each tile row received so far (reset every launch).
+    pub m_count: u32,
+    /// Words in all.
+    pub words: u32,
+}
+
+impl MoeScratch {
+    /// The layout for these sizes.
+    pub const fn new(local_experts: u32, world: u32, cap_rows: u32) -> Self {
+        let el = local_experts;
+        let mt = cap_rows.div_ceil(MOE_TILE_M);
+        let expert_off = 2 * FLAG_STRIDE;
+        let expert_rows = expert_off + el + 1;
+        let local_mt = expert_rows + el;
+        let tile_start = local_mt + el;
+        let recv_counts = tile_start + 2 * (el + 1);
+        let item_start = recv_counts + world * el;
+        let m_expert = item_start + world + 1;
+        let m_target = m_expert + mt;
+        let m_count = m_target + mt;
+        Self { expert_off, expert_rows, local_mt, tile_start, recv_counts, item_start, m_expert, m_target, m_count, words: m_count + mt }
+    }
+    /// Word of the local layout flag.
+    pub const LAYOUT_FLAG: u32 = 0;
+    /// Word of the pull CTAs' finish counter.
+    pub const FINISH_COUNTER: u32 = FLAG_STRIDE;
+}

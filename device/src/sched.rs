@@ -106,6 +106,13 @@ pub trait InputGate {
     fn a_source(&self, tile: Tile, a_map: u64, tile_m: u32) -> (u64, u32) {
         (a_map, tile.m * tile_m)
     }
+
+    /// Added to B's row coordinate for this tile: which of several matrices stacked in B's
+    /// tensor map the tile multiplies by (a grouped GEMM's expert); 0 by default.
+    #[inline(always)]
+    fn b_row0(&self, _tile: Tile) -> u32 {
+        0
+    }
 }
 
 /// Inputs always present (the plain GEMM).
@@ -237,6 +244,77 @@ impl TileScheduler for OwnerTiles {
         let grid = TileGrid { m_tiles: self.m_tiles, n_tiles: self.n_tiles, group_m: self.group_m };
         let (tm, tn) = grid.coords(index - step * per);
         Tile { index, m: owner * self.m_tiles + tm, n: tn }
+    }
+}
+
+/// A grouped GEMM's tiles over groups (experts) whose rows are stacked in one matrix, each
+/// group starting at a multiple of the tile height, read from tables a router wrote (see
+/// [`crate::abi::MoeScratch`]): first, group by group, the tile rows made only of the rank's own
+/// rows (`local_mt[e]` of them), then the rest; within a group, tile rows fastest, so CTAs that
+/// run at once share the group's B columns.
+#[derive(Clone, Copy, Debug)]
+pub struct GroupedTiles {
+    /// `[groups + 1]` first row of each group (multiples of the tile height).
+    pub group_off: *const u32,
+    /// `[groups]` own-row tile rows leading each group.
+    pub local_mt: *const u32,
+    /// `[2][groups + 1]` prefix sums of tiles per group, pass 0 then pass 1.
+    pub tile_start: *const u32,
+    /// Groups.
+    pub groups: u32,
+    /// Tile columns.
+    pub n_tiles: u32,
+    /// Tile height.
+    pub tile_m: u32,
+}
+
+impl GroupedTiles {
+    #[inline(always)]
+    fn at(p: *const u32, i: u32) -> u32 {
+        // SAFETY: callers index within the tables' documented lengths.
+        unsafe { *p.add(i as usize) }
+    }
+
+    /// The group of pass-table position `j` in prefix sums `starts` (`[groups + 1]`, j below the
+    /// last): the last group whose start is at or before `j` (empty groups share a start).
+    #[inline(always)]
+    fn group_of(&self, starts: *const u32, j: u32) -> u32 {
+        let (mut lo, mut hi) = (0u32, self.groups);
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if Self::at(starts, mid) <= j {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+}
+
+impl TileScheduler for GroupedTiles {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        Self::at(self.tile_start, self.groups) + Self::at(self.tile_start, 2 * self.groups + 1)
+    }
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        let total0 = Self::at(self.tile_start, self.groups);
+        let pass1 = index >= total0;
+        let (starts, j) = if pass1 {
+            // SAFETY: the second pass's table follows the first.
+            (unsafe { self.tile_start.add(self.groups as usize + 1) }, index - total0)
+        } else {
+            (self.tile_start, index)
+        };
+        let g = self.group_of(starts, j);
+        let q = j - Self::at(starts, g);
+        let first_row = Self::at(self.group_off, g);
+        let m_tiles = div_nz(Self::at(self.group_off, g + 1) - first_row, self.tile_m);
+        let lm = Self::at(self.local_mt, g);
+        // Non-zero: the group has tiles in this pass (q indexes one).
+        let (first, mcount) = if pass1 { (lm, m_tiles - lm) } else { (0, lm) };
+        Tile { index, m: div_nz(first_row, self.tile_m) + first + rem_nz(q, mcount), n: div_nz(q, mcount) }
     }
 }
 
@@ -406,6 +484,47 @@ mod tests {
                 assert_eq!(last_owner, Some(rank), "own block last");
             }
         }
+    }
+
+    #[test]
+    fn grouped_tiles_visit_every_tile_once_own_rows_first() {
+        // Three groups: 300 rows (2 own tile rows), 0 rows, 129 rows (no own tile row).
+        let (tm, n_tiles) = (128u32, 3u32);
+        let rows = [300u32, 0, 129];
+        let local_mt = [2u32, 0, 0];
+        let mut off = vec![0u32];
+        for r in rows {
+            off.push(off.last().unwrap() + r.div_ceil(tm) * tm);
+        }
+        let mut starts = vec![0u32; 8];
+        for g in 0..3 {
+            let mt = (off[g + 1] - off[g]) / tm;
+            starts[g + 1] = starts[g] + local_mt[g] * n_tiles;
+            starts[4 + g + 1] = starts[4 + g] + (mt - local_mt[g]) * n_tiles;
+        }
+        let s = GroupedTiles {
+            group_off: off.as_ptr(),
+            local_mt: local_mt.as_ptr(),
+            tile_start: starts.as_ptr(),
+            groups: 3,
+            n_tiles,
+            tile_m: tm,
+        };
+        let m_total = off[3] / tm;
+        assert_eq!(s.count(), m_total * n_tiles);
+        let mut seen = vec![false; (m_total * n_tiles) as usize];
+        for i in 0..s.count() {
+            let t = s.tile(i);
+            assert!(t.m < m_total && t.n < n_tiles, "{t:?}");
+            let k = (t.m * n_tiles + t.n) as usize;
+            assert!(!seen[k], "{t:?} twice");
+            seen[k] = true;
+            // The first 2 * n_tiles positions are group 0's own tile rows 0 and 1.
+            assert_eq!(i < 2 * n_tiles, t.m < 2, "{t:?}");
+        }
+        assert!(seen.iter().all(|&x| x));
+        assert_eq!(s.tile(0), Tile { index: 0, m: 0, n: 0 });
+        assert_eq!(s.tile(1), Tile { index: 1, m: 1, n: 0 });
     }
 
     #[test]

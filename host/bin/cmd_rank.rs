@@ -187,6 +187,7 @@ pub fn rank_check(c: RankCheckCmd) -> anyhow::Result<()> {
             crate::cmd_gemm_rs::check(&world, mkernel::ops::gemm_rs::Collective::ReduceScatter, a)
         }
         RankCheckCmd::GemmAr(a) => crate::cmd_gemm_rs::check(&world, mkernel::ops::gemm_rs::Collective::AllReduce, a),
+        RankCheckCmd::Moe(a) => crate::cmd_moe::check(&world, a),
     }
 }
 

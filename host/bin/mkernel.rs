@@ -13,6 +13,7 @@ mod args;
 mod cmd_ag_gemm;
 mod cmd_bench;
 mod cmd_gemm_rs;
+mod cmd_moe;
 mod cmd_info;
 mod cmd_rank;
 mod plot;
@@ -167,6 +168,27 @@ enum BenchCmd {
     GemmRs(RsBenchArgs),
     /// GEMM + AllReduce: fused, unfused and the GEMM alone (run on several ranks).
     GemmAr(RsBenchArgs),
+    /// MoE dispatch + grouped GEMM: fused, unfused, the grouped GEMM alone and the dispatch alone
+    /// (run on several ranks; torch_baselines.py moe's configs by default).
+    Moe {
+        /// Configs TxHxIxExk (tokens per rank, hidden, inter, experts, top-k), comma-separated.
+        #[arg(long, value_delimiter = ',', value_parser = cmd_moe::config,
+              default_value = "4096x7168x2048x256x8,8192x4096x14336x8x2")]
+        configs: Vec<cmd_moe::MoeConfig>,
+        /// Experts' weights layouts: kn ([E/W, H, I], as torch_baselines.py) and/or nk.
+        #[arg(long, value_delimiter = ',', value_parser = args::layout, default_value = "kn")]
+        layouts: Vec<BLayout>,
+        /// CTAs that route and move rows (default 16).
+        #[arg(long = "pull-ctas", value_parser = clap::value_parser!(u32).range(1..))]
+        pull_ctas: Option<u32>,
+        #[command(flatten)]
+        ranks: RanksArgs,
+        #[command(flatten)]
+        timing: TimingArgs,
+        /// Also write JSON lines here (rank 0).
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// The GPU -> CPU command FIFO: commands per second and round-trip latency on one GPU.
     Fifo {
         /// Pushing CTAs.
@@ -296,6 +318,9 @@ pub enum RankCheckCmd {
     GemmRs(cmd_gemm_rs::CheckArgs),
     /// GEMM + AllReduce against the unfused path and the precision contract.
     GemmAr(cmd_gemm_rs::CheckArgs),
+    /// MoE dispatch + grouped GEMM: layout row by row, dispatched rows bit for bit, outputs
+    /// against the unfused path and a host reference.
+    Moe(cmd_moe::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -349,6 +374,9 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         }
         BenchCmd::GemmRs(a) => a.run(mkernel::ops::gemm_rs::Collective::ReduceScatter),
         BenchCmd::GemmAr(a) => a.run(mkernel::ops::gemm_rs::Collective::AllReduce),
+        BenchCmd::Moe { configs, layouts, pull_ctas, ranks, timing, json } => {
+            cmd_moe::bench(&configs, &layouts, pull_ctas, &ranks, timing.timing(), json.as_deref())
+        }
         BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
             cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)
         }

@@ -56,6 +56,11 @@ pub const GEMM_RS_NK: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_nk");
 /// The second half of GEMM + ReduceScatter / AllReduce's unfused path: pulls every rank's bf16
 /// partial over NVLink and sums them in fp32, in the fused kernel's order (same bits).
 pub const REDUCE_PULL: Kernel<ReduceParams> = Kernel::new("mk_reduce_pull");
+/// MoE dispatch + grouped GEMM, experts' weights `[E/W, H, I]` (launched by
+/// [`crate::ops::moe::MoeDispatchGemm`]).
+pub const MOE_KN: Kernel<MoeParams> = Kernel::new("mk_moe_kn");
+/// MoE dispatch + grouped GEMM, experts' weights `[E/W, I, H]`.
+pub const MOE_NK: Kernel<MoeParams> = Kernel::new("mk_moe_nk");
 /// FIFO exercise: every thread pushes commands (throughput), or thread 0 ping-pongs with the
 /// proxy (round trips); see [`crate::bench::fifo_throughput`] and
 /// [`crate::bench::fifo_roundtrips`].
@@ -76,5 +81,7 @@ pub const ALL: &[&str] = &[
     GEMM_RS_KN.name,
     GEMM_RS_NK.name,
     REDUCE_PULL.name,
+    MOE_KN.name,
+    MOE_NK.name,
     FIFO_PUSH_TEST.name,
 ];

@@ -6,6 +6,7 @@ pub mod ag_gemm;
 pub mod allgather;
 pub mod gemm;
 pub mod gemm_rs;
+pub mod moe;
 pub mod tuned;
 
 use crate::Gpu;

@@ -213,3 +213,24 @@ pub unsafe fn st_global_v2_u64(p: *mut u64, v: [u64; 2]) {
 pub unsafe fn st_global_u64(p: *mut u64, v: u64) {
     asm!("st.global.u64 [{p}], {v};", p = in(reg64) p, v = in(reg64) v, options(nostack));
 }
+
+/// Atomic add without a result, relaxed, GPU scope (order it with an earlier release fence).
+///
+/// # Safety
+/// `p` must be valid and 4-byte aligned.
+#[inline(always)]
+pub unsafe fn red_add_relaxed_gpu_u32(p: *mut u32, v: u32) {
+    asm!("red.relaxed.gpu.global.add.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack));
+}
+
+/// Atomic compare-and-swap, relaxed, GPU scope. Returns the previous value.
+///
+/// # Safety
+/// `p` must be valid and 4-byte aligned.
+#[inline(always)]
+pub unsafe fn atom_cas_relaxed_gpu_u32(p: *mut u32, expected: u32, new: u32) -> u32 {
+    let r: u32;
+    asm!("atom.relaxed.gpu.cas.b32 {r}, [{p}], {e}, {n};", r = out(reg32) r, p = in(reg64) p,
+         e = in(reg32) expected, n = in(reg32) new, options(nostack));
+    r
+}

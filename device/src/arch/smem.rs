@@ -62,3 +62,24 @@ pub unsafe fn ld_shared_u32(addr: u32) -> u32 {
     asm!("ld.shared.u32 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(nostack));
     r
 }
+
+/// Atomic add on the 32-bit word at shared address `addr`; returns the previous value.
+///
+/// # Safety
+/// `addr` must be a 4-byte aligned address inside this CTA's shared memory.
+#[inline(always)]
+pub unsafe fn atom_add_shared_u32(addr: u32, v: u32) -> u32 {
+    let r: u32;
+    asm!("atom.shared.add.u32 {r}, [{a}], {v};", r = out(reg32) r, a = in(reg32) addr, v = in(reg32) v,
+         options(nostack));
+    r
+}
+
+/// Atomic or on the 32-bit word at shared address `addr`.
+///
+/// # Safety
+/// `addr` must be a 4-byte aligned address inside this CTA's shared memory.
+#[inline(always)]
+pub unsafe fn red_or_shared_u32(addr: u32, v: u32) {
+    asm!("red.shared.or.b32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v, options(nostack));
+}

@@ -52,45 +52,80 @@ impl BulkRing {
     /// Both ranges are valid global memory (`dst` may be a peer's, mapped here).
     #[inline(always)]
     pub unsafe fn copy(&mut self, src: u64, dst: u64, start: u64, end: u64, b: &Bound<'_>, tag: u32) -> bool {
+        let count = (end - start).div_ceil(BULK_CHUNK as u64) as u32;
+        let off = |i: u32| start + i as u64 * BULK_CHUNK as u64;
+        let len = |i: u32| (end - off(i)).min(BULK_CHUNK as u64) as u32;
+        self.gather(count, |i| Some((src + off(i), len(i))), |i, stage| bulk_store(dst + off(i), stage, len(i)), b, tag)
+    }
+
+    /// Move `count` pieces through the ring: piece i is read from where `load(i)` says (an
+    /// address and a length of at most `BULK_CHUNK` bytes, a multiple of 16) into a stage, then
+    /// `store(i, stage)` issues the bulk stores that read it (to as many places as it likes;
+    /// they form one bulk group). Loads run `BULK_AHEAD` pieces ahead of the stores. Waits until
+    /// every write is done. `load` may wait for its data and give up (`None`); then, or when a
+    /// wait of the ring times out (reported through `b`), the rest is skipped and it returns
+    /// false.
+    ///
+    /// # Safety
+    /// The addresses `load` and `store` use are valid global memory for the lengths involved.
+    #[inline(always)]
+    pub unsafe fn gather(
+        &mut self,
+        count: u32,
+        mut load: impl FnMut(u32) -> Option<(u64, u32)>,
+        mut store: impl FnMut(u32, u32),
+        b: &Bound<'_>,
+        tag: u32,
+    ) -> bool {
         const STORES: u32 = BULK_STAGES - BULK_AHEAD;
         if self.broken {
             return false;
         }
-        let count = (end - start).div_ceil(BULK_CHUNK as u64) as u32;
-        let off = |i: u32| start + i as u64 * BULK_CHUNK as u64;
-        let len = |i: u32| (end - off(i)).min(BULK_CHUNK as u64) as u32;
         let used = self.used;
         let stage = |i: u32| (used + i) % BULK_STAGES;
         let (base, pipe) = (self.base, self.pipe);
-        let load = |i: u32| {
-            let s = stage(i);
-            mbarrier_arrive_expect_tx(pipe.full(s), len(i));
-            bulk_load(base + s * BULK_CHUNK, src + off(i), len(i), pipe.full(s));
+        let mut issue = |i: u32| match load(i) {
+            Some((src, len)) => {
+                let s = stage(i);
+                mbarrier_arrive_expect_tx(pipe.full(s), len);
+                bulk_load(base + s * BULK_CHUNK, src, len, pipe.full(s));
+                true
+            }
+            None => false,
         };
-        for i in 0..count.min(BULK_AHEAD) {
-            load(i);
+        let mut loaded = 0;
+        while loaded < count.min(BULK_AHEAD) && issue(loaded) {
+            loaded += 1;
         }
-        let mut ok = true;
-        for i in 0..count {
+        let mut ok = loaded == count.min(BULK_AHEAD);
+        let mut i = 0;
+        while i < loaded {
             let s = stage(i);
             let parity = ((used + i) / BULK_STAGES) & 1;
             if b.mbarrier(pipe.full(s), parity, tag, crate::abi::WAIT_MBAR_FULL).is_err() {
                 ok = false;
                 break;
             }
-            bulk_store(dst + off(i), base + s * BULK_CHUNK, len(i));
+            store(i, base + s * BULK_CHUNK);
             bulk_commit_group();
-            if i + BULK_AHEAD < count {
-                // The stage of chunk i + AHEAD was read by store i + AHEAD - STAGES; the STORES
-                // newer ones may still be reading.
+            if ok && loaded < count {
+                // The stage of piece i + AHEAD was read by the stores of piece i + AHEAD - STAGES;
+                // the STORES newer groups may still be reading.
                 bulk_wait_group_read::<STORES>();
-                load(i + BULK_AHEAD);
+                if issue(loaded) {
+                    loaded += 1;
+                } else {
+                    ok = false;
+                }
             }
+            i += 1;
         }
         bulk_wait_group::<0>();
-        self.used += count;
-        self.broken = !ok;
-        ok
+        // Stages of pieces loaded but never stored still complete their phase later: the
+        // barrier phases are no longer known.
+        self.used += loaded;
+        self.broken = !ok || i < loaded;
+        ok && i == count
     }
 }
 

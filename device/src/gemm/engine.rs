@@ -88,12 +88,13 @@ unsafe fn produce<const TRANS_B: u32, S: TileScheduler, G: InputGate>(
         let _ = gate.wait(tile);
         let (a_map, a_row) = gate.a_source(tile, ops.a_map, TILE_M);
         let origin = (a_row as i32, (tile.n * TILE_N) as i32);
+        let b_row0 = gate.b_row0(tile) as i32;
         for kb in 0..k_blocks {
             if pipe.acquire(st, b, i).is_err() {
                 trap();
             }
             pipe.expect(st, STAGE_TX_BYTES);
-            load_k_block::<TRANS_B>(smem, a_map, ops.b_map, st.slot, pipe.full(st.slot), origin, kb);
+            load_k_block::<TRANS_B>(smem, a_map, ops.b_map, st.slot, pipe.full(st.slot), origin, b_row0, kb);
             st.advance();
         }
     }

@@ -45,7 +45,8 @@ pub const STAGE_TX_BYTES: u32 = A_STAGE_BYTES + B_STAGE_BYTES;
 
 /// Producer: load k-block `kb` of the tile whose A rows start at row `m0` of `a_map` and whose
 /// columns start at `n0`, into stage `slot`, completing on `full`. `TRANS_B` is 1 for B `[K, N]`,
-/// 0 for B `[N, K]`.
+/// 0 for B `[N, K]`. `b_row0` is added to B's row coordinate (K for `[K, N]`, N for `[N, K]`):
+/// it selects one matrix of several stacked in one tensor map (a grouped GEMM's experts).
 ///
 /// # Safety
 /// The maps are valid tensor maps of A `[M, K]` and B; the slot is acquired and `full` expects
@@ -58,16 +59,17 @@ pub unsafe fn load_k_block<const TRANS_B: u32>(
     slot: u32,
     full: u32,
     (m0, n0): (i32, i32),
+    b_row0: i32,
     kb: u32,
 ) {
     let k0 = (kb * TILE_K) as i32;
     tma_load_2d(smem.a(slot), a_map, full, k0, m0);
     if TRANS_B == 0 {
-        tma_load_2d(smem.b(slot), b_map, full, k0, n0);
+        tma_load_2d(smem.b(slot), b_map, full, k0, n0 + b_row0);
     } else {
         // B [K, N]: four boxes of 64 N-columns x 64 K-rows.
         for j in 0..TILE_N / 64 {
-            tma_load_2d(smem.b(slot) + j * 64 * SW128_ROW_BYTES, b_map, full, n0 + (64 * j) as i32, k0);
+            tma_load_2d(smem.b(slot) + j * 64 * SW128_ROW_BYTES, b_map, full, n0 + (64 * j) as i32, k0 + b_row0);
         }
     }
 }

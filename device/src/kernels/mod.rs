@@ -27,5 +27,6 @@ pub mod ag_gemm;
 pub mod allgather;
 pub mod gemm;
 pub mod gemm_rs;
+pub mod moe;
 pub mod reduce;
 pub mod selftest;

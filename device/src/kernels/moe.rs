@@ -1,0 +1,656 @@
+//! MoE dispatch + grouped GEMM in one persistent launch, written from the framework's pieces (the
+//! protocol is documented on [`MoeParams`]):
+//! - the router (intra-comm CTA 0, all its threads) scans this rank's routing once, sends each
+//!   destination its counts and one record per token it needs, then lays out what this rank
+//!   receives ([`MoeScratch`] tables);
+//! - pull CTAs (intra-comm, the router's CTA among them) move rows through a [`BulkRing`]: own
+//!   tokens first (into `x_heap` for the peers and into the local experts' rows), then each
+//!   peer's records; a row crosses NVLink once per destination rank and is written from shared
+//!   memory to every expert row it has there;
+//! - compute CTAs run the GEMM engine with a [`GroupedTiles`] scheduler (own-token tile rows
+//!   first), a [`RowGate`] (a tile waits for the rows of its tile row) and the local-store
+//!   epilogue; the gate also picks the tile's expert in the stacked weights.
+use crate::abi::*;
+use crate::arch::*;
+use crate::comm::nvlink::{copy_block, BulkRing};
+use crate::comm::signal::{last_arriver, launch_epoch, signal};
+use crate::gemm::engine::Operands;
+use crate::gemm::*;
+use crate::kernels_info::allgather::BULK_CHUNK;
+use crate::sched::{div_nz, rem_nz, GaveUp, GroupedTiles, InputGate, Role, Tile};
+use crate::sync::Bound;
+
+/// The launch's scratch tables (device memory, see [`MoeScratch`]).
+#[derive(Clone, Copy)]
+struct Tables {
+    base: *mut u32,
+    l: MoeScratch,
+}
+
+impl Tables {
+    #[inline(always)]
+    fn of(p: &MoeParams) -> Self {
+        Self { base: p.scratch as *mut u32, l: MoeScratch::new(p.local_experts, p.world, p.cap_rows) }
+    }
+    #[inline(always)]
+    fn at(&self, word: u32) -> *mut u32 {
+        // SAFETY: every word index used is inside the scratch (MoeScratch::words).
+        unsafe { self.base.add(word as usize) }
+    }
+    #[inline(always)]
+    unsafe fn get(&self, word: u32) -> u32 {
+        *self.at(word)
+    }
+    #[inline(always)]
+    unsafe fn set(&self, word: u32, v: u32) {
+        *self.at(word) = v;
+    }
+    /// Rows of `xe` the layout uses; more than `cap_rows` means the layout failed.
+    #[inline(always)]
+    unsafe fn rows_used(&self, p: &MoeParams) -> u32 {
+        self.get(self.l.expert_off + p.local_experts)
+    }
+}
+
+/// Record the launch's first routing error (`MOE_ERR_*` and three details) for the host.
+#[inline(always)]
+unsafe fn report(p: &MoeParams, code: u32, a: u32, b: u32, c: u32) {
+    let e = p.errors as *mut u32;
+    if atom_cas_relaxed_gpu_u32(e, 0, code) == 0 {
+        *e.add(1) = a;
+        *e.add(2) = b;
+        *e.add(3) = c;
+    }
+}
+
+/// Token t's expert in slot j, or the error that rules it out (an id outside `0..experts`, or
+/// one named by an earlier slot): `Err((code, id))`.
+#[inline(always)]
+unsafe fn expert_of(p: &MoeParams, t: u32, j: u32) -> Result<u32, (u32, u32)> {
+    let idx = p.topk_idx as *const i32;
+    let row = (t * p.top_k) as usize;
+    let e = *idx.add(row + j as usize);
+    if e < 0 || e as u32 >= p.experts {
+        return Err((MOE_ERR_BAD_EXPERT, e as u32));
+    }
+    for jj in 0..j {
+        if *idx.add(row + jj as usize) == e {
+            return Err((MOE_ERR_DUP_EXPERT, e as u32));
+        }
+    }
+    Ok(e as u32)
+}
+
+/// Global rank of local rank `lr`.
+#[inline(always)]
+const fn global(p: &MoeParams, lr: u32) -> u32 {
+    p.rank - p.local_rank + lr
+}
+
+/// The source at position `q` of this rank's receive order (me, me + 1, ...), as a local rank.
+#[inline(always)]
+fn source_at(p: &MoeParams, q: u32) -> u32 {
+    rem_nz(p.local_rank + q, p.local_world)
+}
+
+/// Thread 0: wait until every other local rank finished reading what this rank wrote last
+/// launch (its `x_heap`, and the records it put in their inboxes).
+#[inline(always)]
+unsafe fn wait_done(p: &MoeParams, epoch: u32, b: &Bound) -> bool {
+    for lr in 0..p.local_world {
+        if lr != p.local_rank {
+            let f = (p.flags() as *const u32).add(p.done_flag(global(p, lr)) as usize);
+            if b.flag(f, epoch.wrapping_sub(1), global(p, lr)).is_err() {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+impl MoeParams {
+    /// This rank's flags (in the peer table, at its own local rank).
+    #[inline(always)]
+    unsafe fn flags(&self) -> u64 {
+        pick(&(*(self.peers as *const MoePeers)).flags, self.local_rank)
+    }
+    #[inline(always)]
+    unsafe fn table(&self) -> &MoePeers {
+        &*(self.peers as *const MoePeers)
+    }
+}
+
+/// Shared-memory words of the router: per-warp expert histograms, per-warp expert lane masks,
+/// per-warp destination histograms.
+struct RouterSmem {
+    base: u32,
+    experts: u32,
+}
+
+impl RouterSmem {
+    #[inline(always)]
+    fn hist(&self, w: u32, e: u32) -> u32 {
+        self.base + 4 * (w * self.experts + e)
+    }
+    #[inline(always)]
+    fn mask(&self, w: u32, e: u32) -> u32 {
+        self.base + 4 * ((MOE_ROUTER_WARPS + w) * self.experts + e)
+    }
+    #[inline(always)]
+    fn dest(&self, w: u32, d: u32) -> u32 {
+        self.base + 4 * (2 * MOE_ROUTER_WARPS * self.experts + w * MAX_LOCAL_RANKS as u32 + d)
+    }
+    #[inline(always)]
+    fn words(&self) -> u32 {
+        2 * MOE_ROUTER_WARPS * self.experts + MOE_ROUTER_WARPS * MAX_LOCAL_RANKS as u32
+    }
+}
+
+/// Every thread of the router CTA: scan the routing, write each destination's counts and records
+/// into the outbox (records in token order; for this rank itself indexed by token, every token
+/// present), copy them into the destinations' inboxes and raise `counts[me]` there.
+#[inline(always)]
+unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing>) {
+    let tid = thread_idx_x();
+    let (w, lane) = (tid / 32, tid % 32);
+    let nthreads = block_dim_x();
+    let sm = RouterSmem { base: dyn_smem_base(), experts: p.experts };
+    let el = p.local_experts;
+    for i in (tid..sm.words()).step_by(nthreads as usize) {
+        st_shared_u32(sm.base + 4 * i, 0);
+    }
+    sync_threads();
+    // Warp w owns tokens t0..t1.
+    let per = p.tokens.div_ceil(MOE_ROUTER_WARPS);
+    let t0 = (w * per).min(p.tokens);
+    let t1 = (t0 + per).min(p.tokens);
+    let mut t = t0 + lane;
+    while t < t1 {
+        let mut dests = 0u32;
+        for j in 0..p.top_k {
+            match expert_of(p, t, j) {
+                Ok(e) => {
+                    atom_add_shared_u32(sm.hist(w, e), 1);
+                    dests |= 1 << div_nz(e, el);
+                }
+                Err((code, e)) => report(p, code, t, j, e),
+            }
+        }
+        for d in 0..p.world {
+            if dests & (1 << d) != 0 {
+                atom_add_shared_u32(sm.dest(w, d), 1);
+            }
+        }
+        t += 32;
+    }
+    sync_threads();
+    // Exclusive scans over warps: each warp's first position per expert and per destination;
+    // the totals are the counts each destination gets.
+    let ob = p.outbox;
+    for e in (tid..p.experts).step_by(nthreads as usize) {
+        let mut run = 0;
+        for ww in 0..MOE_ROUTER_WARPS {
+            let v = ld_shared_u32(sm.hist(ww, e));
+            st_shared_u32(sm.hist(ww, e), run);
+            run += v;
+        }
+        let d = div_nz(e, el);
+        *((ob + p.counts_at(d)) as *mut u32).add(2 + (e - d * el) as usize) = run;
+    }
+    if tid < p.world {
+        let d = tid;
+        let mut run = 0;
+        for ww in 0..MOE_ROUTER_WARPS {
+            let v = ld_shared_u32(sm.dest(ww, d));
+            st_shared_u32(sm.dest(ww, d), run);
+            run += v;
+        }
+        let c = (ob + p.counts_at(d)) as *mut u32;
+        *c = p.tokens;
+        *c.add(1) = if d == p.rank { p.tokens } else { run };
+    }
+    sync_threads();
+    // Positions, 32 tokens at a time per warp, in token order: a lane's position for expert e is
+    // the warp's running count plus the lanes below it that picked e (a shared lane mask).
+    let lt = (1u32 << lane) - 1;
+    let mut base = t0;
+    while base < t1 {
+        let t = base + lane;
+        let live = t < t1;
+        let mut ex = [u32::MAX; MOE_MAX_TOP_K as usize];
+        let mut dests = 0u32;
+        if live {
+            for j in 0..p.top_k {
+                if let Ok(e) = expert_of(p, t, j) {
+                    ex[j as usize] = e;
+                    dests |= 1 << div_nz(e, el);
+                    red_or_shared_u32(sm.mask(w, e), 1 << lane);
+                }
+            }
+        }
+        sync_warp();
+        let mut pos = [0u32; MOE_MAX_TOP_K as usize];
+        let mut masks = [0u32; MOE_MAX_TOP_K as usize];
+        for j in 0..p.top_k as usize {
+            if ex[j] != u32::MAX {
+                masks[j] = ld_shared_u32(sm.mask(w, ex[j]));
+                pos[j] = ld_shared_u32(sm.hist(w, ex[j])) + (masks[j] & lt).count_ones();
+            }
+        }
+        sync_warp();
+        for j in 0..p.top_k as usize {
+            // The lowest lane that picked the expert moves the running count on.
+            if ex[j] != u32::MAX && masks[j].trailing_zeros() == lane {
+                let h = sm.hist(w, ex[j]);
+                st_shared_u32(h, ld_shared_u32(h) + masks[j].count_ones());
+                st_shared_u32(sm.mask(w, ex[j]), 0);
+            }
+        }
+        sync_warp();
+        for d in 0..p.world {
+            let has = live && dests & (1 << d) != 0;
+            let bal = ballot(has);
+            let first = ld_shared_u32(sm.dest(w, d));
+            sync_warp();
+            if lane == 0 {
+                st_shared_u32(sm.dest(w, d), first + bal.count_ones());
+            }
+            let mine = d == p.rank;
+            if has || (mine && live) {
+                let i = if mine { t } else { first + (bal & lt).count_ones() };
+                let rec = (ob + p.record_at(d, i)) as *mut u32;
+                let mut n = 0u32;
+                for j in 0..p.top_k as usize {
+                    if ex[j] != u32::MAX && div_nz(ex[j], el) == d {
+                        let wt = *(p.topk_weight as *const u32).add((t * p.top_k) as usize + j);
+                        let r = rec.add(2 + 3 * n as usize);
+                        *r = (ex[j] - d * el) | (j as u32) << 16;
+                        *r.add(1) = pos[j];
+                        *r.add(2) = wt;
+                        n += 1;
+                    }
+                }
+                *rec = t;
+                *rec.add(1) = n;
+            }
+        }
+        base += 32;
+    }
+    sync_threads();
+    // Ship counts and records: every destination after it finished with last launch's.
+    let mut ok = true;
+    if tid == 0 {
+        ok = wait_done(p, epoch, b);
+    }
+    sync_threads(); // nobody writes into an inbox before thread 0 saw it free
+    let mut ring = ring;
+    for lr in 0..p.local_world {
+        let d = global(p, lr);
+        let inbox = pick(&p.table().inbox, lr);
+        let c = p.counts_at(d);
+        let cw = MoeParams::counts_words(el) as u64 * 4;
+        let n = *((ob + c) as *const u32).add(1);
+        copy_block(ob, inbox + p.counts_at(p.rank) - c, (c, c + cw), false, None, b, d, (tid, nthreads));
+        let (r0, r1) = (p.record_at(d, 0), p.record_at(d, n));
+        let dst = inbox + p.record_at(p.rank, 0) - r0;
+        ok &= copy_block(ob, dst, (r0, r1), true, ring.as_deref_mut(), b, d, (tid, nthreads)) || tid != 0;
+        if tid == 0 && ok {
+            signal((pick(&p.table().flags, lr) as *mut u32).add(MoeParams::counts_flag(p.rank) as usize), epoch);
+        }
+    }
+}
+
+/// Every thread of the router CTA, after [`route`]: once every local rank's counts are in, lay
+/// out what this rank receives and publish the tables (the local layout flag).
+#[inline(always)]
+unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
+    let tid = thread_idx_x();
+    let nthreads = block_dim_x();
+    let el = p.local_experts;
+    let l = tb.l;
+    let mut ok = true;
+    if tid == 0 {
+        for lr in 0..p.local_world {
+            let f = (p.flags() as *const u32).add(MoeParams::counts_flag(global(p, lr)) as usize);
+            if b.flag(f, epoch, global(p, lr)).is_err() {
+                ok = false;
+                break;
+            }
+        }
+    }
+    // A failed wait already reported; thread 0 then publishes a layout without tiles or items.
+    sync_threads();
+    let inbox = pick(&p.table().inbox, p.local_rank) as *const u32;
+    let cnt = |s: u32, e: u32| *inbox.add((p.counts_at(s) / 4) as usize + 2 + e as usize);
+    let n_tiles = p.gemm.n.div_ceil(TILE_N);
+    // Per expert: rows, own tile rows, and its tiles in each pass (into shared memory for the
+    // scan below).
+    let sm = dyn_smem_base();
+    for e in (tid..el).step_by(nthreads as usize) {
+        let mut rows = 0;
+        for lr in 0..p.local_world {
+            let c = cnt(global(p, lr), e);
+            tb.set(l.recv_counts + global(p, lr) * el + e, c);
+            rows += c;
+        }
+        let lm = cnt(p.rank, e) / TILE_M;
+        let mt = rows.div_ceil(TILE_M);
+        tb.set(l.expert_rows + e, rows);
+        tb.set(l.local_mt + e, lm);
+        st_shared_u32(sm + 4 * (3 * e), mt);
+        st_shared_u32(sm + 4 * (3 * e + 1), lm * n_tiles);
+        st_shared_u32(sm + 4 * (3 * e + 2), (mt - lm) * n_tiles);
+    }
+    sync_threads();
+    if tid == 0 {
+        let (mut off, mut s0, mut s1) = (0u32, 0u32, 0u32);
+        for e in 0..el {
+            tb.set(l.expert_off + e, off);
+            tb.set(l.tile_start + e, s0);
+            tb.set(l.tile_start + el + 1 + e, s1);
+            off += ld_shared_u32(sm + 4 * (3 * e)) * TILE_M;
+            s0 += ld_shared_u32(sm + 4 * (3 * e + 1));
+            s1 += ld_shared_u32(sm + 4 * (3 * e + 2));
+        }
+        tb.set(l.expert_off + el, off);
+        let fits = off <= p.cap_rows && ok;
+        if off > p.cap_rows {
+            report(p, MOE_ERR_CAPACITY, off, p.cap_rows, 0);
+        }
+        // A layout that does not fit has no tiles and no pull items (pull CTAs still copy this
+        // rank's own tokens for the peers).
+        tb.set(l.tile_start + el, if fits { s0 } else { 0 });
+        tb.set(l.tile_start + 2 * el + 1, if fits { s1 } else { 0 });
+        let mut items = p.tokens.div_ceil(p.chunk_tokens);
+        tb.set(l.item_start, 0);
+        tb.set(l.item_start + 1, items);
+        for q in 1..p.local_world {
+            let s = global(p, source_at(p, q));
+            let n = *inbox.add((p.counts_at(s) / 4) as usize + 1);
+            items += if fits { n.div_ceil(p.run_records) } else { 0 };
+            tb.set(l.item_start + q + 1, items);
+        }
+        if !fits {
+            // Nothing will be multiplied or received: the tables say so to every reader.
+            for e in 0..=el {
+                tb.set(l.expert_off + e, if e == el { off } else { 0 });
+            }
+        }
+    }
+    sync_threads();
+    if tb.rows_used(p) <= p.cap_rows {
+        // Per tile row: its expert, the rows it waits for, a zeroed counter; padding rows named.
+        for e in (tid..el).step_by(nthreads as usize) {
+            let first = tb.get(l.expert_off + e);
+            let rows = tb.get(l.expert_rows + e);
+            let mt = rows.div_ceil(TILE_M);
+            for m in 0..mt {
+                let tm = first / TILE_M + m;
+                tb.set(l.m_expert + tm, e);
+                tb.set(l.m_target + tm, (rows - m * TILE_M).min(TILE_M));
+                tb.set(l.m_count + tm, 0);
+            }
+            let pad = MoeRow { src_rank: -1, token: -1, slot: -1, weight: 0.0 };
+            for r in first + rows..first + mt * TILE_M {
+                *(p.rows as *mut MoeRow).add(r as usize) = pad;
+            }
+        }
+    }
+    sync_threads();
+    if tid == 0 {
+        signal(tb.at(MoeScratch::LAYOUT_FLAG), epoch);
+    }
+}
+
+/// The write side of one moved row: the `xe` rows of its record's entries (and their row-table
+/// entries, written with the row's first piece), plus `x_heap` for own tokens.
+struct Scatter<'a> {
+    p: &'a MoeParams,
+    tb: Tables,
+    src_rank: u32,
+}
+
+impl Scatter<'_> {
+    /// Bytes of piece `pc` of a row.
+    #[inline(always)]
+    fn piece(&self, pc: u32) -> (u64, u32) {
+        let off = pc as u64 * BULK_CHUNK as u64;
+        (off, (self.p.row_bytes() - off).min(BULK_CHUNK as u64) as u32)
+    }
+
+    /// Issue the stores of piece `pc` of the row of record `rec` from `stage`.
+    #[inline(always)]
+    unsafe fn store(&self, rec: *const u32, pc: u32, stage: u32) {
+        let p = self.p;
+        let (off, len) = self.piece(pc);
+        let t = *rec;
+        let n = *rec.add(1);
+        for i in 0..n {
+            let e = rec.add(2 + 3 * i as usize);
+            let (le, pos) = (*e & 0xffff, *e.add(1));
+            let row = self.tb.get(self.tb.l.expert_off + le) + pos;
+            bulk_store(p.xe + row as u64 * p.row_bytes() + off, stage, len);
+            if pc == 0 {
+                let info = [self.src_rank, t, *e >> 16, *e.add(2)];
+                st_global_v4_u32((p.rows as *mut [u32; 4]).add(row as usize), info);
+            }
+        }
+    }
+
+    /// After the stores of records `rec(0..count)` completed: make them visible, then count
+    /// each row into its tile row.
+    #[inline(always)]
+    unsafe fn count(&self, count: u32, rec: impl Fn(u32) -> *const u32) {
+        fence_proxy_async_global();
+        fence_acq_rel_gpu();
+        for r in 0..count {
+            let rec = rec(r);
+            for i in 0..*rec.add(1) {
+                let e = rec.add(2 + 3 * i as usize);
+                let row = self.tb.get(self.tb.l.expert_off + (*e & 0xffff)) + *e.add(1);
+                red_add_relaxed_gpu_u32(self.tb.at(self.tb.l.m_count + row / TILE_M), 1);
+            }
+        }
+    }
+}
+
+/// Thread 0 of pull CTA `idx` of `ctas`: its items (own token chunks first, then runs of each
+/// peer's records in receive order), then, the last of the launch's pull CTAs, `done[me]` on
+/// every local rank.
+#[inline(always)]
+unsafe fn pull(p: &MoeParams, tb: &Tables, idx: u32, ctas: u32, epoch: u32, b: &Bound, ring: &mut BulkRing) {
+    let l = tb.l;
+    let fits = tb.rows_used(p) <= p.cap_rows;
+    let inbox = pick(&p.table().inbox, p.local_rank);
+    let pieces = p.row_bytes().div_ceil(BULK_CHUNK as u64) as u32;
+    let items = tb.get(l.item_start + p.local_world);
+    let own_items = tb.get(l.item_start + 1);
+    let mut done_seen = false;
+    let mut ok = true;
+    let mut item = idx;
+    while item < items && ok {
+        if item < own_items {
+            // Own tokens t0..t1: into x_heap (for the peers) and the local experts' rows.
+            if !done_seen && p.local_world > 1 {
+                ok = wait_done(p, epoch, b);
+                done_seen = true;
+            }
+            let sc = Scatter { p, tb: *tb, src_rank: p.rank };
+            let t0 = item * p.chunk_tokens;
+            let t1 = (t0 + p.chunk_tokens).min(p.tokens);
+            let rec = |t: u32| (inbox + p.record_at(p.rank, t)) as *const u32;
+            let x_heap = pick(&p.table().x_heap, p.local_rank);
+            let moved = ring.gather(
+                (t1 - t0) * pieces,
+                |i| {
+                    let (t, pc) = (t0 + div_nz(i, pieces), rem_nz(i, pieces));
+                    let (off, len) = sc.piece(pc);
+                    Some((p.x + t as u64 * p.row_bytes() + off, len))
+                },
+                |i, stage| {
+                    let (t, pc) = (t0 + div_nz(i, pieces), rem_nz(i, pieces));
+                    let (off, len) = sc.piece(pc);
+                    if p.local_world > 1 {
+                        bulk_store(x_heap + t as u64 * p.row_bytes() + off, stage, len);
+                    }
+                    if fits {
+                        sc.store(rec(t), pc, stage);
+                    }
+                },
+                b,
+                item,
+            );
+            ok &= moved;
+            if ok && p.local_world > 1 {
+                signal((p.flags() as *mut u32).add(p.xchunk_flag(item) as usize), epoch);
+            }
+            if ok && fits {
+                sc.count(t1 - t0, |r| rec(t0 + r));
+            }
+        } else {
+            let mut q = 1;
+            while tb.get(l.item_start + q + 1) <= item {
+                q += 1;
+            }
+            let lr = source_at(p, q);
+            let s = global(p, lr);
+            let n = *((inbox + p.counts_at(s)) as *const u32).add(1);
+            let r0 = (item - tb.get(l.item_start + q)) * p.run_records;
+            let r1 = (r0 + p.run_records).min(n);
+            let rec = |r: u32| (inbox + p.record_at(s, r)) as *const u32;
+            let src = pick(&p.table().x_heap, lr);
+            let src_flags = pick(&p.table().flags, lr) as *const u32;
+            let sc = Scatter { p, tb: *tb, src_rank: s };
+            let mut seen = u32::MAX; // the last chunk of the source seen in its x_heap
+            let moved = ring.gather(
+                (r1 - r0) * pieces,
+                |i| {
+                    let (r, pc) = (r0 + div_nz(i, pieces), rem_nz(i, pieces));
+                    let t = *rec(r);
+                    let c = div_nz(t, p.chunk_tokens);
+                    if c != seen {
+                        b.flag(src_flags.add(p.xchunk_flag(c) as usize), epoch, s).ok()?;
+                        fence_proxy_async_global();
+                        seen = c;
+                    }
+                    let (off, len) = sc.piece(pc);
+                    Some((src + t as u64 * p.row_bytes() + off, len))
+                },
+                |i, stage| sc.store(rec(r0 + div_nz(i, pieces)), rem_nz(i, pieces), stage),
+                b,
+                item,
+            );
+            ok &= moved;
+            if ok {
+                sc.count(r1 - r0, |r| rec(r0 + r));
+            }
+        }
+        item += ctas;
+    }
+    if last_arriver(tb.at(MoeScratch::FINISH_COUNTER), ctas, epoch) {
+        for lr in 0..p.local_world {
+            if lr != p.local_rank {
+                let f = (pick(&p.table().flags, lr) as *mut u32).add(p.done_flag(p.rank) as usize);
+                signal(f, epoch);
+            }
+        }
+    }
+}
+
+/// The compute CTAs' gate: a tile waits until its tile row of `xe` holds every row it will
+/// have; its expert picks the weights.
+struct RowGate<'a> {
+    p: &'a MoeParams,
+    tb: Tables,
+    wait: bool,
+}
+
+impl InputGate for RowGate<'_> {
+    #[inline(always)]
+    unsafe fn wait(&self, tile: Tile) -> Result<(), GaveUp> {
+        if !self.wait {
+            return Ok(());
+        }
+        let p = self.p;
+        let l = self.tb.l;
+        let bound =
+            Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: Role::Compute as u32 };
+        let target = self.tb.get(l.m_target + tile.m);
+        let r = bound.flag(self.tb.at(l.m_count + tile.m), target, tile.index);
+        // The rows were written by bulk copies of other CTAs; TMA loads read them next.
+        fence_proxy_async_global();
+        r.map_err(|_| GaveUp)
+    }
+
+    #[inline(always)]
+    fn b_row0(&self, tile: Tile) -> u32 {
+        // SAFETY: the tile row is one the layout assigned (m_expert covers every used tile row).
+        unsafe { self.tb.get(self.tb.l.m_expert + tile.m) * self.p.b_rows_per_expert }
+    }
+}
+
+#[inline(always)]
+unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
+    let tid = thread_idx_x();
+    let roles = p.gemm.roles;
+    let gemm_only = p.mode == MOE_GEMM_ONLY;
+    // Only thread 0 of a CTA waits on or raises flags, so only it needs the epoch; the grouped
+    // GEMM alone touches no flag and leaves the epoch alone.
+    let epoch = if tid == 0 && !gemm_only { launch_epoch(p.launches as *mut u64, roles.total()) } else { 0 };
+    let bound =
+        |role: Role| Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: role as u32 };
+    let tb = Tables::of(p);
+    match roles.role_of(block_idx_x()) {
+        Some((Role::Compute, _)) => {
+            let scratch = dyn_smem_base() + crate::kernels_info::gemm::SCRATCH_OFF;
+            if tid == 0 {
+                let ok = gemm_only || bound(Role::Compute).flag(tb.at(MoeScratch::LAYOUT_FLAG), epoch, 0).is_ok();
+                st_shared_u32(scratch, ok as u32);
+            }
+            sync_threads();
+            if ld_shared_u32(scratch) == 0 {
+                return; // no layout: the wait reported why
+            }
+            let g = &p.gemm;
+            let l = tb.l;
+            let sched = GroupedTiles {
+                group_off: tb.at(l.expert_off),
+                local_mt: tb.at(l.local_mt),
+                tile_start: tb.at(l.tile_start),
+                groups: p.local_experts,
+                n_tiles: g.n.div_ceil(TILE_N),
+                tile_m: TILE_M,
+            };
+            let gate = RowGate { p, tb, wait: !gemm_only };
+            let epi = StoreC { c_map: g.c_map, c_f32: g.c_f32, m: g.m, n: g.n, out_f32: g.out_f32 != 0 };
+            let ops = Operands { a_map: g.a_map, b_map: g.b_map, k: g.k };
+            compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &gate, &epi, roles.compute, bound(Role::Compute));
+        }
+        Some((Role::IntraComm, idx)) if !gemm_only => {
+            let b = bound(Role::IntraComm);
+            let ring_base = dyn_smem_base();
+            if idx == 0 {
+                let mut ring = if tid == 0 { Some(BulkRing::new(ring_base)) } else { None };
+                route(p, epoch, &b, ring.as_mut());
+                lay_out(p, &tb, epoch, &b);
+                if let Some(r) = ring.as_mut() {
+                    pull(p, &tb, idx, roles.intra_comm, epoch, &b, r);
+                }
+            } else if tid == 0 {
+                let mut ring = BulkRing::new(ring_base);
+                if b.flag(tb.at(MoeScratch::LAYOUT_FLAG), epoch, 0).is_ok() {
+                    pull(p, &tb, idx, roles.intra_comm, epoch, &b, &mut ring);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+b_layout_entry_points! {
+    MoeParams => moe;
+    /// MoE dispatch + grouped GEMM, experts' weights `[E/W, H, I]` (B `[K, N]` per expert).
+    kn: mk_moe_kn;
+    /// MoE dispatch + grouped GEMM, experts' weights `[E/W, I, H]` (B `[N, K]` per expert).
+    nk: mk_moe_nk
+}

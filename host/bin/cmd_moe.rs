@@ -1,0 +1,405 @@
+//! MoE dispatch + grouped GEMM on the command line: the per-rank correctness check the
+//! multi-process tests run (`rank-check moe`) and the benchmark (`bench moe`).
+use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits, RepeatArgs};
+use crate::RanksArgs;
+use anyhow::{bail, ensure, Context};
+use half::bf16;
+use mkernel::abi::MoeRow;
+use mkernel::bench::{harness, RunInfo, Timing};
+use mkernel::comm::communicator::{CommOptions, Communicator};
+use mkernel::comm::world::World;
+use mkernel::gemm::BLayout;
+use mkernel::ops::moe::{reference_rows, MoeDispatchGemm, MoeLayout, MoeOptions, MoeShape};
+use mkernel::ops::{Path, PathChoice};
+use mkernel::testing::{Rng, POISON_BYTE};
+use mkernel::Gpu;
+use std::path::Path as FsPath;
+use std::time::Duration;
+
+/// How tokens pick their experts.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// k distinct experts uniformly at random.
+    Uniform,
+    /// 80% of tokens pick expert 0 (then k - 1 others at random).
+    Skewed,
+    /// Only every third expert is ever picked (the others get no token).
+    Empty,
+    /// Every token picks experts 0..k (all tokens on one rank's first experts).
+    One,
+}
+
+/// A MoE problem: tokens per rank x hidden x inter x experts x top-k.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeConfig {
+    /// Tokens per rank.
+    pub tokens: usize,
+    /// The sizes all ranks share.
+    pub shape: MoeShape,
+}
+
+impl MoeConfig {
+    fn label(&self) -> String {
+        let s = self.shape;
+        format!("T{}xH{}xI{}xE{}xk{}", self.tokens, s.hidden, s.inter, s.experts, s.top_k)
+    }
+}
+
+/// `TxHxIxExk`, e.g. `4096x7168x2048x256x8`.
+pub fn config(s: &str) -> Result<MoeConfig, String> {
+    let v: Vec<usize> = s
+        .split('x')
+        .map(|p| p.trim().parse::<usize>().map_err(|_| format!("`{p}` in `{s}` is not a number (want TxHxIxExk)")))
+        .collect::<Result<_, _>>()?;
+    let [tokens, hidden, inter, experts, top_k] = v[..] else {
+        return Err(format!("`{s}`: want five numbers TxHxIxExk (tokens per rank, hidden, inter, experts, top-k)"));
+    };
+    if hidden == 0 || inter == 0 || experts == 0 || top_k == 0 {
+        return Err(format!("`{s}`: hidden, inter, experts and top-k must be at least 1"));
+    }
+    Ok(MoeConfig { tokens, shape: MoeShape { hidden, inter, experts, top_k } })
+}
+
+/// Rank `r`'s routing in round `round`: `[tokens, k]` distinct expert ids and weights.
+fn routing(seed: u64, round: u32, r: u32, tokens: usize, s: MoeShape, how: Routing) -> (Vec<i32>, Vec<f32>) {
+    let mut rng = Rng::new(seed ^ ((round as u64) << 40) ^ ((r as u64 + 1) * 0x2545_f491_4f6c_dd1d));
+    let (e, k) = (s.experts, s.top_k);
+    let allowed: Vec<usize> = match how {
+        Routing::Empty => (0..e).step_by(3).collect(),
+        _ => (0..e).collect(),
+    };
+    let mut idx = Vec::with_capacity(tokens * k);
+    for _ in 0..tokens {
+        let mut row: Vec<usize> = Vec::with_capacity(k);
+        if how == Routing::One {
+            row.extend(0..k);
+        } else if how == Routing::Skewed && rng.next_u32() % 5 != 0 {
+            row.push(0);
+        }
+        while row.len() < k {
+            let c = allowed[rng.next_u32() as usize % allowed.len()];
+            if !row.contains(&c) {
+                row.push(c);
+            }
+        }
+        idx.extend(row.iter().map(|&x| x as i32));
+    }
+    let wt = (0..tokens * k).map(|_| rng.uniform()).collect();
+    (idx, wt)
+}
+
+/// Rank `r`'s tokens in round `round`: column 0 holds the rank, column 1 the token modulo 251
+/// (exact in bf16), the rest fresh random values.
+fn tokens_of(seed: u64, round: u32, r: u32, tokens: usize, hidden: usize) -> Vec<bf16> {
+    let mut rng = Rng::new(seed ^ ((round as u64) << 40) ^ ((r as u64 + 1) * 0x9e37_79b9_7f4a_7c15));
+    let mut x = rng.bf16_vec(tokens * hidden);
+    for t in 0..tokens {
+        x[t * hidden] = bf16::from_f32(r as f32);
+        if hidden > 1 {
+            x[t * hidden + 1] = bf16::from_f32((t % 251) as f32);
+        }
+    }
+    x
+}
+
+/// What `rank-check moe` runs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// Tokens per rank x hidden x inter x experts x top-k.
+    #[arg(long, value_parser = config, default_value = "300x256x264x8x2")]
+    pub config: MoeConfig,
+    /// Rank r holds `tokens - r * vary` tokens (ranks holding different counts).
+    #[arg(long, default_value_t = 0)]
+    pub vary: usize,
+    /// How tokens pick experts.
+    #[arg(long, value_enum, default_value_t = Routing::Uniform)]
+    pub routing: Routing,
+    /// Experts' weights layout: kn ([E/W, H, I]) or nk ([E/W, I, H]).
+    #[arg(long, value_parser = crate::args::layout, default_value = "kn")]
+    pub layout: BLayout,
+    /// f32 output instead of bf16.
+    #[arg(long)]
+    pub f32: bool,
+    /// CTAs that route and move rows.
+    #[arg(long = "pull-ctas", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pull_ctas: Option<u32>,
+    /// Tokens per arrival flag.
+    #[arg(long = "chunk-tokens", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub chunk_tokens: u32,
+    /// Records per pull item.
+    #[arg(long = "run-records", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub run_records: u32,
+    /// Also check that a bad expert id is a typed error naming the token (rank 0's input).
+    #[arg(long = "bad-id")]
+    pub bad_id: bool,
+    #[command(flatten)]
+    pub repeat: RepeatArgs,
+    /// Bound on each bootstrap step and device wait.
+    #[arg(long = "timeout-ms", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
+}
+
+/// `rank-check moe`: fresh rank-encoded tokens and routings, poisoned outputs; the layout row by
+/// row against the host's, the dispatched rows bit for bit against their sources, the fused
+/// output bit for bit against the unfused path and within the precision contract of an f64 host
+/// reference on sampled rows; rounds with new inputs; launches back to back; CUDA graph replays.
+pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
+    let gpu = Gpu::new(world.device)?;
+    let s = a.config.shape;
+    let w = world.world_size as usize;
+    let r = world.rank as usize;
+    let t_of = |q: usize| a.config.tokens.saturating_sub(q * a.vary);
+    let tokens = t_of(r);
+    let el = s.local_experts(w);
+    ensure!(s.experts % w == 0, "--config: experts must be a multiple of the world size {w}");
+    let (h, i, k) = (s.hidden, s.inter, s.top_k);
+    let timeout = Duration::from_millis(a.timeout_ms);
+    let heap = 2 * (w * a.config.tokens * (h * 2 + 4 * (2 + 3 * k))) + (64 << 20);
+    let comm = Communicator::new(&gpu, world, CommOptions { heap_bytes: heap, timeout, ..CommOptions::from_env()? })?;
+    let seed = agreed_seed(&comm, "rank-check moe")?;
+    let x = gpu.alloc::<bf16>((tokens * h).max(1))?;
+    let idx = gpu.alloc::<i32>((tokens * k).max(1))?;
+    let wt = gpu.alloc::<f32>((tokens * k).max(1))?;
+    let mut wrng = Rng::new(seed ^ 0x77 ^ r as u64);
+    let w1_host = wrng.bf16_vec(el * h * i);
+    let w1 = gpu.upload(&w1_host)?;
+    let opts = MoeOptions {
+        out_f32: a.f32,
+        pull_ctas: a.pull_ctas,
+        chunk_tokens: a.chunk_tokens,
+        run_records: a.run_records,
+        path: PathChoice::Fused,
+        timeout,
+        ..Default::default()
+    };
+    let op = MoeDispatchGemm::new(&comm, &gpu, s, a.layout, &x, &idx, &wt, &w1, tokens, opts)?;
+    println!(
+        "rank {r} of {w}: moe {} tokens here, H {h} I {i} E {} k {k} {:?} {} out, {:?}, roles {:?}, {} receive rows",
+        tokens,
+        s.experts,
+        a.layout,
+        if a.f32 { "f32" } else { "bf16" },
+        a.routing,
+        op.roles(),
+        op.capacity_rows()
+    );
+    let read = || -> anyhow::Result<Vec<f64>> {
+        Ok(match (op.output(), op.output_f32()) {
+            (Some(o), _) => o.to_vec()?.iter().map(|x| x.to_f64()).collect(),
+            (_, Some(o)) => o.to_vec()?.iter().map(|&x| x as f64).collect(),
+            _ => bail!("no output"),
+        })
+    };
+    let poison = || -> anyhow::Result<()> {
+        op.output_bytes().fill_bytes(POISON_BYTE)?;
+        op.dispatched().fill_bytes(POISON_BYTE)?;
+        Ok(())
+    };
+    let load = |round: u32| -> anyhow::Result<()> {
+        let (hi, hw) = routing(seed, round, world.rank, tokens, s, a.routing);
+        if tokens > 0 {
+            x.copy_from(&tokens_of(seed, round, world.rank, tokens, h))?;
+            idx.copy_from(&hi)?;
+            wt.copy_from(&hw)?;
+        }
+        poison()
+    };
+    let mut rng = Rng::new(seed ^ 0x5a5a ^ r as u64);
+    // The real rows of the output, in layout order (padding rows are unspecified).
+    let real_rows = |lay: &MoeLayout, y: &[f64]| -> Vec<f64> {
+        let mut out = Vec::new();
+        for (row, info) in lay.rows.iter().enumerate() {
+            if info.src_rank >= 0 {
+                out.extend_from_slice(&y[row * i..(row + 1) * i]);
+            }
+        }
+        out
+    };
+    let mut check_round = |round: u32, what: &str| -> anyhow::Result<MoeLayout> {
+        let lay = op.layout()?;
+        let topk: Vec<Vec<i32>> = (0..w).map(|q| routing(seed, round, q as u32, t_of(q), s, a.routing).0).collect();
+        let weights: Vec<Vec<f32>> = (0..w).map(|q| routing(seed, round, q as u32, t_of(q), s, a.routing).1).collect();
+        let want = reference_rows(&topk, k, s.experts, r);
+        // Counts and offsets.
+        let mut counts = vec![0u32; w * el];
+        for &(le, src, _, _) in &want {
+            counts[src * el + le] += 1;
+        }
+        ensure!(lay.recv_counts == counts, "rank {r} {what}: recv_counts {:?}, expected {counts:?}", lay.recv_counts);
+        let mut off = 0u32;
+        for le in 0..el {
+            let rows: u32 = (0..w).map(|q| counts[q * el + le]).sum();
+            ensure!(lay.expert_offsets[le] == off, "rank {r} {what}: expert {le} starts at row {}, expected {off}", lay.expert_offsets[le]);
+            ensure!(lay.expert_rows[le] == rows, "rank {r} {what}: expert {le} has {} rows, expected {rows}", lay.expert_rows[le]);
+            off += rows.div_ceil(128) * 128;
+        }
+        ensure!(lay.expert_offsets[el] == off, "rank {r} {what}: {} rows used, expected {off}", lay.expert_offsets[el]);
+        // Row by row: the table, and the dispatched row's bits against its source.
+        let xe = op.dispatched().slice(0..off as usize * h).to_vec()?;
+        let sources: Vec<Vec<bf16>> = (0..w).map(|q| tokens_of(seed, round, q as u32, t_of(q), h)).collect();
+        let mut it = want.iter();
+        for le in 0..el {
+            let (first, rows) = (lay.expert_offsets[le] as usize, lay.expert_rows[le] as usize);
+            for row in first..first + rows.div_ceil(128) * 128 {
+                let got = lay.rows[row];
+                if row >= first + rows {
+                    ensure!(got.src_rank == -1, "rank {r} {what}: padding row {row} names {got:?}");
+                    continue;
+                }
+                let &(_, src, t, j) = it.next().context("more rows than expected")?;
+                let exp = MoeRow { src_rank: src as i32, token: t as i32, slot: j as i32, weight: weights[src][t * k + j] };
+                ensure!(got == exp, "rank {r} {what}: row {row} (expert {le}) is {got:?}, expected {exp:?}");
+                let want_row = &sources[src][t * h..(t + 1) * h];
+                let got_row = &xe[row * h..(row + 1) * h];
+                if let Some(c) = (0..h).find(|&c| got_row[c].to_bits() != want_row[c].to_bits()) {
+                    bail!("rank {r} {what}: dispatched row {row} column {c} = {} but rank {src} token {t} has {}", got_row[c], want_row[c]);
+                }
+            }
+        }
+        // Sampled output rows against the f64 reference.
+        let y = read()?;
+        let real: Vec<usize> = (0..off as usize).filter(|&row| lay.rows[row].src_rank >= 0).collect();
+        let mut worst = 0f64;
+        if !real.is_empty() {
+            let mut sample = vec![real[0], real[real.len() - 1]];
+            sample.extend((0..16).map(|_| real[rng.next_u64() as usize % real.len()]));
+            for &row in &sample {
+                let info = lay.rows[row];
+                let le = (0..el).rev().find(|&e| lay.expert_offsets[e] as usize <= row).unwrap_or(0);
+                let xr = &xe[row * h..(row + 1) * h];
+                for c in 0..i {
+                    let (mut exact, mut mag) = (0f64, 0f64);
+                    for kk in 0..h {
+                        let wv = match a.layout {
+                            BLayout::KN => w1_host[(le * h + kk) * i + c],
+                            BLayout::NK => w1_host[(le * i + c) * h + kk],
+                        }
+                        .to_f64();
+                        let p = xr[kk].to_f64() * wv;
+                        exact += p;
+                        mag += p.abs();
+                    }
+                    let out = y[row * i + c];
+                    let u = 2f64.powi(-8);
+                    let bound = if a.f32 { 0.0 } else { u * exact.abs() } + h as f64 * 2f64.powi(-23) * mag + 1e-6;
+                    let err = (out - exact).abs();
+                    ensure!(
+                        err.is_finite() && err <= bound,
+                        "rank {r} {what}: y[{row}][{c}] (rank {} token {}) = {out} vs exact {exact}: error {err:.3e} beyond {bound:.3e}",
+                        info.src_rank,
+                        info.token
+                    );
+                    worst = worst.max(err / bound);
+                }
+            }
+        }
+        println!("rank {r} {what}: layout row by row, {} rows bit-exact, sampled outputs within the contract (worst error / bound {worst:.2})", real.len());
+        Ok(lay)
+    };
+    for round in 0..a.repeat.rounds {
+        load(round)?;
+        op.launch_path(&gpu, Path::Fused)?;
+        op.wait(&gpu)?;
+        let lay = check_round(round, &format!("round {round} (fused)"))?;
+        let fused = real_rows(&lay, &read()?);
+        poison()?;
+        op.launch_path(&gpu, Path::Unfused)?;
+        op.wait(&gpu)?;
+        let unfused = real_rows(&lay, &read()?);
+        same_bits(world.rank, "y", &fused, &unfused, i)?;
+    }
+    let last = a.repeat.rounds - 1;
+    repeat_checks(&gpu, &op, Path::Fused, &a.repeat, 3, poison, |what| check_round(last, what).map(|_| ()))?;
+    if a.bad_id {
+        comm.barrier()?;
+        let (mut hi, _) = routing(seed, last, world.rank, tokens, s, a.routing);
+        let bad_token = tokens / 2;
+        if world.rank == 0 && tokens > 0 {
+            hi[bad_token * k] = s.experts as i32;
+            idx.copy_from(&hi)?;
+        }
+        let got = op.run(&gpu);
+        if world.rank == 0 && tokens > 0 {
+            let msg = match got {
+                Err(e) => e.to_string(),
+                Ok(()) => bail!("rank 0: an expert id of {} was accepted", s.experts),
+            };
+            ensure!(msg.contains(&format!("topk_idx[{bad_token}][0] = {}", s.experts)), "rank 0: unexpected error: {msg}");
+            println!("rank 0: bad expert id reported: {msg}");
+        } else {
+            got?;
+        }
+        comm.barrier()?;
+    }
+    comm.barrier()?;
+    println!("moe ok: rank {r} of {w}");
+    Ok(())
+}
+
+/// `bench moe`: fused, unfused (dispatch then GEMM), the grouped GEMM alone and the dispatch
+/// alone, interleaved; the slowest rank's medians.
+pub fn bench(
+    configs: &[MoeConfig],
+    layouts: &[BLayout],
+    pull_ctas: Option<u32>,
+    ranks: &RanksArgs,
+    timing: Timing,
+    json: Option<&FsPath>,
+) -> anyhow::Result<()> {
+    let Some(world) = as_rank(ranks)? else { return Ok(()) };
+    let gpu = Gpu::new(world.device)?;
+    let w = world.world_size as usize;
+    let heap = configs.iter().map(|c| 2 * w * c.tokens * (c.shape.hidden * 2 + 4 * (2 + 3 * c.shape.top_k))).max().unwrap_or(0)
+        + (64 << 20);
+    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
+    let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
+    let mut records = Vec::new();
+    for c in configs {
+        let s = c.shape;
+        ensure!(s.experts % w == 0, "--configs: experts must be a multiple of the world size {w}");
+        let el = s.local_experts(w);
+        let (idx, wt) = routing(0x5eed, 0, world.rank, c.tokens, s, Routing::Uniform);
+        let mut rng = Rng::new(0x5eed ^ world.rank as u64);
+        let x = gpu.upload(&rng.bf16_vec(c.tokens * s.hidden))?;
+        let (idx, wt) = (gpu.upload(&idx)?, gpu.upload(&wt)?);
+        let w1 = gpu.upload(&rng.bf16_vec(el * s.hidden * s.inter))?;
+        for &l in layouts {
+            let opts = MoeOptions { pull_ctas, ..Default::default() };
+            let op = MoeDispatchGemm::new(&comm, &gpu, s, l, &x, &idx, &wt, &w1, c.tokens, opts)?;
+            op.run(&gpu)?;
+            let lay = op.layout()?;
+            // Useful work per GPU: the mean over ranks of the rows received (as torch_baselines.py).
+            let rows: u64 = lay.expert_rows.iter().map(|&r| r as u64).sum();
+            let all = comm.bootstrap().all_gather(&rows.to_le_bytes())?;
+            let mean_rows = all.iter().map(|b| u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8])) as f64).sum::<f64>() / w as f64;
+            let flops = 2.0 * mean_rows * s.hidden as f64 * s.inter as f64;
+            let mut fused = || op.launch_path(&gpu, Path::Fused);
+            let mut unfused = || op.launch_path(&gpu, Path::Unfused);
+            let mut gemm = || op.launch_gemm_only(&gpu);
+            let mut dispatch = || op.launch_dispatch_only(&gpu);
+            let ms = harness::time_each(&gpu, &mut &comm, timing, &mut [&mut fused, &mut unfused, &mut gemm, &mut dispatch])?;
+            op.wait(&gpu)?;
+            let ideal = ms[2].max(ms[3]);
+            for (imp, &t) in ["mkernel-fused", "mkernel-unfused", "gemm-alone", "dispatch-alone"].iter().zip(&ms) {
+                records.push(
+                    run.record("moe_dispatch_gemm", c.label(), l.name(), imp, t)
+                        .with_flops(flops)
+                        .with("fused_over_ideal", ms[0] / ideal)
+                        .with("rows_mean", mean_rows)
+                        .with("pull_ctas", op.roles().intra_comm),
+                );
+            }
+        }
+    }
+    if world.rank == 0 {
+        println!(
+            "moe dispatch + grouped GEMM, {} ranks, slowest rank's median of {} launches (TFLOP/s per GPU: mean rows received)",
+            world.world_size, timing.reps
+        );
+        harness::print_table(&records, Some("mkernel-fused"));
+        if let Some(path) = json {
+            harness::write_json(path, &records).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    Ok(())
+}

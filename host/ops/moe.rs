@@ -1,0 +1,515 @@
+//! MoE dispatch + grouped GEMM, expert parallelism's first projection: rank r holds tokens
+//! `x_r [T_r, H]`, their routing (`topk_idx [T_r, k]` i32 expert ids, distinct per token;
+//! `topk_weight [T_r, k]` f32) and the first projection of its `E/W` experts (`[E/W, H, I]` or
+//! `[E/W, I, H]`); expert e lives on rank `e / (E/W)`. Rank r gets, for each local expert e,
+//! `Y_e = X_e @ W1_e`, where `X_e` is every token (of every rank) routed to e.
+//!
+//! **Layout of the result.** [`MoeDispatchGemm::output`] `Y [cap_rows, I]` and
+//! [`MoeDispatchGemm::dispatched`] `X [cap_rows, H]` hold one row per (token, expert) pair:
+//! local expert e's rows start at `expert_offsets[e]`, a multiple of 128 (the GEMM tile height);
+//! within an expert, sources in the order r, r + 1, ..., r - 1 (own tokens first), each source's
+//! tokens in token order; the expert's rows are then padded up to the next multiple of 128 (padding
+//! rows have unspecified values). [`MoeLayout`] (from [`MoeDispatchGemm::layout`]) gives the
+//! counts per (source rank, local expert), the offsets, and for every row its source rank, token,
+//! top-k slot and weight: what a combine needs.
+//!
+//! **How.** ONE persistent launch (`device/src/kernels/moe.rs`): a router CTA scans the routing and
+//! sends every destination its counts and a record per token; pull CTAs copy each token row once
+//! per destination rank over NVLink into shared memory and write it from there to every expert
+//! row it has on that rank; compute CTAs run the GEMM engine over the received rows, tiles made of
+//! own tokens first, each tile waiting only until its 128 rows have landed. The unfused path is the
+//! same kernel twice: the dispatch alone, then the grouped GEMM alone (the same bits).
+//!
+//! **Precision.** Each output element is one bf16 x bf16 dot product over H accumulated in fp32
+//! by the tensor cores, rounded once to the output type: against an f64 reference,
+//! `|y - ref| <= 2^-8 * |ref| + H * 2^-23 * sum_k |x_k w_k|` for bf16 output (the first term
+//! drops for f32 output). The dispatched rows are bit copies of the source rows.
+//!
+//! One node for now: ranks on other nodes are a typed error (the FIFO + proxy path for tokens
+//! bound to another node is not written yet).
+use super::gemm::BLayout;
+use super::{Path, PathChoice};
+use crate::abi::*;
+use crate::comm::communicator::{Communicator, HeapRegion};
+use crate::error::{invalid, DiagBuffers, Error, Result};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype};
+use half::bf16;
+use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
+use std::time::Duration;
+
+/// The sizes every rank must agree on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeShape {
+    /// Row length of a token (H, the GEMM's K).
+    pub hidden: usize,
+    /// Columns of each expert's projection (I, the GEMM's N).
+    pub inter: usize,
+    /// Experts in all (E), a multiple of the world size.
+    pub experts: usize,
+    /// Experts per token (k).
+    pub top_k: usize,
+}
+
+impl MoeShape {
+    /// Experts on each rank.
+    pub fn local_experts(&self, world: usize) -> usize {
+        self.experts / world.max(1)
+    }
+}
+
+/// Tuning knobs; `None` takes the default.
+#[derive(Clone, Debug)]
+pub struct MoeOptions {
+    /// f32 output instead of bf16.
+    pub out_f32: bool,
+    /// CTAs that route and move rows (the rest compute). Default 16.
+    pub pull_ctas: Option<u32>,
+    /// Tokens per arrival flag of a rank's `x_heap` (and per own-token pull item). Default 64.
+    pub chunk_tokens: u32,
+    /// Records per pull item from a peer. Default 32.
+    pub run_records: u32,
+    /// Rows of the receive buffers. Default: the most a rank can receive (every token of every
+    /// rank on this rank's experts, `min(k, E/W)` rows each, plus padding); a smaller capacity
+    /// saves memory, and a routing that needs more is a typed error after the launch (nothing is
+    /// written).
+    pub capacity_rows: Option<usize>,
+    /// Fused, or the dispatch then the grouped GEMM.
+    pub path: PathChoice,
+    /// Bound on every device-side wait.
+    pub timeout: Duration,
+}
+
+impl Default for MoeOptions {
+    fn default() -> Self {
+        Self {
+            out_f32: false,
+            pull_ctas: None,
+            chunk_tokens: 64,
+            run_records: 32,
+            capacity_rows: None,
+            path: PathChoice::Auto,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What one launch received: counts, offsets and the row table (see the module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoeLayout {
+    /// `[world][local_experts]`: rows source rank s sent local expert e.
+    pub recv_counts: Vec<u32>,
+    /// `[local_experts + 1]`: first row of each local expert (multiples of 128); the last entry
+    /// is the rows used.
+    pub expert_offsets: Vec<u32>,
+    /// `[local_experts]`: rows each local expert received (padding excluded).
+    pub expert_rows: Vec<u32>,
+    /// One entry per row used (`expert_offsets[local_experts]` of them).
+    pub rows: Vec<MoeRow>,
+}
+
+/// A bound MoE dispatch + grouped GEMM (see the module docs).
+pub struct MoeDispatchGemm<'a> {
+    comm: &'a Communicator,
+    shape: MoeShape,
+    tokens: usize,
+    max_tokens: usize,
+    path: Path,
+    out_f32: bool,
+    _x_heap: HeapRegion<'a>,
+    _inbox: HeapRegion<'a>,
+    _flags: HeapRegion<'a>,
+    _peers: DeviceBuffer<MoePeers>,
+    _outbox: DeviceBuffer<u8>,
+    xe: DeviceBuffer<bf16>,
+    y: DeviceBuffer<u8>,
+    rows: DeviceBuffer<MoeRow>,
+    scratch: DeviceBuffer<u32>,
+    errors: DeviceBuffer<u32>,
+    _launches: DeviceBuffer<u64>,
+    _maps: DeviceBuffer<TensorMap>,
+    diag: DiagBuffers,
+    params: MoeParams,
+    kernel: kernels::Kernel<MoeParams>,
+}
+
+impl<'a> MoeDispatchGemm<'a> {
+    /// Collective: validate (typed errors name the argument and the rule), agree on the shape
+    /// across ranks, allocate the receive buffers and the heap regions peers read or write,
+    /// encode the tensor maps. This rank's `x` is `[tokens, H]` bf16, `topk_idx` / `topk_weight`
+    /// `[tokens, k]`, `w1` its `E/W` experts' weights in `b_layout` (`KN`: `[E/W, H, I]`, `NK`:
+    /// `[E/W, I, H]`). Ranks may hold different numbers of tokens.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        comm: &'a Communicator,
+        gpu: &Gpu,
+        shape: MoeShape,
+        b_layout: BLayout,
+        x: impl Into<DeviceSlice<'a, bf16>>,
+        topk_idx: impl Into<DeviceSlice<'a, i32>>,
+        topk_weight: impl Into<DeviceSlice<'a, f32>>,
+        w1: impl Into<DeviceSlice<'a, bf16>>,
+        tokens: usize,
+        opts: MoeOptions,
+    ) -> Result<Self> {
+        let world = comm.world().clone();
+        let (x, idx, wt, w1) = (x.into(), topk_idx.into(), topk_weight.into(), w1.into());
+        let w = world.world_size as usize;
+        let MoeShape { hidden: h, inter: i, experts: e, top_k: k } = shape;
+        if world.nodes > 1 {
+            return Err(invalid(
+                "world",
+                format!("{} nodes: MoE dispatch runs inside one node for now (the FIFO + proxy path between nodes is not written)", world.nodes),
+            ));
+        }
+        if w > MAX_LOCAL_RANKS {
+            return Err(invalid("world", format!("{w} ranks on a node; at most {MAX_LOCAL_RANKS}")));
+        }
+        if e == 0 || !e.is_multiple_of(w) || e > MOE_MAX_EXPERTS as usize {
+            return Err(invalid(
+                "experts",
+                format!("{e} must be a positive multiple of the world size {w}, at most {MOE_MAX_EXPERTS}"),
+            ));
+        }
+        if k == 0 || k > e || k > MOE_MAX_TOP_K as usize {
+            return Err(invalid("top_k", format!("{k} must be in 1..={} (at most the experts, {e})", MOE_MAX_TOP_K.min(e as u32))));
+        }
+        if h == 0 || !h.is_multiple_of(8) {
+            return Err(invalid("hidden", format!("{h} must be a positive multiple of 8 (16-byte rows)")));
+        }
+        if i == 0 || !i.is_multiple_of(8) {
+            return Err(invalid("inter", format!("{i} must be a positive multiple of 8 (16-byte rows)")));
+        }
+        let el = e / w;
+        let need = |arg: &'static str, len: usize, want: usize, what: &str| {
+            if len < want {
+                Err(invalid(arg, format!("holds {len} elements; {what} needs {want}")))
+            } else {
+                Ok(())
+            }
+        };
+        need("x", x.len(), tokens * h, &format!("[tokens {tokens}, hidden {h}]"))?;
+        need("topk_idx", idx.len(), tokens * k, &format!("[tokens {tokens}, top_k {k}]"))?;
+        need("topk_weight", wt.len(), tokens * k, &format!("[tokens {tokens}, top_k {k}]"))?;
+        need("w1", w1.len(), el * h * i, &format!("{el} local experts of [{h} x {i}]"))?;
+        if x.addr() % 16 != 0 {
+            return Err(invalid("x", format!("address {:#x} must be 16-byte aligned (rows move by bulk copies)", x.addr())));
+        }
+        if opts.chunk_tokens == 0 || opts.run_records == 0 {
+            return Err(invalid("chunk_tokens", "chunk_tokens and run_records must be at least 1"));
+        }
+        let pull = opts.pull_ctas.unwrap_or(16);
+        let sms = gpu.info().sm_count;
+        if pull == 0 || pull >= sms {
+            return Err(invalid("pull_ctas", format!("{pull} must be in 1..{sms} (the rest of the {sms} SMs compute)")));
+        }
+        let path = match opts.path {
+            PathChoice::Unfused => Path::Unfused,
+            PathChoice::Fused | PathChoice::Auto => Path::Fused,
+        };
+        comm.agree(
+            "shape",
+            &format!(
+                "moe H {h} I {i} E {e} k {k} {b_layout:?} {} out, {} pull CTAs, chunk {} run {}, {}",
+                if opts.out_f32 { "f32" } else { "bf16" },
+                pull,
+                opts.chunk_tokens,
+                opts.run_records,
+                path.name()
+            ),
+        )?;
+        // Every rank's token count: the largest sizes x_heap and the inboxes.
+        let all = comm.bootstrap().all_gather(&(tokens as u64).to_le_bytes())?;
+        let max_tokens = all.iter().map(|b| u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]))).max().unwrap_or(0) as usize;
+        let max_tokens = max_tokens.max(1);
+        let worst = (w * max_tokens * k.min(el)).div_ceil(TILE_M as usize) * TILE_M as usize + el * TILE_M as usize;
+        let cap = opts.capacity_rows.unwrap_or(worst).div_ceil(TILE_M as usize) * TILE_M as usize;
+        if cap == 0 || cap > u32::MAX as usize / 2 {
+            return Err(invalid("capacity_rows", format!("{cap} rows: must be positive and below 2^31")));
+        }
+
+        let (w32, el32, k32, mt32) = (w as u32, el as u32, k as u32, max_tokens as u32);
+        let chunks = MoeParams::chunks(mt32, opts.chunk_tokens);
+        let inbox_bytes = MoeParams::inbox_bytes(w32, mt32, el32, k32) as usize;
+        let x_heap = comm.alloc(max_tokens * h * 2)?;
+        let inbox = comm.alloc(inbox_bytes)?;
+        let flags = comm.alloc(4 * MoeParams::flag_words(w32, chunks) as usize)?;
+        let mut table = MoePeers::default();
+        for d in 0..world.local_world_size {
+            let r = world.local_to_global(d);
+            let missing = || invalid("world", format!("rank {r}'s heap is not mapped here"));
+            table.x_heap[d as usize] = x_heap.peer(r).ok_or_else(missing)?;
+            table.inbox[d as usize] = inbox.peer(r).ok_or_else(missing)?;
+            table.flags[d as usize] = flags.peer(r).ok_or_else(missing)?;
+        }
+        let peers = gpu.upload(&[table])?;
+        let outbox = gpu.alloc::<u8>(inbox_bytes)?;
+        let es = if opts.out_f32 { 4 } else { 2 };
+        let xe = gpu.alloc::<bf16>(cap * h)?;
+        let y = gpu.alloc::<u8>(cap * i * es)?;
+        let rows = gpu.alloc::<MoeRow>(cap)?;
+        let layout = MoeScratch::new(el32, w32, cap as u32);
+        let scratch = gpu.upload(&vec![0u32; layout.words as usize])?;
+        let errors = gpu.upload(&[0u32; 4])?;
+        let launches = gpu.upload(&[0u64])?;
+        let diag = DiagBuffers::new(gpu)?;
+
+        let map = |base, dims, row, box_dims| Tile2d { base, dtype: TmaDtype::Bf16, dims, row_stride_bytes: row, box_dims, swizzle: Swizzle::B128 };
+        let (h64, i64_, cap64, el64) = (h as u64, i as u64, cap as u64, el as u64);
+        let a_map = map(xe.addr(), [h64, cap64], 2 * h64, [TILE_K, TILE_M]);
+        let b_map = match b_layout {
+            BLayout::KN => map(w1.addr(), [i64_, el64 * h64], 2 * i64_, [64, TILE_K]),
+            BLayout::NK => map(w1.addr(), [h64, el64 * i64_], 2 * h64, [TILE_K, TILE_N]),
+        };
+        let c_map = map(y.addr(), [i64_, cap64], es as u64 * i64_, [64, 64]);
+        let maps = gpu.upload_tensor_maps(&[a_map, b_map, c_map])?;
+        let gemm = GemmParams {
+            a_map: maps.addr(),
+            b_map: maps.addr() + 128,
+            c_map: maps.addr() + 256,
+            c_f32: if opts.out_f32 { y.addr() } else { 0 },
+            diag: diag.abi(),
+            timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
+            m: cap as u32,
+            n: i as u32,
+            k: h as u32,
+            b_layout: if b_layout == BLayout::KN { B_KN } else { B_NK },
+            out_f32: opts.out_f32 as u32,
+            group_m: 1,
+            roles: RoleSplit { compute: sms - pull, intra_comm: pull, inter_send: 0, inter_reduce: 0 },
+        };
+        let params = MoeParams {
+            gemm,
+            x: x.addr(),
+            topk_idx: idx.addr(),
+            topk_weight: wt.addr(),
+            peers: peers.addr(),
+            outbox: outbox.addr(),
+            xe: xe.addr(),
+            rows: rows.addr(),
+            scratch: scratch.addr(),
+            errors: errors.addr(),
+            launches: launches.addr(),
+            tokens: tokens as u32,
+            max_tokens: mt32,
+            hidden: h as u32,
+            experts: e as u32,
+            local_experts: el32,
+            top_k: k32,
+            rank: world.rank,
+            world: w32,
+            local_rank: world.local_rank,
+            local_world: world.local_world_size,
+            chunk_tokens: opts.chunk_tokens,
+            run_records: opts.run_records,
+            cap_rows: cap as u32,
+            b_rows_per_expert: if b_layout == BLayout::KN { h as u32 } else { i as u32 },
+            mode: MOE_FUSED,
+            _pad: 0,
+        };
+        let kernel = if b_layout == BLayout::KN { kernels::MOE_KN } else { kernels::MOE_NK };
+        comm.barrier()?;
+        Ok(MoeDispatchGemm {
+            comm,
+            shape,
+            tokens,
+            max_tokens,
+            path,
+            out_f32: opts.out_f32,
+            _x_heap: x_heap,
+            _inbox: inbox,
+            _flags: flags,
+            _peers: peers,
+            _outbox: outbox,
+            xe,
+            y,
+            rows,
+            scratch,
+            errors,
+            _launches: launches,
+            _maps: maps,
+            diag,
+            params,
+            kernel,
+        })
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> MoeShape {
+        self.shape
+    }
+
+    /// Tokens this rank holds, and the most any rank holds.
+    pub fn tokens(&self) -> (usize, usize) {
+        (self.tokens, self.max_tokens)
+    }
+
+    /// Rows of the receive buffers.
+    pub fn capacity_rows(&self) -> usize {
+        self.params.cap_rows as usize
+    }
+
+    /// The CTA roles of a fused launch.
+    pub fn roles(&self) -> RoleSplit {
+        self.params.gemm.roles
+    }
+
+    /// The path [`MoeDispatchGemm::launch`] runs.
+    pub fn path(&self) -> Path {
+        self.path
+    }
+
+    /// `Y [capacity_rows, I]` (bf16, or f32 when asked for), rows as [`MoeDispatchGemm::layout`]
+    /// says; valid after a launch completes, until the next one starts.
+    pub fn output_bytes(&self) -> DeviceSlice<'_, u8> {
+        self.y.as_slice()
+    }
+
+    /// The output as bf16 (bf16 output only).
+    pub fn output(&self) -> Option<DeviceSlice<'_, bf16>> {
+        // SAFETY: y is a live device allocation of this op, 256-byte aligned, borrowed with self.
+        (!self.out_f32).then(|| unsafe { DeviceSlice::from_raw(self.y.addr(), self.y.len() / 2) })
+    }
+
+    /// The output as f32 (f32 output only).
+    pub fn output_f32(&self) -> Option<DeviceSlice<'_, f32>> {
+        // SAFETY: as for `output`.
+        self.out_f32.then(|| unsafe { DeviceSlice::from_raw(self.y.addr(), self.y.len() / 4) })
+    }
+
+    /// The dispatched token rows `[capacity_rows, H]`, in the output's row order.
+    pub fn dispatched(&self) -> DeviceSlice<'_, bf16> {
+        self.xe.as_slice()
+    }
+
+    /// What the last completed launch received (downloads the tables; call after
+    /// [`MoeDispatchGemm::wait`]).
+    pub fn layout(&self) -> Result<MoeLayout> {
+        let s = self.scratch.to_vec()?;
+        let l = MoeScratch::new(self.params.local_experts, self.params.world, self.params.cap_rows);
+        let el = self.params.local_experts as usize;
+        let w = self.params.world as usize;
+        let at = |off: u32, n: usize| s[off as usize..off as usize + n].to_vec();
+        let expert_offsets = at(l.expert_off, el + 1);
+        let used = (expert_offsets[el] as usize).min(self.params.cap_rows as usize);
+        let rows = self.rows.to_vec()?;
+        Ok(MoeLayout {
+            recv_counts: at(l.recv_counts, w * el),
+            expert_rows: at(l.expert_rows, el),
+            expert_offsets,
+            rows: rows[..used].to_vec(),
+        })
+    }
+
+    fn launch_mode(&self, gpu: &Gpu, mode: u32) -> Result<()> {
+        let mut p = self.params;
+        p.mode = mode;
+        match mode {
+            MOE_DISPATCH_ONLY => p.gemm.roles.compute = 0,
+            MOE_GEMM_ONLY => p.gemm.roles.intra_comm = 0,
+            _ => {}
+        }
+        let cfg = LaunchConfig::linear(p.gemm.roles.total(), THREADS, SMEM_BYTES);
+        // SAFETY: every address in params belongs to buffers this op owns or borrows for 'a
+        // (peers' heaps stay mapped while the communicator lives).
+        unsafe { gpu.launch(self.kernel, &cfg, &p)? };
+        Ok(())
+    }
+
+    /// Enqueue one call through [`MoeDispatchGemm::path`] (asynchronous).
+    pub fn launch(&self, gpu: &Gpu) -> Result<()> {
+        self.launch_path(gpu, self.path)
+    }
+
+    /// Enqueue one call through `path`.
+    pub fn launch_path(&self, gpu: &Gpu, path: Path) -> Result<()> {
+        match path {
+            Path::Fused => self.launch_mode(gpu, MOE_FUSED),
+            Path::Unfused => {
+                self.launch_dispatch_only(gpu)?;
+                self.launch_gemm_only(gpu)
+            }
+        }
+    }
+
+    /// The dispatch alone: rows and layout, no GEMM (a collective, like the fused launch).
+    pub fn launch_dispatch_only(&self, gpu: &Gpu) -> Result<()> {
+        self.launch_mode(gpu, MOE_DISPATCH_ONLY)
+    }
+
+    /// The grouped GEMM alone, over the rows and layout the last dispatch left (local).
+    pub fn launch_gemm_only(&self, gpu: &Gpu) -> Result<()> {
+        self.launch_mode(gpu, MOE_GEMM_ONLY)
+    }
+
+    /// Wait for this rank's launches; report a device-side timeout or a routing error.
+    pub fn wait(&self, gpu: &Gpu) -> Result<()> {
+        let sync = gpu.synchronize();
+        self.diag.check()?;
+        self.comm.check()?;
+        sync?;
+        let err = self.errors.to_vec()?;
+        if err[0] != 0 {
+            self.errors.copy_from(&[0; 4])?;
+            let what = match err[0] {
+                MOE_ERR_BAD_EXPERT => format!(
+                    "topk_idx[{}][{}] = {} is not an expert id (0..{}); that entry was not dispatched",
+                    err[1], err[2], err[3] as i32, self.shape.experts
+                ),
+                MOE_ERR_DUP_EXPERT => format!(
+                    "topk_idx[{}][{}] = {} repeats an earlier slot of the token (experts must be distinct); not dispatched twice",
+                    err[1], err[2], err[3]
+                ),
+                MOE_ERR_CAPACITY => format!(
+                    "the routing needs {} receive rows on rank {}, above capacity_rows {}; nothing was received",
+                    err[1], self.params.rank, err[2]
+                ),
+                c => format!("unknown error code {c}"),
+            };
+            return Err(Error::DeviceInput { op: "moe", what });
+        }
+        Ok(())
+    }
+
+    /// Launch and wait.
+    pub fn run(&self, gpu: &Gpu) -> Result<()> {
+        self.launch(gpu)?;
+        self.wait(gpu)
+    }
+
+    /// Useful flops of the last layout (2 x rows x H x I, padding excluded).
+    pub fn flops(layout: &MoeLayout, shape: MoeShape) -> f64 {
+        let rows: u64 = layout.expert_rows.iter().map(|&r| r as u64).sum();
+        2.0 * rows as f64 * shape.hidden as f64 * shape.inter as f64
+    }
+}
+
+impl super::TwoPathOp for MoeDispatchGemm<'_> {
+    fn launch_path(&self, gpu: &Gpu, path: Path) -> Result<()> {
+        MoeDispatchGemm::launch_path(self, gpu, path)
+    }
+
+    fn wait(&self, gpu: &Gpu) -> Result<()> {
+        MoeDispatchGemm::wait(self, gpu)
+    }
+}
+
+/// The host reference of one rank's receive layout, for tests: from every rank's routing
+/// (`topk[s]` is rank s's `[T_s, k]` expert ids), the rows rank `rank` receives, in the documented
+/// order: `(local expert, source rank, token, slot)` per row, expert by expert.
+pub fn reference_rows(topk: &[Vec<i32>], top_k: usize, experts: usize, rank: usize) -> Vec<(usize, usize, usize, usize)> {
+    let w = topk.len();
+    let el = experts / w;
+    let mut out = Vec::new();
+    for le in 0..el {
+        let e = rank * el + le;
+        for q in 0..w {
+            let s = (rank + q) % w;
+            for (t, row) in topk[s].chunks(top_k).enumerate() {
+                if let Some(j) = row.iter().position(|&x| x == e as i32) {
+                    out.push((le, s, t, j));
+                }
+            }
+        }
+    }
+    out
+}
