@@ -5,6 +5,7 @@
 mod error;
 
 pub mod bootstrap;
+pub mod command;
 pub mod communicator;
 pub mod fifo;
 pub mod heap;
