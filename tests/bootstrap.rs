@@ -65,7 +65,7 @@ fn bootstrap_among_processes() {
         program: bin().into(),
         args: vec!["rank-check".into(), "bootstrap".into()],
         env: vec![],
-        timeout: Some(Duration::from_secs(60)),
+        timeout: Duration::from_secs(60),
     };
     launch(&spec).unwrap();
 }
@@ -110,7 +110,7 @@ fn launcher_fails_fast_and_names_the_rank() {
         program: "sh".into(),
         args: vec!["-c".into(), "if [ \"$RANK\" = 1 ]; then exit 3; fi; sleep 30".into()],
         env: vec![],
-        timeout: None,
+        timeout: Duration::from_secs(60),
     };
     match launch(&spec) {
         Err(CommError::RankFailed { rank, status }) => {
@@ -134,7 +134,7 @@ fn launcher_sets_the_process_group() {
             "test \"$WORLD_SIZE\" = 4 && test \"$LOCAL_WORLD_SIZE\" = 2 && test \"$LOCAL_RANK\" = $((RANK % 2)) && test \"$MKERNEL_NODES\" = 2 && test \"$MKERNEL_DEVICE\" = $((RANK / 2)) && test \"$NCCL_NVLS_ENABLE\" = 0".into(),
         ],
         env: vec![],
-        timeout: Some(Duration::from_secs(20)),
+        timeout: Duration::from_secs(20),
     };
     launch(&spec).unwrap();
     let bad = LaunchSpec { nodes: 3, ..spec };

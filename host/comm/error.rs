@@ -50,6 +50,14 @@ pub enum CommError {
         /// How it ended: `exit code 1`, `killed by signal 9`, or the timeout.
         status: String,
     },
+    /// The launcher got a signal (SIGINT, SIGTERM, SIGHUP) and killed every rank.
+    #[error("the launcher got signal {signal}; every rank was killed ({ranks} still running)")]
+    Interrupted {
+        /// The signal number.
+        signal: i32,
+        /// Ranks that were still running.
+        ranks: u32,
+    },
     /// A GPU cannot reach another over peer-to-peer.
     #[error("GPU {from} cannot access GPU {to} peer-to-peer (NVLink/PCIe P2P unavailable)")]
     NoPeerAccess {

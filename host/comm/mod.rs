@@ -11,6 +11,7 @@ pub mod fifo;
 pub mod heap;
 pub mod launch;
 pub mod proxy;
+mod signals;
 pub mod symm;
 pub mod transport;
 pub mod world;
