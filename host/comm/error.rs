@@ -14,7 +14,10 @@ pub enum CommError {
         rule: String,
     },
     /// Some ranks did not take part in a bootstrap step in time.
-    #[error("bootstrap {op} timed out after {waited_ms} ms on rank {rank}: rank(s) {missing:?} did not arrive")]
+    #[error(
+        "bootstrap {op} timed out after {waited_ms} ms on rank {rank}: rank(s) {} did not arrive",
+        super::launch::rank_list(.missing)
+    )]
     Missing {
         /// The step that timed out (`join`, `all_gather #<seq>`, ...).
         op: String,
