@@ -36,6 +36,10 @@ fn bad_values_exit_2_naming_flag_and_rule() {
         (&["launch", "--bogus", "-n", "2", "--", "true"], &["unexpected argument '--bogus'"]),
         (&["launch", "-n", "2", "--timeout-s", "0", "--", "true"], &["--timeout-s", "0 is not in 1.."]),
         (&["bench", "fifo", "--blocks", "x"], &["--blocks"]),
+        (&["bench", "fifo", "--blocks", "0"], &["--blocks", "0 is not in 1..=65535"]),
+        (&["bench", "fifo", "--rounds", "0"], &["--rounds", "0 is not in 1..=10000000"]),
+        (&["rank-check", "gemm-rs", "--rounds", "0"], &["--rounds", "0 is not in 1.."]),
+        (&["rank-check", "ag-gemm", "--rounds", "0"], &["--rounds", "0 is not in 1.."]),
         (&["no-such-command"], &["no-such-command"]),
     ];
     for (args, needles) in cases {
