@@ -66,7 +66,7 @@ pub fn run_ranks(built_bin: &str, nprocs: u32, nodes: u32, gpus: &[u32], args: &
         program: mkernel_bin(built_bin).into(),
         args: args.iter().map(Into::into).collect(),
         env: vec![],
-        timeout: Some(std::time::Duration::from_secs(timeout_s)),
+        timeout: std::time::Duration::from_secs(timeout_s),
     };
     if let Err(e) = crate::comm::launch::launch(&spec) {
         panic!("{nprocs} ranks / {nodes} nodes on GPUs {gpus:?}, `mkernel {}`: {e}", args.join(" "));

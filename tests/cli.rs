@@ -31,7 +31,15 @@ fn bad_values_exit_2_naming_flag_and_rule() {
         (&["bench", "ag-gemm", "--push-ctas", "0"], &["--push-ctas"]),
         (&["launch", "--timeout", "2", "-n", "2", "--", "true"], &["--timeout"]),
         (&["launch", "-n", "0", "--", "true"], &["--nprocs", "0 is not in 1..=1024"]),
+        (&["launch", "-n", "-1", "--", "true"], &["--nprocs", "-1 is not in 1..=1024"]),
+        (&["launch", "-n", "x", "--", "true"], &["--nprocs", "`x` is not a whole number in 1..=1024"]),
+        (&["launch", "--bogus", "-n", "2", "--", "true"], &["unexpected argument '--bogus'"]),
+        (&["launch", "-n", "2", "--timeout-s", "0", "--", "true"], &["--timeout-s", "0 is not in 1.."]),
         (&["bench", "fifo", "--blocks", "x"], &["--blocks"]),
+        (&["bench", "fifo", "--blocks", "0"], &["--blocks", "0 is not in 1..=65535"]),
+        (&["bench", "fifo", "--rounds", "0"], &["--rounds", "0 is not in 1..=10000000"]),
+        (&["rank-check", "gemm-rs", "--rounds", "0"], &["--rounds", "0 is not in 1.."]),
+        (&["rank-check", "ag-gemm", "--rounds", "0"], &["--rounds", "0 is not in 1.."]),
         (&["no-such-command"], &["no-such-command"]),
     ];
     for (args, needles) in cases {

@@ -1,15 +1,17 @@
 //! The FIFO protocol with CPU producers (wrap-around, back-pressure, no torn reads, exactly once
 //! and in order per producer), the proxy with a mock transport (batching, counters, draining
-//! shutdown, errors reaching the caller), and the emulated NIC's timing model.
+//! shutdown, errors reaching the caller), the emulated NIC's timing model, and the fault matrix
+//! of both (timeouts leave no hole, bad commands rejected, leftovers and panics reported, bounds
+//! that cannot overflow).
 use mkernel::abi::{FifoCmd, OP_WRITE};
 
 // Buffer ids round-trip through a command whatever they are.
 const BUF_INPUT: u64 = 0;
 const BUF_OUTPUT: u64 = 1;
 const BUF_FLAGS: u64 = 2;
-use mkernel::comm::fifo::{Consumer, HostRing, RingMemory};
+use mkernel::comm::fifo::{claim, publish, Consumer, HostRing, RingMemory};
 use mkernel::comm::proxy::{Proxy, ProxyConfig};
-use mkernel::comm::transport::{FnTransport, NicModel};
+use mkernel::comm::transport::{FnTransport, NicModel, Regions};
 use mkernel::comm::CommError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +23,7 @@ fn cmd(producer: u32, i: u64) -> FifoCmd {
         header: FifoCmd::header_word(OP_WRITE, 0, producer, 0),
         src: FifoCmd::loc(BUF_INPUT, id),
         dst: FifoCmd::loc(BUF_OUTPUT, id ^ 0xabcdef),
-        bytes: id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        bytes: id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52,
         flag: FifoCmd::loc(BUF_FLAGS, i),
         flag_value: !id,
         pushed_ns: id,
@@ -37,7 +39,7 @@ fn untorn(c: &FifoCmd) -> (u32, u64) {
     assert_eq!(c.dst_rank(), p);
     assert_eq!(FifoCmd::split(c.src), (BUF_INPUT, id));
     assert_eq!(FifoCmd::split(c.dst), (BUF_OUTPUT, id ^ 0xabcdef));
-    assert_eq!(c.bytes, id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    assert_eq!(c.bytes, id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52);
     assert_eq!(c.flag_value, !id, "torn command {id:#x}");
     (p, i)
 }
@@ -102,7 +104,8 @@ fn many_producers_through_a_proxy() {
             Ok(())
         })),
         ProxyConfig { max_batch: 16, ..Default::default() },
-    );
+    )
+    .unwrap();
     let threads: Vec<_> = (0..producers)
         .map(|p| {
             let ring = ring.clone();
@@ -135,7 +138,8 @@ fn transport_errors_reach_the_caller() {
             Ok(())
         })),
         ProxyConfig::default(),
-    );
+    )
+    .unwrap();
     for i in 0..5 {
         ring.push(cmd(0, i), Duration::from_secs(1)).unwrap();
     }
@@ -160,7 +164,8 @@ fn shutdown_drains_queued_commands() {
             Ok(())
         })),
         ProxyConfig::default(),
-    );
+    )
+    .unwrap();
     for i in 0..200 {
         ring.push(cmd(0, i), Duration::from_secs(1)).unwrap();
     }
@@ -180,4 +185,223 @@ fn nic_model_serialises_and_adds_latency() {
     let later = t0 + Duration::from_millis(10);
     let c = nic.deliver(later, 4); // idle wire: latency dominates
     assert!((c.duration_since(later).as_secs_f64() * 1e6 - 2.0).abs() < 0.1);
+}
+
+// ---- Fault matrix: FIFO and proxy -------------------------------------------------------------
+
+/// Wait (bounded) until `cond` holds.
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(5), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn capacity_zero_and_huge_are_typed_errors() {
+    for cap in [0, 1, 3, 12, 1 << 31, u64::MAX] {
+        match HostRing::new(cap) {
+            Err(CommError::InvalidArgument { arg: "capacity", rule }) => assert!(rule.contains(&cap.to_string())),
+            other => panic!("capacity {cap}: {:?}", other.map(|r| r.capacity())),
+        }
+    }
+    // The largest legal ring: allocated lazily (no pages touched) or refused with a typed error,
+    // never an abort.
+    match HostRing::new(1 << 30) {
+        Ok(r) => assert_eq!(r.capacity(), 1 << 30),
+        Err(CommError::InvalidArgument { arg: "capacity", rule }) => assert!(rule.contains("refused"), "{rule}"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn a_timed_out_push_claims_nothing_and_leaves_no_hole() {
+    let ring = HostRing::new(4).unwrap();
+    let mut consumer = Consumer::default();
+    for i in 0..4 {
+        assert_eq!(ring.push(cmd(0, i), Duration::from_millis(10)).unwrap(), i);
+    }
+    let err = ring.push(cmd(0, 99), Duration::from_millis(20)).unwrap_err();
+    assert!(err.to_string().contains("nothing was claimed"), "{err}");
+    assert_eq!(ring.claimed(), Some(4), "the timed-out push claimed a ticket");
+    let mut out = Vec::new();
+    assert_eq!(consumer.poll(&ring, &mut out, 64), 4);
+    // Later pushes take the next tickets and are all delivered: no hole at ticket 4.
+    for i in 4..10 {
+        assert_eq!(ring.push(cmd(0, i), Duration::from_millis(100)).unwrap(), i);
+        assert_eq!(consumer.poll(&ring, &mut out, 64), 1, "command {i} was not delivered");
+    }
+    assert_eq!(out.iter().map(|c| untorn(c).1).collect::<Vec<_>>(), (0..10).collect::<Vec<u64>>());
+}
+
+#[test]
+fn pushes_that_time_out_against_a_stalled_proxy_lose_nothing_else() {
+    // The transport stalls on its first command; producers with a short timeout fail some pushes
+    // meanwhile. Every push that returned Ok must arrive, in order, and shutdown must be clean.
+    let ring = Arc::new(HostRing::new(8).unwrap());
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g2 = got.clone();
+    let proxy = Proxy::start(
+        ring.clone(),
+        Box::new(FnTransport(move |c: &FifoCmd| {
+            let mut g = g2.lock().unwrap();
+            if g.is_empty() {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            g.push(c.pushed_ns);
+            Ok(())
+        })),
+        ProxyConfig::default(),
+    )
+    .unwrap();
+    let (mut ok, mut timed_out) = (Vec::new(), 0);
+    for i in 0..40 {
+        match ring.push(cmd(0, i), Duration::from_millis(20)) {
+            Ok(_) => ok.push(i),
+            Err(_) => timed_out += 1,
+        }
+    }
+    assert!(timed_out > 0, "the stall never filled the ring");
+    let stats = proxy.shutdown().unwrap();
+    assert_eq!(*got.lock().unwrap(), ok);
+    assert_eq!(stats.commands, ok.len() as u64);
+}
+
+#[test]
+fn bad_commands_never_enter_the_ring() {
+    let ring = HostRing::new(4).unwrap();
+    let with_op = |op| FifoCmd { header: FifoCmd::header_word(op, 0, 0, 0), ..cmd(0, 0) };
+    let overflow = FifoCmd { src: FifoCmd::loc(0, 16), bytes: u64::MAX, ..cmd(0, 0) };
+    let end = FifoCmd { src: FifoCmd::loc(0, (1 << 48) - 8), dst: 0, bytes: 9, ..cmd(0, 0) };
+    for (bad, rule) in [
+        (with_op(0), "op 0 is not a command"),
+        (with_op(4), "op 4 is not a command"),
+        (with_op(0xff), "op 255"),
+        (overflow, "src range 16 +"),
+        (end, "past the 2^48 offset space"),
+    ] {
+        match ring.push(bad, Duration::from_millis(10)) {
+            Err(CommError::InvalidArgument { arg: "cmd", rule: r }) => assert!(r.contains(rule), "{r}"),
+            other => panic!("expected a rejected command ({rule}), got {other:?}"),
+        }
+    }
+    assert_eq!(ring.claimed(), Some(0));
+    let fine = FifoCmd { src: FifoCmd::loc(0, (1 << 48) - 8), dst: 0, bytes: 8, ..cmd(0, 0) };
+    ring.push(fine, Duration::from_millis(10)).unwrap();
+}
+
+#[test]
+fn a_bad_command_in_the_ring_stops_the_proxy_with_its_ticket() {
+    // A GPU producer does not run the host's check: the proxy decodes what it takes.
+    let ring = Arc::new(HostRing::new(8).unwrap());
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g2 = got.clone();
+    let transport = FnTransport(move |c: &FifoCmd| {
+        g2.lock().unwrap().push(c.pushed_ns);
+        Ok(())
+    });
+    let proxy = Proxy::start(ring.clone(), Box::new(transport), ProxyConfig::default()).unwrap();
+    ring.push(cmd(0, 0), Duration::from_secs(1)).unwrap();
+    let t = claim(&*ring, &head_of(&ring), Duration::from_secs(1)).unwrap();
+    publish(&*ring, t, FifoCmd { header: FifoCmd::header_word(0, 0, 1, 0), ..cmd(0, 1) });
+    eventually("the proxy to reject op 0", || proxy.check().is_err());
+    let e = proxy.check().unwrap_err().to_string();
+    assert!(e.contains("ticket 1: op 0 is not a command"), "{e}");
+    assert_eq!(*got.lock().unwrap(), [0], "the command before the bad one was not delivered");
+    assert!(proxy.shutdown().unwrap_err().to_string().contains("op 0"));
+}
+
+/// The ring's producer head, for driving `claim` / `publish` by hand like a GPU would.
+fn head_of(ring: &HostRing) -> AtomicU64 {
+    AtomicU64::new(ring.claimed().unwrap())
+}
+
+#[test]
+fn max_batch_zero_is_rejected() {
+    let ring = Arc::new(HostRing::new(4).unwrap());
+    match Proxy::start(
+        ring,
+        Box::new(FnTransport(|_: &FifoCmd| Ok(()))),
+        ProxyConfig { max_batch: 0, ..Default::default() },
+    ) {
+        Err(CommError::InvalidArgument { arg: "max_batch", rule }) => assert!(rule.contains("at least 1"), "{rule}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("max_batch 0 accepted"),
+    }
+}
+
+#[test]
+fn shutdown_reports_commands_left_in_the_ring() {
+    // A producer that died between claiming ticket 1 and writing it: ticket 2 is published behind
+    // the hole and can never be delivered. Shutdown must say so instead of returning Ok.
+    let ring = Arc::new(HostRing::new(8).unwrap());
+    let proxy =
+        Proxy::start(ring.clone(), Box::new(FnTransport(|_: &FifoCmd| Ok(()))), ProxyConfig::default()).unwrap();
+    ring.push(cmd(0, 0), Duration::from_secs(1)).unwrap();
+    let head = head_of(&ring);
+    let dead = claim(&*ring, &head, Duration::from_secs(1)).unwrap();
+    let behind = claim(&*ring, &head, Duration::from_secs(1)).unwrap();
+    publish(&*ring, behind, cmd(0, 2));
+    assert_eq!((dead, behind), (1, 2));
+    eventually("the proxy to take ticket 0", || proxy.stats().commands == 1);
+    let e = proxy.shutdown().unwrap_err().to_string();
+    assert!(e.contains("1 command(s) left in the ring (tickets 2)") && e.contains("expected ticket 1"), "{e}");
+}
+
+#[test]
+fn shutdown_counts_claimed_but_unwritten_tickets() {
+    let ring = Arc::new(HostRing::new(8).unwrap());
+    let proxy =
+        Proxy::start(ring.clone(), Box::new(FnTransport(|_: &FifoCmd| Ok(()))), ProxyConfig::default()).unwrap();
+    ring.push(cmd(0, 0), Duration::from_secs(1)).unwrap();
+    // Claim through the ring's own head (as a producer that then died would).
+    let t = claim_on_ring(&ring);
+    assert_eq!(t, 1);
+    let e = proxy.shutdown().unwrap_err().to_string();
+    assert!(e.contains("1 claimed but never written"), "{e}");
+}
+
+/// Claim the next ticket of `ring` itself through a push that is undone: push a command, then
+/// clear its header as if it was never written.
+fn claim_on_ring(ring: &HostRing) -> u64 {
+    let t = ring.push(cmd(0, 1), Duration::from_secs(1)).unwrap();
+    let slot = (t % ring.capacity()) as usize * 8;
+    ring.words()[slot].store(0, Ordering::SeqCst);
+    t
+}
+
+#[test]
+fn a_panicking_proxy_thread_is_an_error_from_check() {
+    let ring = Arc::new(HostRing::new(4).unwrap());
+    let proxy = Proxy::start(
+        ring.clone(),
+        Box::new(FnTransport(|_: &FifoCmd| -> Result<(), CommError> { panic!("transport bug") })),
+        ProxyConfig::default(),
+    )
+    .unwrap();
+    proxy.check().unwrap();
+    ring.push(cmd(0, 0), Duration::from_secs(1)).unwrap();
+    eventually("the panic to surface", || proxy.check().is_err());
+    let e = proxy.check().unwrap_err().to_string();
+    assert!(e.contains("proxy thread panicked: transport bug"), "{e}");
+    assert!(proxy.shutdown().unwrap_err().to_string().contains("panicked"));
+}
+
+// ---- Fault matrix: emulated NIC bounds ---------------------------------------------------------
+
+#[test]
+fn emulated_nic_bounds_never_overflow() {
+    let regions = Regions { local: vec![(0x1000, 4096)], remote: vec![vec![(0x9000, 4096)], vec![(0, 64)]] };
+    let at = |off| FifoCmd::loc(0, off);
+    assert_eq!(regions.resolve(at(0), None, 4096).unwrap(), 0x1000);
+    assert_eq!(regions.resolve(at(4095), Some(0), 1).unwrap(), 0x9000 + 4095);
+    assert_eq!(regions.resolve(at(4096), None, 0).unwrap(), 0x1000 + 4096);
+    for (off, bytes) in [(0, 4097), (4096, 1), (1, u64::MAX), ((1 << 48) - 1, u64::MAX), (4095, u64::MAX - 4094)] {
+        let e = regions.resolve(at(off), None, bytes).unwrap_err().to_string();
+        assert!(e.contains("run past its 4096 bytes"), "{off} + {bytes}: {e}");
+    }
+    assert!(regions.resolve(at(0), Some(1), 4).unwrap_err().to_string().contains("not mapped"));
+    assert!(regions.resolve(at(0), Some(2), 4).unwrap_err().to_string().contains("no buffers registered for rank 2"));
+    assert!(regions.resolve(FifoCmd::loc(3, 0), None, 4).unwrap_err().to_string().contains("id 3 not registered"));
 }

@@ -200,3 +200,15 @@ fn reduce_scatter_kernels_keep_the_mainloop_clean() {
     let reduce = sass_of(kernels::REDUCE_PULL.name);
     assert!(!reduce.contains("LDL") && !reduce.contains("STL"), "mk_reduce_pull uses local memory");
 }
+
+#[test]
+fn fifo_push_claims_tickets_with_a_compare_and_swap() {
+    // The device follows the host's ticket protocol: a ticket is taken only once its slot is free,
+    // with a CAS on the head, never an unconditional add (which leaves a hole when a push times
+    // out). Every kernel that pushes must show it.
+    for k in [kernels::FIFO_PUSH_TEST.name, kernels::ALLGATHER.name] {
+        let sass = sass_of(k);
+        assert!(sass.contains("ATOMG.E.CAS.64") || sass.contains("ATOM.E.CAS.64"), "{k}: no 64-bit CAS in its SASS");
+    }
+    assert!(kernels::PTX.contains("atom.relaxed.gpu.cas.b64"), "no CAS on the FIFO head in the PTX");
+}

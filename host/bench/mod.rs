@@ -105,8 +105,8 @@ pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
         let (_, id) = FifoCmd::split(c.src);
         let (t, i) = ((id >> 32) as u32, id as u32);
         let ok = c.op() == OP_WRITE
-            && FifoCmd::split(c.dst).1 == !id & 0xffff_ffff_ffff
-            && c.bytes == id ^ 0x5555_5555_5555_5555
+            && FifoCmd::split(c.dst).1 == !id & 0x7fff_ffff_ffff
+            && c.bytes == (id ^ 0x5555_5555) & 0xffff_ffff
             && c.flag_value == id.rotate_left(17)
             && c.dst_rank() == t & 0xffff
             && (t as usize) < s2.len();
@@ -118,7 +118,7 @@ pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
     };
     let transport: Box<dyn crate::comm::transport::Transport> =
         if verify { Box::new(FnTransport(check)) } else { Box::new(FnTransport(|_: &FifoCmd| Ok(()))) };
-    let proxy = Proxy::start(fifo.clone(), transport, ProxyConfig { max_batch, ..Default::default() });
+    let proxy = Proxy::start(fifo.clone(), transport, ProxyConfig { max_batch, ..Default::default() })?;
     let p = FifoTestParams {
         fifo: fifo.params(),
         diag: diag.abi(),
@@ -165,7 +165,7 @@ pub fn fifo_roundtrips(gpu: &Gpu, rounds: u32) -> crate::Result<Vec<u64>> {
             Ok(())
         })),
         ProxyConfig::default(),
-    );
+    )?;
     let p = FifoTestParams {
         fifo: fifo.params(),
         diag: diag.abi(),

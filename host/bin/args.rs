@@ -50,6 +50,16 @@ pub fn size(s: &str) -> Result<usize, String> {
     n.checked_shl(shift).filter(|v| v >> shift == n).ok_or_else(|| format!("`{s}` is too large"))
 }
 
+/// A whole number in `LO..=HI`; a negative or non-numeric value gets the same rule, not clap's
+/// "unexpected argument".
+pub fn count<const LO: u32, const HI: u32>(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<i64>() {
+        Ok(v) if (LO as i64..=HI as i64).contains(&v) => Ok(v as u32),
+        Ok(v) => Err(format!("{v} is not in {LO}..={HI}")),
+        Err(_) => Err(format!("`{s}` is not a whole number in {LO}..={HI}")),
+    }
+}
+
 /// A GPU ordinal list: `0,1,2`.
 pub fn ordinal(s: &str) -> Result<u32, String> {
     s.trim().parse().map_err(|_| format!("`{s}` is not a GPU ordinal (0, 1, ...)"))
@@ -77,6 +87,15 @@ mod tests {
         for bad in ["0", "abc", "-1", "5X", "99999999999999999999G"] {
             assert!(size(bad).is_err(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(count::<1, 8>("8").unwrap(), 8);
+        assert_eq!(count::<1, 8>("-1").unwrap_err(), "-1 is not in 1..=8");
+        assert_eq!(count::<1, 8>("0").unwrap_err(), "0 is not in 1..=8");
+        assert!(count::<1, 8>("x").unwrap_err().contains("not a whole number"));
+        assert!(count::<1, 8>("99999999999999999999").unwrap_err().contains("not a whole number"));
     }
 
     #[test]

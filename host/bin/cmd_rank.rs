@@ -20,7 +20,7 @@ pub fn launch(a: LaunchArgs) -> anyhow::Result<()> {
         program: program.clone(),
         args: args.to_vec(),
         env: Vec::new(),
-        timeout: Some(Duration::from_secs(a.timeout_s)),
+        timeout: Duration::from_secs(a.timeout_s),
     };
     Ok(launch_ranks(&spec)?)
 }
@@ -55,7 +55,7 @@ pub fn as_rank(ranks: &RanksArgs) -> anyhow::Result<Option<World>> {
         program: std::env::current_exe()?.into(),
         args: std::env::args_os().skip(1).collect(),
         env: Vec::new(),
-        timeout: Some(Duration::from_secs(1800)),
+        timeout: Duration::from_secs(1800),
     };
     launch_ranks(&spec)?;
     Ok(None)

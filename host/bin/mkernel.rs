@@ -3,7 +3,8 @@
 //! results (`plot`) and the per-rank checks the multi-process tests run (`rank-check`).
 //!
 //! Exit codes: 0 success; 1 the command failed; 2 bad usage (every value is checked by the parser
-//! before anything touches a GPU); 3 no usable CUDA device for a command that needs one.
+//! before anything touches a GPU); 3 no usable CUDA device for a command that needs one; 128 + N
+//! `launch` stopped by signal N (every rank killed).
 use clap::{Args, Parser, Subcommand};
 use mkernel::gemm::{BLayout, GemmShape};
 use std::path::PathBuf;
@@ -27,7 +28,9 @@ const EXIT_NO_DEVICE: u8 = 3;
     version,
     about = "Persistent fused multi-GPU kernels for Hopper: check, launch, benchmark, plot"
 )]
-#[command(after_help = "Exit codes: 0 success, 1 failure, 2 bad usage, 3 no usable CUDA device.")]
+#[command(
+    after_help = "Exit codes: 0 success, 1 failure, 2 bad usage, 3 no usable CUDA device, 128+N launch stopped by signal N."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -58,7 +61,7 @@ enum Cmd {
 #[derive(Args, Debug)]
 pub struct LaunchArgs {
     /// Processes (ranks) to start.
-    #[arg(short = 'n', long = "nprocs", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(short = 'n', long = "nprocs", allow_negative_numbers = true, value_parser = args::count::<1, 1024>)]
     pub nprocs: u32,
     /// Emulated nodes the ranks form (must divide --nprocs): the inter-node path (FIFO, proxy,
     /// emulated NIC) then runs between groups of GPUs of this host.
@@ -356,7 +359,15 @@ fn main() -> ExitCode {
                     || c.downcast_ref::<mkernel::Error>()
                         .is_some_and(|m| matches!(m, mkernel::Error::Gpu(g) if g.is_no_device()))
             });
-            ExitCode::from(if no_device { EXIT_NO_DEVICE } else { 1 })
+            // A launcher stopped by a signal exits like a shell reports one: 128 + the signal.
+            let signal = e.chain().find_map(|c| match c.downcast_ref::<mkernel::comm::CommError>() {
+                Some(mkernel::comm::CommError::Interrupted { signal, .. }) => Some(*signal),
+                _ => None,
+            });
+            match signal {
+                Some(s) => ExitCode::from(128u8.saturating_add(s.clamp(0, 127) as u8)),
+                None => ExitCode::from(if no_device { EXIT_NO_DEVICE } else { 1 }),
+            }
         }
     }
 }
@@ -409,7 +420,7 @@ mod tests {
         let e = err(&["bench", "gemm", "--layouts", "xy"]);
         assert!(e.contains("--layouts") && e.contains("`nk`"), "{e}");
         let e = err(&["launch", "-n", "-1", "--", "true"]);
-        assert!(e.contains("-n"), "{e}");
+        assert!(e.contains("--nprocs") && e.contains("-1 is not in 1..=1024"), "{e}");
         let e = err(&["launch", "--timeout", "2", "-n", "2", "--", "true"]);
         assert!(e.contains("--timeout"), "{e}");
     }

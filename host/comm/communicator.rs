@@ -145,7 +145,7 @@ impl Communicator {
                 Box::new(EmulatedNic::new(world.device, Regions { local, remote }, opts.nic.clone()))
             };
             transport = t.name();
-            proxy = Some(Proxy::start(f.clone(), t, opts.proxy));
+            proxy = Some(Proxy::start(f.clone(), t, opts.proxy)?);
             fifo = Some(f);
         }
         boot.barrier()?;

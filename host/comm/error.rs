@@ -14,7 +14,10 @@ pub enum CommError {
         rule: String,
     },
     /// Some ranks did not take part in a bootstrap step in time.
-    #[error("bootstrap {op} timed out after {waited_ms} ms on rank {rank}: rank(s) {missing:?} did not arrive")]
+    #[error(
+        "bootstrap {op} timed out after {waited_ms} ms on rank {rank}: rank(s) {} did not arrive",
+        super::launch::rank_list(.missing)
+    )]
     Missing {
         /// The step that timed out (`join`, `all_gather #<seq>`, ...).
         op: String,
@@ -49,6 +52,14 @@ pub enum CommError {
         rank: u32,
         /// How it ended: `exit code 1`, `killed by signal 9`, or the timeout.
         status: String,
+    },
+    /// The launcher got a signal (SIGINT, SIGTERM, SIGHUP) and killed every rank.
+    #[error("the launcher got signal {signal}; every rank was killed ({ranks} still running)")]
+    Interrupted {
+        /// The signal number.
+        signal: i32,
+        /// Ranks that were still running.
+        ranks: u32,
     },
     /// A GPU cannot reach another over peer-to-peer.
     #[error("GPU {from} cannot access GPU {to} peer-to-peer (NVLink/PCIe P2P unavailable)")]

@@ -2,12 +2,17 @@
 //! head counter in device memory (GPU threads claim positions with atomics); the consumed
 //! position ("tail") in mapped memory, published by the proxy for back-pressure.
 //!
-//! The protocol (device side in `device/src/comm/fifo.rs`): a producer claims ticket `t`, waits
-//! while `t >= tail + capacity`, writes words 1..8 of slot `t % capacity`, then the header (op,
-//! dst, low 32 bits of `t`) with a release store. The consumer expects tickets in order: it takes
-//! slot `t % capacity` only when the header is non-empty and carries `t`'s low bits (so a
-//! half-written or stale slot is never read), clears the header, and publishes `tail = t + 1`
-//! (release).
+//! The protocol (device side in `device/src/comm/fifo.rs`, the same steps): a producer claims
+//! ticket `t` only once its slot is free: it reads the head, waits (bounded) while
+//! `t >= tail + capacity`, and then moves the head from `t` to `t + 1` with a compare-and-swap
+//! (retrying with the head it saw when another producer won). A claimed slot is therefore always
+//! free, so the producer writes it at once: a producer that times out has claimed nothing and
+//! leaves no hole that would stop delivery of every later ticket. It writes words 1..8 of slot
+//! `t % capacity`, then the header (op, flags, dst, low 32 bits of `t`) with a release store. The
+//! consumer expects tickets in order: it takes slot `t % capacity` only when the header is
+//! non-zero and carries `t`'s low bits (so a half-written or stale slot is never read), clears the
+//! header, and publishes `tail = t + 1` (release).
+use super::command::decode;
 use super::error::{CommError, CommResult};
 use crate::abi::{FifoCmd, FifoParams};
 use crate::gpu::{DeviceBuffer, Gpu, MappedBuffer};
@@ -25,6 +30,11 @@ pub trait RingMemory: Send + Sync {
     fn tail(&self) -> &AtomicU64;
     /// Slots in the ring (a power of two).
     fn capacity(&self) -> u64;
+    /// The next ticket producers will claim, where the host can read it (a ring whose head lives
+    /// in device memory says `None`).
+    fn claimed(&self) -> Option<u64> {
+        None
+    }
 }
 
 fn check_capacity(capacity: u64) -> CommResult<()> {
@@ -46,22 +56,41 @@ pub struct HostRing {
 }
 
 impl HostRing {
-    /// An empty ring of `capacity` commands (a power of two in 2..=2^30).
+    /// An empty ring of `capacity` commands (a power of two in 2..=2^30). The slots are
+    /// allocated zeroed and untouched, so a large ring costs address space, not memory, until
+    /// used; an allocation the system refuses is an error, not an abort.
     pub fn new(capacity: u64) -> CommResult<Self> {
         check_capacity(capacity)?;
-        Ok(Self {
-            words: (0..capacity as usize * WORDS).map(|_| AtomicU64::new(0)).collect(),
-            tail: AtomicU64::new(0),
-            head: AtomicU64::new(0),
-        })
+        Ok(Self { words: zeroed_words(capacity)?, tail: AtomicU64::new(0), head: AtomicU64::new(0) })
     }
 
-    /// Push like a GPU thread would (bounded wait while full).
+    /// Push like a GPU thread would: `cmd` is checked first (a bad command is an error and never
+    /// enters the ring), then a ticket is claimed once its slot is free (bounded wait while full;
+    /// on timeout nothing was claimed). Returns the ticket.
     pub fn push(&self, cmd: FifoCmd, timeout: Duration) -> CommResult<u64> {
-        let ticket = self.head.fetch_add(1, Ordering::Relaxed);
-        push_slot(self, ticket, cmd, timeout)?;
+        decode(&cmd).map_err(|e| CommError::InvalidArgument { arg: "cmd", rule: e.to_string() })?;
+        let ticket = claim(self, &self.head, timeout)?;
+        publish(self, ticket, cmd);
         Ok(ticket)
     }
+}
+
+/// `capacity * WORDS` zeroed atomics, or a typed error when the allocation is refused.
+fn zeroed_words(capacity: u64) -> CommResult<Vec<AtomicU64>> {
+    let n = capacity as usize * WORDS;
+    let refused = || CommError::InvalidArgument {
+        arg: "capacity",
+        rule: format!("{capacity} slots need {} bytes of host memory, which the system refused", n * 8),
+    };
+    let layout = std::alloc::Layout::array::<AtomicU64>(n).map_err(|_| refused())?;
+    // SAFETY: the layout has a non-zero size (capacity >= 2).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut AtomicU64;
+    if ptr.is_null() {
+        return Err(refused());
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[AtomicU64; n]`
+    // (what `Vec` uses for capacity n); all-zero bytes are a valid `AtomicU64`.
+    Ok(unsafe { Vec::from_raw_parts(ptr, n, n) })
 }
 
 impl RingMemory for HostRing {
@@ -74,18 +103,37 @@ impl RingMemory for HostRing {
     fn capacity(&self) -> u64 {
         (self.words.len() / WORDS) as u64
     }
+    fn claimed(&self) -> Option<u64> {
+        Some(self.head.load(Ordering::Acquire))
+    }
 }
 
-/// Write `cmd` into the slot of `ticket` following the producer protocol.
-pub fn push_slot(ring: &dyn RingMemory, ticket: u64, cmd: FifoCmd, timeout: Duration) -> CommResult<()> {
+/// Claim the next ticket of `head` once its slot is free, waiting at most `timeout` while the
+/// ring is full. On timeout nothing was claimed (the error names the ticket and the tail seen).
+pub fn claim(ring: &dyn RingMemory, head: &AtomicU64, timeout: Duration) -> CommResult<u64> {
     let cap = ring.capacity();
     let start = Instant::now();
     let mut spins = 0u32;
-    while ticket >= ring.tail().load(Ordering::Acquire) + cap {
+    let mut ticket = head.load(Ordering::Relaxed);
+    loop {
+        // Acquire: the consumer cleared the slot before publishing this tail.
+        let tail = ring.tail().load(Ordering::Acquire);
+        if ticket < tail + cap {
+            match head.compare_exchange_weak(ticket, ticket + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Ok(ticket),
+                Err(seen) => {
+                    ticket = seen;
+                    continue;
+                }
+            }
+        }
         if start.elapsed() > timeout {
             return Err(CommError::Transport {
                 transport: "fifo",
-                what: format!("producer of ticket {ticket} waited {timeout:?} for a free slot (consumer stuck?)"),
+                what: format!(
+                    "producer waited {timeout:?} for a free slot for ticket {ticket} (consumer at {tail}, \
+                     capacity {cap}; consumer stuck?); nothing was claimed"
+                ),
             });
         }
         // Spin briefly, then yield: CPU producers must not starve the proxy of a core.
@@ -95,15 +143,45 @@ pub fn push_slot(ring: &dyn RingMemory, ticket: u64, cmd: FifoCmd, timeout: Dura
         } else {
             std::hint::spin_loop();
         }
+        ticket = head.load(Ordering::Relaxed);
     }
+}
+
+/// Write `cmd` into the slot of `ticket`, which [`claim`] returned (so the slot is free): words
+/// 1..8, then the header with a release store.
+pub fn publish(ring: &dyn RingMemory, ticket: u64, cmd: FifoCmd) {
     let w: [u64; WORDS] = bytemuck::cast(cmd);
-    let base = (ticket % cap) as usize * WORDS;
+    let base = (ticket % ring.capacity()) as usize * WORDS;
     for (i, v) in w.iter().enumerate().skip(1) {
         ring.words()[base + i].store(*v, Ordering::Relaxed);
     }
     ring.words()[base]
         .store(FifoCmd::header_word(cmd.op(), (cmd.header >> 8) & 0xff, cmd.dst_rank(), ticket), Ordering::Release);
-    Ok(())
+}
+
+/// Commands left in `ring` when its consumer stopped at `next`: published slots it never took and
+/// tickets claimed but never published. `None` when the ring is empty.
+pub fn leftovers(ring: &dyn RingMemory, next: u64) -> Option<String> {
+    let words = ring.words();
+    let published: Vec<u32> = (0..ring.capacity() as usize)
+        .map(|s| words[s * WORDS].load(Ordering::Acquire))
+        .filter(|&h| h != 0)
+        .map(|h| (h >> 32) as u32)
+        .collect();
+    let unpublished = ring.claimed().map_or(0, |h| h.saturating_sub(next).saturating_sub(published.len() as u64));
+    if published.is_empty() && unpublished == 0 {
+        return None;
+    }
+    let mut shown: Vec<String> = published.iter().take(8).map(u32::to_string).collect();
+    if published.len() > shown.len() {
+        shown.push(format!("... {} more", published.len() - shown.len()));
+    }
+    Some(format!(
+        "{} command(s) left in the ring (tickets {}) and {unpublished} claimed but never written; the \
+         consumer expected ticket {next}",
+        published.len(),
+        if shown.is_empty() { "none".into() } else { shown.join(", ") }
+    ))
 }
 
 /// Takes commands off a ring in ticket order.
@@ -118,7 +196,8 @@ impl Consumer {
         self.next
     }
 
-    /// Move up to `max` ready commands into `out` (never blocks); publishes the new tail.
+    /// Move up to `max` ready commands into `out` (never blocks); publishes the new tail. Any
+    /// published header counts, op 0 included: the proxy decodes what it takes and rejects it.
     pub fn poll(&mut self, ring: &dyn RingMemory, out: &mut Vec<FifoCmd>, max: usize) -> usize {
         let cap = ring.capacity();
         let words = ring.words();
@@ -126,7 +205,7 @@ impl Consumer {
         while n < max {
             let base = (self.next % cap) as usize * WORDS;
             let header = words[base].load(Ordering::Acquire);
-            if header & 0xff == 0 || (header >> 32) as u32 != self.next as u32 {
+            if header == 0 || (header >> 32) as u32 != self.next as u32 {
                 break;
             }
             let mut w = [0u64; WORDS];

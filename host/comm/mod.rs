@@ -5,11 +5,13 @@
 mod error;
 
 pub mod bootstrap;
+pub mod command;
 pub mod communicator;
 pub mod fifo;
 pub mod heap;
 pub mod launch;
 pub mod proxy;
+mod signals;
 pub mod symm;
 pub mod transport;
 pub mod world;

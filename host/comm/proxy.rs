@@ -1,13 +1,16 @@
 //! The CPU proxy: a thread that drains a FIFO in order, hands commands to a [`Transport`] in
 //! batches, and keeps counters. Errors stop the thread and reach the host API through
 //! [`Proxy::check`] / [`Proxy::shutdown`]; shutdown drains what is queued, flushes the transport
-//! and joins the thread.
-use super::error::{CommError, CommResult};
-use super::fifo::{Consumer, RingMemory};
+//! and joins the thread. A command that does not decode (see [`super::command`]) stops the proxy
+//! with its ticket and rule; commands still in the ring at shutdown and a panicked proxy thread are
+//! errors too, never a silent Ok.
+use super::command::decode;
+use super::error::{io, CommError, CommResult};
+use super::fifo::{leftovers, Consumer, RingMemory};
 use super::transport::Transport;
 use crate::abi::FifoCmd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -34,6 +37,17 @@ struct Shared {
     error: Mutex<Option<String>>,
 }
 
+impl Shared {
+    /// The error slot; a panic elsewhere while holding it does not hide the error.
+    fn error(&self) -> MutexGuard<'_, Option<String>> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn proxy_err(what: String) -> CommError {
+    CommError::Transport { transport: "proxy", what }
+}
+
 /// Proxy settings.
 #[derive(Clone, Copy, Debug)]
 pub struct ProxyConfig {
@@ -56,21 +70,38 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Start draining `ring` into `transport`.
-    pub fn start<R: RingMemory + 'static>(ring: Arc<R>, mut transport: Box<dyn Transport>, cfg: ProxyConfig) -> Proxy {
+    /// Start draining `ring` into `transport`. `max_batch` must be at least 1.
+    pub fn start<R: RingMemory + 'static>(
+        ring: Arc<R>,
+        mut transport: Box<dyn Transport>,
+        cfg: ProxyConfig,
+    ) -> CommResult<Proxy> {
+        if cfg.max_batch == 0 {
+            let rule = "0 must be at least 1 (a proxy that takes no command delivers nothing)".into();
+            return Err(CommError::InvalidArgument { arg: "max_batch", rule });
+        }
         let shared = Arc::new(Shared::default());
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
             .name("mkernel-proxy".into())
             .spawn(move || {
-                let r = run(&*ring, &mut *transport, cfg, &sh);
+                let caught =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&*ring, &mut *transport, cfg, &sh)));
+                let r = caught.unwrap_or_else(|p| {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "no message".into());
+                    Err(proxy_err(format!("the proxy thread panicked: {msg}")))
+                });
                 if let Err(e) = &r {
-                    *sh.error.lock().unwrap() = Some(e.to_string());
+                    *sh.error() = Some(e.to_string());
                 }
                 r
             })
-            .expect("spawning the proxy thread");
-        Proxy { shared, thread: Some(thread) }
+            .map_err(io("spawning the proxy thread"))?;
+        Ok(Proxy { shared, thread: Some(thread) })
     }
 
     /// Counters so far.
@@ -84,12 +115,17 @@ impl Proxy {
         }
     }
 
-    /// The proxy's error, if it stopped on one.
+    /// The proxy's error, if it stopped on one (a panic included); an error too when the thread
+    /// ended without one before shutdown was asked for.
     pub fn check(&self) -> CommResult<()> {
-        match &*self.shared.error.lock().unwrap() {
-            Some(e) => Err(CommError::Transport { transport: "proxy", what: e.clone() }),
-            None => Ok(()),
+        if let Some(e) = &*self.shared.error() {
+            return Err(proxy_err(e.clone()));
         }
+        let ended = self.thread.as_ref().is_some_and(|t| t.is_finished());
+        if ended && !self.shared.stop.load(Ordering::Acquire) {
+            return Err(proxy_err("the proxy thread ended before shutdown".into()));
+        }
+        Ok(())
     }
 
     /// Drain, flush the transport, stop the thread; the final counters or the proxy's error.
@@ -102,7 +138,7 @@ impl Proxy {
         self.shared.stop.store(true, Ordering::Release);
         match self.thread.take().map(|t| t.join()) {
             Some(Ok(r)) => r,
-            Some(Err(_)) => Err(CommError::Transport { transport: "proxy", what: "the proxy thread panicked".into() }),
+            Some(Err(_)) => Err(proxy_err("the proxy thread panicked".into())),
             None => Ok(()),
         }
     }
@@ -124,6 +160,14 @@ fn run(ring: &dyn RingMemory, transport: &mut dyn Transport, cfg: ProxyConfig, s
     loop {
         batch.clear();
         if consumer.poll(ring, &mut batch, cfg.max_batch) > 0 {
+            // Commands before a bad one still go out, in order; the bad one stops the proxy.
+            let first = consumer.position() - batch.len() as u64;
+            let bad = batch.iter().enumerate().find_map(|(i, c)| decode(c).err().map(|e| (i, e)));
+            if let Some((i, e)) = bad {
+                transport.post(&batch[..i])?;
+                let ticket = first + i as u64;
+                return Err(proxy_err(format!("ticket {ticket}: {e}; the proxy stopped at this command")));
+            }
             transport.post(&batch)?;
             let bytes = batch.iter().fold(0u64, |a, c| a.saturating_add(c.bytes));
             sh.commands.fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -139,7 +183,11 @@ fn run(ring: &dyn RingMemory, transport: &mut dyn Transport, cfg: ProxyConfig, s
             // Keep draining until the ring has been quiet for drain_timeout.
             let since = *idle_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= cfg.drain_timeout {
-                return transport.flush();
+                transport.flush()?;
+                return match leftovers(ring, consumer.position()) {
+                    Some(what) => Err(proxy_err(format!("shutdown after {:?} quiet: {what}", cfg.drain_timeout))),
+                    None => Ok(()),
+                };
             }
         }
         // Spin briefly for latency, then yield so an idle proxy does not own a core.

@@ -91,18 +91,26 @@ pub struct Regions {
 }
 
 impl Regions {
-    fn resolve(&self, loc: u64, rank: Option<u32>, bytes: u64) -> CommResult<u64> {
+    /// Device address of `bytes` at packed location `loc` in a local buffer (`rank` None) or one
+    /// of `rank`'s. The range must lie inside the registered buffer; the end is computed with
+    /// checked arithmetic, so a huge length is an error in debug and release builds alike.
+    pub fn resolve(&self, loc: u64, rank: Option<u32>, bytes: u64) -> CommResult<u64> {
         let (id, off) = FifoCmd::split(loc);
+        let who = rank.map_or("local".to_string(), |r| format!("rank {r}'s"));
         let table = match rank {
             None => &self.local,
             Some(r) => self.remote.get(r as usize).ok_or_else(|| bad(format!("no buffers registered for rank {r}")))?,
         };
-        let (base, len) =
-            *table.get(id as usize).ok_or_else(|| bad(format!("buffer id {id} not registered (rank {rank:?})")))?;
-        if base == 0 || off + bytes > len {
-            return Err(bad(format!("buffer {id} of rank {rank:?}: bytes {off}..{} outside its {len}", off + bytes)));
+        let (base, len) = *table.get(id as usize).ok_or_else(|| bad(format!("{who} buffer id {id} not registered")))?;
+        if base == 0 {
+            return Err(bad(format!("{who} buffer {id} is not mapped here")));
         }
-        Ok(base + off)
+        match off.checked_add(bytes) {
+            Some(end) if end <= len => {
+                base.checked_add(off).ok_or_else(|| bad(format!("{who} buffer {id}: address {base:#x} + {off} wraps")))
+            }
+            _ => Err(bad(format!("{who} buffer {id}: {bytes} bytes at offset {off} run past its {len} bytes"))),
+        }
     }
 }
 

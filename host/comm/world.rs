@@ -4,6 +4,9 @@
 //! ranks `n * LOCAL_WORLD_SIZE ..`.
 use super::error::{CommError, CommResult};
 
+/// Largest `WORLD_SIZE`: a FIFO command names its destination rank in 16 bits.
+pub const MAX_WORLD: u32 = 1 << 16;
+
 /// One process's place in the process group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct World {
@@ -41,7 +44,10 @@ impl World {
             default: Option<T>,
         ) -> CommResult<T> {
             match get(var) {
-                Some(v) => v.trim().parse().map_err(|_| CommError::Env { var, rule: format!("`{v}` is not a number") }),
+                Some(v) => v.trim().parse().map_err(|_| CommError::Env {
+                    var,
+                    rule: format!("`{}` is not a whole number >= 0", super::bootstrap::frame::clip(&v, 32)),
+                }),
                 None => {
                     default.ok_or(CommError::Env { var, rule: "must be set (torchrun-style process group)".into() })
                 }
@@ -52,8 +58,11 @@ impl World {
         let local_world_size: u32 = num(&get, "LOCAL_WORLD_SIZE", Some(world_size))?;
         let local_rank: u32 = num(&get, "LOCAL_RANK", Some(rank % local_world_size.max(1)))?;
         let env = |var, rule: String| Err(CommError::Env { var, rule });
-        if world_size == 0 {
-            return env("WORLD_SIZE", "must be at least 1".into());
+        if world_size == 0 || world_size > MAX_WORLD {
+            return env(
+                "WORLD_SIZE",
+                format!("{world_size} must be in 1..={MAX_WORLD} (FIFO commands carry 16-bit ranks)"),
+            );
         }
         if rank >= world_size {
             return env("RANK", format!("{rank} must be below WORLD_SIZE {world_size}"));
@@ -78,7 +87,16 @@ impl World {
         }
         let device = num(&get, "MKERNEL_DEVICE", Some(local_rank))?;
         let master_addr = get("MASTER_ADDR").unwrap_or_else(|| "127.0.0.1".into());
-        let master_port = num(&get, "MASTER_PORT", if world_size == 1 { Some(0) } else { None })?;
+        let master_port: u64 = num(&get, "MASTER_PORT", if world_size == 1 { Some(0) } else { None })?;
+        // Port 0 would make rank 0 listen on a random port nobody else knows.
+        let ports = if world_size == 1 { 0..=65535 } else { 1..=65535 };
+        if !ports.contains(&master_port) {
+            return env(
+                "MASTER_PORT",
+                format!("{master_port} must be a TCP port in {ports:?} when WORLD_SIZE is {world_size}"),
+            );
+        }
+        let master_port = master_port as u16;
         Ok(World {
             rank,
             world_size,

@@ -35,6 +35,14 @@ pub enum GpuError {
     /// Work on a stream did not finish within the caller's bound.
     #[error("stream work still running after {0:?} (a kernel may be stuck)")]
     StreamTimeout(std::time::Duration),
+    /// Frees failed inside `Drop` (usually after a device trap broke the context).
+    #[error("{count} free(s) failed while dropping GPU memory; the last: {last}")]
+    DropFailed {
+        /// How many failed since the last check.
+        count: u64,
+        /// The last failure.
+        last: String,
+    },
     /// A CUDA 12 entry point is missing from the installed driver.
     #[error("the CUDA driver has no `{0}` (needs a CUDA 12+ driver)")]
     MissingEntryPoint(&'static str),

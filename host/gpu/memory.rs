@@ -4,7 +4,29 @@ use bytemuck::Pod;
 use cust_raw as sys;
 use std::marker::PhantomData;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Frees that failed inside `Drop` (after a device trap the context is broken and every free
+/// fails): counted and the last one kept, for [`take_drop_errors`]; never a panic in `Drop`.
+static DROP_FAILURES: AtomicU64 = AtomicU64::new(0);
+static LAST_DROP_FAILURE: Mutex<Option<String>> = Mutex::new(None);
+
+fn record_drop_failure(what: &str, e: super::error::GpuError) {
+    DROP_FAILURES.fetch_add(1, Ordering::Relaxed);
+    *LAST_DROP_FAILURE.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{what}: {e}"));
+}
+
+/// The frees that failed in `Drop` since the last call, as one error (Ok when none did). Call it
+/// after handling a device error to learn what could not be released.
+pub fn take_drop_errors() -> Result<()> {
+    let count = DROP_FAILURES.swap(0, Ordering::Relaxed);
+    let last = LAST_DROP_FAILURE.lock().unwrap_or_else(|p| p.into_inner()).take();
+    match (count, last) {
+        (0, _) => Ok(()),
+        (count, last) => Err(super::error::GpuError::DropFailed { count, last: last.unwrap_or_default() }),
+    }
+}
 
 /// An owned device allocation of `len` elements of `T` (freed on drop).
 pub struct DeviceBuffer<T: Pod> {
@@ -103,7 +125,8 @@ impl<T: Pod> DeviceBuffer<T> {
         legacy_stream_sync()
     }
 
-    /// Free now, returning the driver's verdict (drop frees too, but can only report by panic).
+    /// Free now, returning the driver's verdict (drop frees too, but can only record a failure for
+    /// [`take_drop_errors`]).
     pub fn free(mut self) -> Result<()> {
         let ptr = std::mem::take(&mut self.ptr);
         if ptr != 0 {
@@ -120,9 +143,7 @@ impl<T: Pod> Drop for DeviceBuffer<T> {
             // SAFETY: ptr came from cuMemAlloc and is freed once.
             let r = check("cuMemFree", unsafe { sys::cuMemFree_v2(self.ptr) });
             if let Err(e) = r {
-                if !std::thread::panicking() {
-                    panic!("freeing a device buffer failed (the context is likely broken): {e}");
-                }
+                record_drop_failure("freeing a device buffer", e);
             }
         }
     }
@@ -176,8 +197,14 @@ impl<'a, T: Pod> DeviceSlice<'a, T> {
     }
 
     /// Copy `src` (exactly `len` elements) from the host; the data is in device memory on return.
+    /// A length mismatch is an error, checked before any driver call.
     pub fn copy_from(&self, src: &[T]) -> Result<()> {
-        assert_eq!(src.len(), self.len, "host slice length must match the device slice");
+        if src.len() != self.len {
+            return Err(super::error::GpuError::InvalidArgument {
+                arg: "src",
+                rule: format!("{} elements for a device slice of {}: the lengths must match", src.len(), self.len),
+            });
+        }
         if self.len == 0 {
             return Ok(());
         }
@@ -290,9 +317,38 @@ impl<T: Pod> Drop for MappedBuffer<T> {
         // SAFETY: host came from cuMemHostAlloc and is freed once.
         let r = check("cuMemFreeHost", unsafe { sys::cuMemFreeHost(self.host.cast()) });
         if let Err(e) = r {
-            if !std::thread::panicking() {
-                panic!("freeing mapped host memory failed: {e}");
+            record_drop_failure("freeing mapped host memory", e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_free_in_drop_is_recorded_not_a_panic() {
+        // A pointer no driver allocated: the free fails (no device, no context, or an invalid
+        // value) as it would after a device trap.
+        drop(DeviceBuffer::<u32> { ptr: 0xdead_0000, len: 1, _t: PhantomData });
+        match take_drop_errors() {
+            Err(super::super::error::GpuError::DropFailed { count, last }) => {
+                assert_eq!(count, 1);
+                assert!(last.contains("cuMemFree"), "{last}");
             }
+            other => panic!("{other:?}"),
+        }
+        assert!(take_drop_errors().is_ok(), "the failures were not taken");
+    }
+
+    #[test]
+    fn copy_from_with_the_wrong_length_is_an_error() {
+        let empty = DeviceBuffer::<u32>::uninit(0).unwrap();
+        match empty.copy_from(&[1, 2]) {
+            Err(super::super::error::GpuError::InvalidArgument { arg: "src", rule }) => {
+                assert!(rule.contains("2 elements for a device slice of 0"), "{rule}")
+            }
+            other => panic!("{other:?}"),
         }
     }
 }

@@ -10,7 +10,7 @@ pub mod topology;
 
 pub use error::{GpuError, Result};
 pub use kernels::Kernel;
-pub use memory::{DeviceBuffer, DeviceSlice, MappedBuffer};
+pub use memory::{take_drop_errors, DeviceBuffer, DeviceSlice, MappedBuffer};
 pub use tensor_map::{Swizzle, TensorMap, Tile2d, TmaDtype};
 
 use bytemuck::Pod;

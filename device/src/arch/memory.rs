@@ -49,6 +49,8 @@ ld_acquire!(/// Relaxed load at system scope.
     ld_relaxed_sys_u64, u64, reg64, "ld.relaxed.sys.u64");
 ld_acquire!(/// Relaxed load at GPU scope.
     ld_relaxed_gpu_u32, u32, reg32, "ld.relaxed.gpu.u32");
+ld_acquire!(/// Relaxed load at GPU scope.
+    ld_relaxed_gpu_u64, u64, reg64, "ld.relaxed.gpu.u64");
 
 st_release!(/// Store with release semantics at system scope: earlier writes are visible first.
     st_release_sys_u32, u32, reg32, "st.release.sys.u32");
@@ -106,6 +108,19 @@ pub unsafe fn atom_cas_acq_rel_sys_u32(p: *mut u32, expected: u32, new: u32) -> 
     let r: u32;
     asm!("atom.acq_rel.sys.cas.b32 {r}, [{p}], {e}, {n};", r = out(reg32) r, p = in(reg64) p,
          e = in(reg32) expected, n = in(reg32) new, options(nostack));
+    r
+}
+
+/// Atomic compare-and-swap, relaxed, GPU scope. Returns the previous value (the swap happened
+/// when it equals `expected`).
+///
+/// # Safety
+/// `p` must be valid and 8-byte aligned.
+#[inline(always)]
+pub unsafe fn atom_cas_relaxed_gpu_u64(p: *mut u64, expected: u64, new: u64) -> u64 {
+    let r: u64;
+    asm!("atom.relaxed.gpu.cas.b64 {r}, [{p}], {e}, {n};", r = out(reg64) r, p = in(reg64) p,
+         e = in(reg64) expected, n = in(reg64) new, options(nostack));
     r
 }
 

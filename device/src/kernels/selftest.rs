@@ -168,8 +168,9 @@ pub unsafe extern "ptx-kernel" fn mk_fifo_push_test(p: FifoTestParams) {
             let cmd = FifoCmd {
                 header: FifoCmd::header_word(OP_WRITE, 0, gtid & 0xffff, 0),
                 src: FifoCmd::loc(BUF_HEAP, id),
-                dst: FifoCmd::loc(BUF_HEAP, !id & 0xffff_ffff_ffff),
-                bytes: id ^ 0x5555_5555_5555_5555,
+                // Offset + length stay inside the 48-bit offset space (the proxy checks it).
+                dst: FifoCmd::loc(BUF_HEAP, !id & 0x7fff_ffff_ffff),
+                bytes: (id ^ 0x5555_5555) & 0xffff_ffff,
                 flag: FifoCmd::loc(BUF_HEAP, gtid as u64),
                 flag_value: id.rotate_left(17),
                 pushed_ns: 0,
