@@ -19,7 +19,7 @@ fn two_ranks_sharing_one_gpu() {
     if gpu_or_skip("two_ranks_sharing_one_gpu").is_none() {
         return;
     }
-    check(2, &[0, 0], &["--config", "200x128x72x4x2", "--rounds", "2", "--back-to-back", "10"]);
+    check(2, &[0, 0], &["--config", "200x128x72x4x2", "--rounds", "2", "--back-to-back", "10", "--pull-ctas", "2"]);
 }
 
 #[test]

@@ -683,20 +683,20 @@ abi_struct! {
     /// 1. The router (intra-comm CTA 0) scans this rank's routing once: per expert, each token's
     ///    position among this rank's tokens routed to it (token order), and per destination rank
     ///    a record per token it needs (token, then `(local expert | slot << 16, position, weight)`
-    ///    for each of its experts there). Records and counts go to each destination's `inbox`
-    ///    (self included: indexed by token there, every token present), then `counts[me]` is
+    ///    for each of its experts there), records ordered by the token's first expert there. Counts
+    ///    and records go to each destination's `inbox` (self included), then `counts[me]` is
     ///    raised there.
     /// 2. Once every local rank's counts are in, the router lays out what this rank receives:
     ///    expert e's rows start at a multiple of `TILE_M` (`expert_off`), sources in the order
     ///    me, me + 1, ... (own rows first), each source's rows in its token order; it writes the
     ///    tile and pull tables to `scratch` and raises the local layout flag.
-    /// 3. Pull CTAs move rows through shared memory: first this rank's own tokens, chunk by chunk
-    ///    (into `x_heap`, where peers read them, raising `xchunk[c]`, and into the local experts'
-    ///    rows of `xe`), then each peer's records: a row is read once over NVLink (after that
-    ///    peer's `xchunk`) and written to every local expert row it has. Each row written bumps
+    /// 3. Pull CTAs copy this rank's tokens into `x_heap` (the last one raises `xready`), then move
+    ///    rows through shared memory, runs of records taken from each source in turn (own tokens
+    ///    from `x`, a peer's from its `x_heap` once its `xready` is up): a row is read once per
+    ///    destination rank and written to every local expert row it has. Each row written bumps
     ///    the counter of its `TILE_M`-row block of `xe`.
-    /// 4. Compute CTAs run the GEMM engine over `xe` in tile-table order (tiles made only of
-    ///    local rows first), each tile waiting until its block's counter reaches the rows it has.
+    /// 4. Compute CTAs run the GEMM engine over `xe` expert by expert (the order the rows fill
+    ///    in), each tile waiting until its block's counter reaches the rows it has.
     /// 5. When a rank's pull CTAs are all done it raises `done[me]` on every local rank: a rank
     ///    overwrites its `x_heap` or anyone's `inbox` in the next launch only after that.
     pub struct MoeParams [240] {
@@ -745,7 +745,7 @@ abi_struct! {
         pub local_rank: u32,
         /// Ranks per node.
         pub local_world: u32,
-        /// Tokens per `xchunk` flag (and per local pull item).
+        /// Tokens per `x_heap` copy item.
         pub chunk_tokens: u32,
         /// Records per pull item from a peer.
         pub run_records: u32,
@@ -819,9 +819,9 @@ impl MoeParams {
         Self::records_off(self.world, self.local_experts)
             + (s as u64 * self.max_tokens as u64 + i as u64) * Self::record_words(self.top_k) as u64 * 4
     }
-    /// Flag words: `counts[world]`, `done[world]`, `xchunk[chunks]`.
-    pub const fn flag_words(world: u32, chunks: u32) -> u32 {
-        (2 * world + chunks) * FLAG_STRIDE
+    /// Flag words: `counts[world]`, `done[world]`, `xready`.
+    pub const fn flag_words(world: u32) -> u32 {
+        (2 * world + 1) * FLAG_STRIDE
     }
     /// `counts[s]`: source s's counts and records for me are in my inbox.
     pub const fn counts_flag(s: u32) -> u32 {
@@ -831,13 +831,17 @@ impl MoeParams {
     pub const fn done_flag(&self, d: u32) -> u32 {
         (self.world + d) * FLAG_STRIDE
     }
-    /// `xchunk[c]`: chunk c of my tokens is in my `x_heap`.
-    pub const fn xchunk_flag(&self, c: u32) -> u32 {
-        (2 * self.world + c) * FLAG_STRIDE
+    /// `xready`: my tokens are in my `x_heap`.
+    pub const fn xready_flag(&self) -> u32 {
+        2 * self.world * FLAG_STRIDE
     }
-    /// Chunks of `max_tokens`.
-    pub const fn chunks(max_tokens: u32, chunk_tokens: u32) -> u32 {
-        max_tokens.div_ceil(chunk_tokens)
+    /// `x_heap` copy items of this launch (none without peers to read it).
+    pub const fn x_items(&self) -> u32 {
+        if self.local_world > 1 {
+            self.tokens.div_ceil(self.chunk_tokens)
+        } else {
+            0
+        }
     }
     /// Bytes of one token row.
     pub const fn row_bytes(&self) -> u64 {
@@ -846,8 +850,9 @@ impl MoeParams {
 }
 
 /// Where each table lives in the MoE scratch (u32 word offsets), for `local_experts` experts,
-/// `world` ranks and `cap_rows` rows. Words `0` and [`FLAG_STRIDE`] are the local layout flag
-/// and the pull CTAs' finish counter (both only grow); the rest is rewritten every launch.
+/// `world` ranks and `cap_rows` rows. Words `0`, [`FLAG_STRIDE`] and `2 * FLAG_STRIDE` are the
+/// local layout flag, the pull CTAs' finish counter and the `x_heap` copy counter (all only
+/// grow); the rest is rewritten every launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MoeScratch {
     /// `[local_experts + 1]`: first row of each expert's rows in `xe` (a multiple of
@@ -863,8 +868,12 @@ pub struct MoeScratch {
     /// `[world][local_experts]`: rows each source sent each local expert (the combine's counts),
     /// sources by rank.
     pub recv_counts: u32,
-    /// `[world + 1]`: prefix sums of pull items per source position (0: own chunks).
-    pub item_start: u32,
+    /// `[local_experts][world]`: where each source's rows start within each expert's (sources in
+    /// receive order: this rank, then the next ones).
+    pub src_off: u32,
+    /// `[world + 2]`: pull items: `x_heap` copy items, the most runs of records any source has,
+    /// then the runs of each source position (0: own tokens).
+    pub items: u32,
     /// `[cap_rows / TILE_M]`: expert of each tile row of `xe`.
     pub m_expert: u32,
     /// `[cap_rows / TILE_M]`: rows each tile row must receive before it is multiplied.
@@ -880,19 +889,34 @@ impl MoeScratch {
     pub const fn new(local_experts: u32, world: u32, cap_rows: u32) -> Self {
         let el = local_experts;
         let mt = cap_rows.div_ceil(MOE_TILE_M);
-        let expert_off = 2 * FLAG_STRIDE;
+        let expert_off = 3 * FLAG_STRIDE;
         let expert_rows = expert_off + el + 1;
         let local_mt = expert_rows + el;
         let tile_start = local_mt + el;
         let recv_counts = tile_start + 2 * (el + 1);
-        let item_start = recv_counts + world * el;
-        let m_expert = item_start + world + 1;
+        let src_off = recv_counts + world * el;
+        let items = src_off + world * el;
+        let m_expert = items + world + 2;
         let m_target = m_expert + mt;
         let m_count = m_target + mt;
-        Self { expert_off, expert_rows, local_mt, tile_start, recv_counts, item_start, m_expert, m_target, m_count, words: m_count + mt }
+        Self {
+            expert_off,
+            expert_rows,
+            local_mt,
+            tile_start,
+            recv_counts,
+            src_off,
+            items,
+            m_expert,
+            m_target,
+            m_count,
+            words: m_count + mt,
+        }
     }
     /// Word of the local layout flag.
     pub const LAYOUT_FLAG: u32 = 0;
     /// Word of the pull CTAs' finish counter.
     pub const FINISH_COUNTER: u32 = FLAG_STRIDE;
+    /// Word of the `x_heap` copy items' counter.
+    pub const X_COUNTER: u32 = 2 * FLAG_STRIDE;
 }

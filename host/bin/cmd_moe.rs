@@ -102,6 +102,32 @@ fn tokens_of(seed: u64, round: u32, r: u32, tokens: usize, hidden: usize) -> Vec
     x
 }
 
+/// The role split and granularity knobs of `bench moe` (defaults: [`MoeOptions`]'s).
+#[derive(clap::Args, Debug, Clone)]
+pub struct Knobs {
+    /// CTAs that route and move rows.
+    #[arg(long = "pull-ctas", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pull_ctas: Option<u32>,
+    /// Tokens per x_heap copy item.
+    #[arg(long = "chunk-tokens", value_parser = clap::value_parser!(u32).range(1..))]
+    pub chunk_tokens: Option<u32>,
+    /// Records per pull item.
+    #[arg(long = "run-records", value_parser = clap::value_parser!(u32).range(1..))]
+    pub run_records: Option<u32>,
+}
+
+impl Knobs {
+    fn options(&self) -> MoeOptions {
+        let d = MoeOptions::default();
+        MoeOptions {
+            pull_ctas: self.pull_ctas,
+            chunk_tokens: self.chunk_tokens.unwrap_or(d.chunk_tokens),
+            run_records: self.run_records.unwrap_or(d.run_records),
+            ..d
+        }
+    }
+}
+
 /// What `rank-check moe` runs.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CheckArgs {
@@ -229,8 +255,16 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         let mut off = 0u32;
         for le in 0..el {
             let rows: u32 = (0..w).map(|q| counts[q * el + le]).sum();
-            ensure!(lay.expert_offsets[le] == off, "rank {r} {what}: expert {le} starts at row {}, expected {off}", lay.expert_offsets[le]);
-            ensure!(lay.expert_rows[le] == rows, "rank {r} {what}: expert {le} has {} rows, expected {rows}", lay.expert_rows[le]);
+            ensure!(
+                lay.expert_offsets[le] == off,
+                "rank {r} {what}: expert {le} starts at row {}, expected {off}",
+                lay.expert_offsets[le]
+            );
+            ensure!(
+                lay.expert_rows[le] == rows,
+                "rank {r} {what}: expert {le} has {} rows, expected {rows}",
+                lay.expert_rows[le]
+            );
             off += rows.div_ceil(128) * 128;
         }
         ensure!(lay.expert_offsets[el] == off, "rank {r} {what}: {} rows used, expected {off}", lay.expert_offsets[el]);
@@ -247,12 +281,17 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
                     continue;
                 }
                 let &(_, src, t, j) = it.next().context("more rows than expected")?;
-                let exp = MoeRow { src_rank: src as i32, token: t as i32, slot: j as i32, weight: weights[src][t * k + j] };
+                let exp =
+                    MoeRow { src_rank: src as i32, token: t as i32, slot: j as i32, weight: weights[src][t * k + j] };
                 ensure!(got == exp, "rank {r} {what}: row {row} (expert {le}) is {got:?}, expected {exp:?}");
                 let want_row = &sources[src][t * h..(t + 1) * h];
                 let got_row = &xe[row * h..(row + 1) * h];
                 if let Some(c) = (0..h).find(|&c| got_row[c].to_bits() != want_row[c].to_bits()) {
-                    bail!("rank {r} {what}: dispatched row {row} column {c} = {} but rank {src} token {t} has {}", got_row[c], want_row[c]);
+                    bail!(
+                        "rank {r} {what}: dispatched row {row} column {c} = {} but rank {src} token {t} has {}",
+                        got_row[c],
+                        want_row[c]
+                    );
                 }
             }
         }
@@ -298,14 +337,17 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
     };
     for round in 0..a.repeat.rounds {
         load(round)?;
-        op.launch_path(&gpu, Path::Fused)?;
-        op.wait(&gpu)?;
-        let lay = check_round(round, &format!("round {round} (fused)"))?;
-        let fused = real_rows(&lay, &read()?);
-        poison()?;
+        // The unfused path first (the dispatch alone, then the grouped GEMM alone): a failure of
+        // the fused launch then says the pieces work and their overlap does not.
         op.launch_path(&gpu, Path::Unfused)?;
         op.wait(&gpu)?;
+        let lay = check_round(round, &format!("round {round} (unfused)"))?;
         let unfused = real_rows(&lay, &read()?);
+        poison()?;
+        op.launch_path(&gpu, Path::Fused)?;
+        op.wait(&gpu)?;
+        check_round(round, &format!("round {round} (fused)"))?;
+        let fused = real_rows(&lay, &read()?);
         same_bits(world.rank, "y", &fused, &unfused, i)?;
     }
     let last = a.repeat.rounds - 1;
@@ -324,7 +366,10 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
                 Err(e) => e.to_string(),
                 Ok(()) => bail!("rank 0: an expert id of {} was accepted", s.experts),
             };
-            ensure!(msg.contains(&format!("topk_idx[{bad_token}][0] = {}", s.experts)), "rank 0: unexpected error: {msg}");
+            ensure!(
+                msg.contains(&format!("topk_idx[{bad_token}][0] = {}", s.experts)),
+                "rank 0: unexpected error: {msg}"
+            );
             println!("rank 0: bad expert id reported: {msg}");
         } else {
             got?;
@@ -341,7 +386,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
 pub fn bench(
     configs: &[MoeConfig],
     layouts: &[BLayout],
-    pull_ctas: Option<u32>,
+    knobs: &Knobs,
     ranks: &RanksArgs,
     timing: Timing,
     json: Option<&FsPath>,
@@ -349,7 +394,11 @@ pub fn bench(
     let Some(world) = as_rank(ranks)? else { return Ok(()) };
     let gpu = Gpu::new(world.device)?;
     let w = world.world_size as usize;
-    let heap = configs.iter().map(|c| 2 * w * c.tokens * (c.shape.hidden * 2 + 4 * (2 + 3 * c.shape.top_k))).max().unwrap_or(0)
+    let heap = configs
+        .iter()
+        .map(|c| 2 * w * c.tokens * (c.shape.hidden * 2 + 4 * (2 + 3 * c.shape.top_k)))
+        .max()
+        .unwrap_or(0)
         + (64 << 20);
     let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
@@ -364,20 +413,28 @@ pub fn bench(
         let (idx, wt) = (gpu.upload(&idx)?, gpu.upload(&wt)?);
         let w1 = gpu.upload(&rng.bf16_vec(el * s.hidden * s.inter))?;
         for &l in layouts {
-            let opts = MoeOptions { pull_ctas, ..Default::default() };
+            let opts = knobs.options();
+            let (opts_run, opts_chunk) = (opts.run_records, opts.chunk_tokens);
             let op = MoeDispatchGemm::new(&comm, &gpu, s, l, &x, &idx, &wt, &w1, c.tokens, opts)?;
             op.run(&gpu)?;
             let lay = op.layout()?;
             // Useful work per GPU: the mean over ranks of the rows received (as torch_baselines.py).
             let rows: u64 = lay.expert_rows.iter().map(|&r| r as u64).sum();
             let all = comm.bootstrap().all_gather(&rows.to_le_bytes())?;
-            let mean_rows = all.iter().map(|b| u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8])) as f64).sum::<f64>() / w as f64;
+            let mean_rows =
+                all.iter().map(|b| u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8])) as f64).sum::<f64>()
+                    / w as f64;
             let flops = 2.0 * mean_rows * s.hidden as f64 * s.inter as f64;
             let mut fused = || op.launch_path(&gpu, Path::Fused);
             let mut unfused = || op.launch_path(&gpu, Path::Unfused);
             let mut gemm = || op.launch_gemm_only(&gpu);
             let mut dispatch = || op.launch_dispatch_only(&gpu);
-            let ms = harness::time_each(&gpu, &mut &comm, timing, &mut [&mut fused, &mut unfused, &mut gemm, &mut dispatch])?;
+            let ms = harness::time_each(
+                &gpu,
+                &mut &comm,
+                timing,
+                &mut [&mut fused, &mut unfused, &mut gemm, &mut dispatch],
+            )?;
             op.wait(&gpu)?;
             let ideal = ms[2].max(ms[3]);
             for (imp, &t) in ["mkernel-fused", "mkernel-unfused", "gemm-alone", "dispatch-alone"].iter().zip(&ms) {
@@ -386,7 +443,9 @@ pub fn bench(
                         .with_flops(flops)
                         .with("fused_over_ideal", ms[0] / ideal)
                         .with("rows_mean", mean_rows)
-                        .with("pull_ctas", op.roles().intra_comm),
+                        .with("pull_ctas", op.roles().intra_comm)
+                        .with("run_records", opts_run)
+                        .with("chunk_tokens", opts_chunk),
                 );
             }
         }

@@ -14,8 +14,8 @@ mod args;
 mod cmd_ag_gemm;
 mod cmd_bench;
 mod cmd_gemm_rs;
-mod cmd_moe;
 mod cmd_info;
+mod cmd_moe;
 mod cmd_rank;
 mod plot;
 
@@ -181,9 +181,8 @@ enum BenchCmd {
         /// Experts' weights layouts: kn ([E/W, H, I], as torch_baselines.py) and/or nk.
         #[arg(long, value_delimiter = ',', value_parser = args::layout, default_value = "kn")]
         layouts: Vec<BLayout>,
-        /// CTAs that route and move rows (default 16).
-        #[arg(long = "pull-ctas", value_parser = clap::value_parser!(u32).range(1..))]
-        pull_ctas: Option<u32>,
+        #[command(flatten)]
+        knobs: cmd_moe::Knobs,
         #[command(flatten)]
         ranks: RanksArgs,
         #[command(flatten)]
@@ -385,8 +384,8 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         }
         BenchCmd::GemmRs(a) => a.run(mkernel::ops::gemm_rs::Collective::ReduceScatter),
         BenchCmd::GemmAr(a) => a.run(mkernel::ops::gemm_rs::Collective::AllReduce),
-        BenchCmd::Moe { configs, layouts, pull_ctas, ranks, timing, json } => {
-            cmd_moe::bench(&configs, &layouts, pull_ctas, &ranks, timing.timing(), json.as_deref())
+        BenchCmd::Moe { configs, layouts, knobs, ranks, timing, json } => {
+            cmd_moe::bench(&configs, &layouts, &knobs, &ranks, timing.timing(), json.as_deref())
         }
         BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
             cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)

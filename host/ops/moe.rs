@@ -64,7 +64,7 @@ pub struct MoeOptions {
     pub out_f32: bool,
     /// CTAs that route and move rows (the rest compute). Default 16.
     pub pull_ctas: Option<u32>,
-    /// Tokens per arrival flag of a rank's `x_heap` (and per own-token pull item). Default 64.
+    /// Tokens per `x_heap` copy item (a rank copies its tokens where peers read them). Default 64.
     pub chunk_tokens: u32,
     /// Records per pull item from a peer. Default 32.
     pub run_records: u32,
@@ -171,7 +171,10 @@ impl<'a> MoeDispatchGemm<'a> {
             ));
         }
         if k == 0 || k > e || k > MOE_MAX_TOP_K as usize {
-            return Err(invalid("top_k", format!("{k} must be in 1..={} (at most the experts, {e})", MOE_MAX_TOP_K.min(e as u32))));
+            return Err(invalid(
+                "top_k",
+                format!("{k} must be in 1..={} (at most the experts, {e})", MOE_MAX_TOP_K.min(e as u32)),
+            ));
         }
         if h == 0 || !h.is_multiple_of(8) {
             return Err(invalid("hidden", format!("{h} must be a positive multiple of 8 (16-byte rows)")));
@@ -192,7 +195,10 @@ impl<'a> MoeDispatchGemm<'a> {
         need("topk_weight", wt.len(), tokens * k, &format!("[tokens {tokens}, top_k {k}]"))?;
         need("w1", w1.len(), el * h * i, &format!("{el} local experts of [{h} x {i}]"))?;
         if x.addr() % 16 != 0 {
-            return Err(invalid("x", format!("address {:#x} must be 16-byte aligned (rows move by bulk copies)", x.addr())));
+            return Err(invalid(
+                "x",
+                format!("address {:#x} must be 16-byte aligned (rows move by bulk copies)", x.addr()),
+            ));
         }
         if opts.chunk_tokens == 0 || opts.run_records == 0 {
             return Err(invalid("chunk_tokens", "chunk_tokens and run_records must be at least 1"));
@@ -200,7 +206,10 @@ impl<'a> MoeDispatchGemm<'a> {
         let pull = opts.pull_ctas.unwrap_or(16);
         let sms = gpu.info().sm_count;
         if pull == 0 || pull >= sms {
-            return Err(invalid("pull_ctas", format!("{pull} must be in 1..{sms} (the rest of the {sms} SMs compute)")));
+            return Err(invalid(
+                "pull_ctas",
+                format!("{pull} must be in 1..{sms} (the rest of the {sms} SMs compute)"),
+            ));
         }
         let path = match opts.path {
             PathChoice::Unfused => Path::Unfused,
@@ -219,7 +228,8 @@ impl<'a> MoeDispatchGemm<'a> {
         )?;
         // Every rank's token count: the largest sizes x_heap and the inboxes.
         let all = comm.bootstrap().all_gather(&(tokens as u64).to_le_bytes())?;
-        let max_tokens = all.iter().map(|b| u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]))).max().unwrap_or(0) as usize;
+        let max_tokens =
+            all.iter().map(|b| u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]))).max().unwrap_or(0) as usize;
         let max_tokens = max_tokens.max(1);
         let worst = (w * max_tokens * k.min(el)).div_ceil(TILE_M as usize) * TILE_M as usize + el * TILE_M as usize;
         let cap = opts.capacity_rows.unwrap_or(worst).div_ceil(TILE_M as usize) * TILE_M as usize;
@@ -228,11 +238,10 @@ impl<'a> MoeDispatchGemm<'a> {
         }
 
         let (w32, el32, k32, mt32) = (w as u32, el as u32, k as u32, max_tokens as u32);
-        let chunks = MoeParams::chunks(mt32, opts.chunk_tokens);
         let inbox_bytes = MoeParams::inbox_bytes(w32, mt32, el32, k32) as usize;
         let x_heap = comm.alloc(max_tokens * h * 2)?;
         let inbox = comm.alloc(inbox_bytes)?;
-        let flags = comm.alloc(4 * MoeParams::flag_words(w32, chunks) as usize)?;
+        let flags = comm.alloc(4 * MoeParams::flag_words(w32) as usize)?;
         let mut table = MoePeers::default();
         for d in 0..world.local_world_size {
             let r = world.local_to_global(d);
@@ -253,7 +262,14 @@ impl<'a> MoeDispatchGemm<'a> {
         let launches = gpu.upload(&[0u64])?;
         let diag = DiagBuffers::new(gpu)?;
 
-        let map = |base, dims, row, box_dims| Tile2d { base, dtype: TmaDtype::Bf16, dims, row_stride_bytes: row, box_dims, swizzle: Swizzle::B128 };
+        let map = |base, dims, row, box_dims| Tile2d {
+            base,
+            dtype: TmaDtype::Bf16,
+            dims,
+            row_stride_bytes: row,
+            box_dims,
+            swizzle: Swizzle::B128,
+        };
         let (h64, i64_, cap64, el64) = (h as u64, i as u64, cap as u64, el as u64);
         let a_map = map(xe.addr(), [h64, cap64], 2 * h64, [TILE_K, TILE_M]);
         let b_map = match b_layout {
@@ -275,7 +291,14 @@ impl<'a> MoeDispatchGemm<'a> {
             b_layout: if b_layout == BLayout::KN { B_KN } else { B_NK },
             out_f32: opts.out_f32 as u32,
             group_m: 1,
-            roles: RoleSplit { compute: sms - pull, intra_comm: pull, inter_send: 0, inter_reduce: 0 },
+            // Every CTA must be resident at once (compute waits on the pull CTAs), and no more
+            // compute CTAs than the most tiles a layout can have.
+            roles: RoleSplit {
+                compute: (sms - pull).min(((cap / TILE_M as usize) * i.div_ceil(TILE_N as usize)) as u32),
+                intra_comm: pull,
+                inter_send: 0,
+                inter_reduce: 0,
+            },
         };
         let params = MoeParams {
             gemm,
@@ -496,7 +519,12 @@ impl super::TwoPathOp for MoeDispatchGemm<'_> {
 /// The host reference of one rank's receive layout, for tests: from every rank's routing
 /// (`topk[s]` is rank s's `[T_s, k]` expert ids), the rows rank `rank` receives, in the documented
 /// order: `(local expert, source rank, token, slot)` per row, expert by expert.
-pub fn reference_rows(topk: &[Vec<i32>], top_k: usize, experts: usize, rank: usize) -> Vec<(usize, usize, usize, usize)> {
+pub fn reference_rows(
+    topk: &[Vec<i32>],
+    top_k: usize,
+    experts: usize,
+    rank: usize,
+) -> Vec<(usize, usize, usize, usize)> {
     let w = topk.len();
     let el = experts / w;
     let mut out = Vec::new();

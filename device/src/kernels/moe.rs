@@ -120,8 +120,10 @@ impl MoeParams {
     }
 }
 
-/// Shared-memory words of the router: per-warp expert histograms, per-warp expert lane masks,
-/// per-warp destination histograms.
+/// Shared-memory words of the router, per warp and expert: a histogram of the tokens that picked
+/// the expert, a lane mask (the batch's lanes that picked it), and a histogram of the tokens whose
+/// first expert on the expert's rank it is (their records are ordered by that expert); then per
+/// expert the first record index of the tokens led by it on its rank.
 struct RouterSmem {
     base: u32,
     experts: u32,
@@ -137,13 +139,59 @@ impl RouterSmem {
         self.base + 4 * ((MOE_ROUTER_WARPS + w) * self.experts + e)
     }
     #[inline(always)]
-    fn dest(&self, w: u32, d: u32) -> u32 {
-        self.base + 4 * (2 * MOE_ROUTER_WARPS * self.experts + w * MAX_LOCAL_RANKS as u32 + d)
+    fn lead(&self, w: u32, e: u32) -> u32 {
+        self.base + 4 * ((2 * MOE_ROUTER_WARPS + w) * self.experts + e)
+    }
+    #[inline(always)]
+    fn start(&self, e: u32) -> u32 {
+        self.base + 4 * (3 * MOE_ROUTER_WARPS * self.experts + e)
     }
     #[inline(always)]
     fn words(&self) -> u32 {
-        2 * MOE_ROUTER_WARPS * self.experts + MOE_ROUTER_WARPS * MAX_LOCAL_RANKS as u32
+        (3 * MOE_ROUTER_WARPS + 1) * self.experts
     }
+}
+
+/// Token t's first (lowest) expert on each rank (`u32::MAX` where it has none), and its experts
+/// by slot (`u32::MAX` for a slot ruled out).
+#[inline(always)]
+unsafe fn token_experts(p: &MoeParams, t: u32) -> ([u32; MOE_MAX_TOP_K as usize], [u32; MAX_LOCAL_RANKS]) {
+    let mut ex = [u32::MAX; MOE_MAX_TOP_K as usize];
+    let mut lead = [u32::MAX; MAX_LOCAL_RANKS];
+    for j in 0..p.top_k {
+        if let Ok(e) = expert_of(p, t, j) {
+            ex[j as usize] = e;
+            let d = div_nz(e, p.local_experts) as usize;
+            lead[d] = lead[d].min(e);
+        }
+    }
+    (ex, lead)
+}
+
+/// One batch of 32 tokens of a warp, one key per lane (`u32::MAX` for none): each lane's rank
+/// among the lanes below it with the same key, added to the warp's running count for the key in
+/// `count(key)`, which then moves on by the lanes with that key. `mask(key)` is a zeroed shared
+/// word per key, left zeroed.
+#[inline(always)]
+unsafe fn rank_in_batch(key: u32, lane: u32, mask: impl Fn(u32) -> u32, count: impl Fn(u32) -> u32) -> u32 {
+    if key != u32::MAX {
+        red_or_shared_u32(mask(key), 1 << lane);
+    }
+    sync_warp();
+    let mut at = 0;
+    let mut m = 0;
+    if key != u32::MAX {
+        m = ld_shared_u32(mask(key));
+        at = ld_shared_u32(count(key)) + (m & ((1u32 << lane) - 1)).count_ones();
+    }
+    sync_warp();
+    // The lowest lane with the key moves its count on and clears the mask.
+    if key != u32::MAX && m.trailing_zeros() == lane {
+        st_shared_u32(count(key), ld_shared_u32(count(key)) + m.count_ones());
+        st_shared_u32(mask(key), 0);
+    }
+    sync_warp();
+    at
 }
 
 /// Every thread of the router CTA: scan the routing, write each destination's counts and records
@@ -166,66 +214,72 @@ unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing
     let t1 = (t0 + per).min(p.tokens);
     let mut t = t0 + lane;
     while t < t1 {
-        let mut dests = 0u32;
         for j in 0..p.top_k {
-            match expert_of(p, t, j) {
-                Ok(e) => {
-                    atom_add_shared_u32(sm.hist(w, e), 1);
-                    dests |= 1 << div_nz(e, el);
-                }
-                Err((code, e)) => report(p, code, t, j, e),
+            if let Err((code, e)) = expert_of(p, t, j) {
+                report(p, code, t, j, e);
             }
         }
-        for d in 0..p.world {
-            if dests & (1 << d) != 0 {
-                atom_add_shared_u32(sm.dest(w, d), 1);
+        let (ex, lead) = token_experts(p, t);
+        for e in ex.iter().take(p.top_k as usize) {
+            if *e != u32::MAX {
+                atom_add_shared_u32(sm.hist(w, *e), 1);
+            }
+        }
+        for d in 0..p.world as usize {
+            if lead[d] != u32::MAX {
+                atom_add_shared_u32(sm.lead(w, lead[d]), 1);
             }
         }
         t += 32;
     }
     sync_threads();
-    // Exclusive scans over warps: each warp's first position per expert and per destination;
-    // the totals are the counts each destination gets.
+    // Exclusive scans over warps: each warp's first position per expert and first record per
+    // leading expert; the totals are the counts each destination gets.
     let ob = p.outbox;
     for e in (tid..p.experts).step_by(nthreads as usize) {
-        let mut run = 0;
+        let (mut run, mut led) = (0, 0);
         for ww in 0..MOE_ROUTER_WARPS {
             let v = ld_shared_u32(sm.hist(ww, e));
             st_shared_u32(sm.hist(ww, e), run);
             run += v;
+            let v = ld_shared_u32(sm.lead(ww, e));
+            st_shared_u32(sm.lead(ww, e), led);
+            led += v;
         }
+        st_shared_u32(sm.start(e), led);
         let d = div_nz(e, el);
         *((ob + p.counts_at(d)) as *mut u32).add(2 + (e - d * el) as usize) = run;
     }
+    sync_threads();
+    // Records of a destination in the order of their tokens' first expert there (then token
+    // order): the receiver fills expert by expert, as the grouped GEMM consumes them.
     if tid < p.world {
         let d = tid;
         let mut run = 0;
-        for ww in 0..MOE_ROUTER_WARPS {
-            let v = ld_shared_u32(sm.dest(ww, d));
-            st_shared_u32(sm.dest(ww, d), run);
+        for e in d * el..(d + 1) * el {
+            let v = ld_shared_u32(sm.start(e));
+            st_shared_u32(sm.start(e), run);
             run += v;
         }
         let c = (ob + p.counts_at(d)) as *mut u32;
         *c = p.tokens;
-        *c.add(1) = if d == p.rank { p.tokens } else { run };
+        *c.add(1) = run;
     }
     sync_threads();
-    // Positions, 32 tokens at a time per warp, in token order: a lane's position for expert e is
-    // the warp's running count plus the lanes below it that picked e (a shared lane mask).
-    let lt = (1u32 << lane) - 1;
+    // 32 tokens at a time per warp: positions per expert in token order, record indices per
+    // leading expert.
     let mut base = t0;
     while base < t1 {
         let t = base + lane;
         let live = t < t1;
-        let mut ex = [u32::MAX; MOE_MAX_TOP_K as usize];
-        let mut dests = 0u32;
-        if live {
-            for j in 0..p.top_k {
-                if let Ok(e) = expert_of(p, t, j) {
-                    ex[j as usize] = e;
-                    dests |= 1 << div_nz(e, el);
-                    red_or_shared_u32(sm.mask(w, e), 1 << lane);
-                }
+        let (ex, lead) =
+            if live { token_experts(p, t) } else { ([u32::MAX; MOE_MAX_TOP_K as usize], [u32::MAX; MAX_LOCAL_RANKS]) };
+        // Positions: a token's experts are distinct, so all its slots go in one lane mask per
+        // expert, and the lanes below it (earlier tokens) that picked the expert come first.
+        let lt = (1u32 << lane) - 1;
+        for e in ex.iter().take(p.top_k as usize) {
+            if *e != u32::MAX {
+                red_or_shared_u32(sm.mask(w, *e), 1 << lane);
             }
         }
         sync_warp();
@@ -239,7 +293,6 @@ unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing
         }
         sync_warp();
         for j in 0..p.top_k as usize {
-            // The lowest lane that picked the expert moves the running count on.
             if ex[j] != u32::MAX && masks[j].trailing_zeros() == lane {
                 let h = sm.hist(w, ex[j]);
                 st_shared_u32(h, ld_shared_u32(h) + masks[j].count_ones());
@@ -248,31 +301,25 @@ unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing
         }
         sync_warp();
         for d in 0..p.world {
-            let has = live && dests & (1 << d) != 0;
-            let bal = ballot(has);
-            let first = ld_shared_u32(sm.dest(w, d));
-            sync_warp();
-            if lane == 0 {
-                st_shared_u32(sm.dest(w, d), first + bal.count_ones());
+            let m = lead[d as usize];
+            let i = rank_in_batch(m, lane, |e| sm.mask(w, e), |e| sm.lead(w, e));
+            if m == u32::MAX {
+                continue;
             }
-            let mine = d == p.rank;
-            if has || (mine && live) {
-                let i = if mine { t } else { first + (bal & lt).count_ones() };
-                let rec = (ob + p.record_at(d, i)) as *mut u32;
-                let mut n = 0u32;
-                for j in 0..p.top_k as usize {
-                    if ex[j] != u32::MAX && div_nz(ex[j], el) == d {
-                        let wt = *(p.topk_weight as *const u32).add((t * p.top_k) as usize + j);
-                        let r = rec.add(2 + 3 * n as usize);
-                        *r = (ex[j] - d * el) | (j as u32) << 16;
-                        *r.add(1) = pos[j];
-                        *r.add(2) = wt;
-                        n += 1;
-                    }
+            let rec = (ob + p.record_at(d, ld_shared_u32(sm.start(m)) + i)) as *mut u32;
+            let mut n = 0u32;
+            for j in 0..p.top_k as usize {
+                if ex[j] != u32::MAX && div_nz(ex[j], el) == d {
+                    let wt = *(p.topk_weight as *const u32).add((t * p.top_k) as usize + j);
+                    let r = rec.add(2 + 3 * n as usize);
+                    *r = (ex[j] - d * el) | (j as u32) << 16;
+                    *r.add(1) = pos[j];
+                    *r.add(2) = wt;
+                    n += 1;
                 }
-                *rec = t;
-                *rec.add(1) = n;
             }
+            *rec = t;
+            *rec.add(1) = n;
         }
         base += 32;
     }
@@ -328,12 +375,16 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
     let sm = dyn_smem_base();
     for e in (tid..el).step_by(nthreads as usize) {
         let mut rows = 0;
-        for lr in 0..p.local_world {
-            let c = cnt(global(p, lr), e);
-            tb.set(l.recv_counts + global(p, lr) * el + e, c);
+        for q in 0..p.local_world {
+            let s = global(p, source_at(p, q));
+            let c = cnt(s, e);
+            tb.set(l.recv_counts + s * el + e, c);
+            tb.set(l.src_off + e * p.world + s, rows);
             rows += c;
         }
-        let lm = cnt(p.rank, e) / TILE_M;
+        // Rows fill in expert by expert (records are ordered so), for own and peers' tokens
+        // alike: the GEMM walks experts in order, with no own-rows-first pass.
+        let lm = 0;
         let mt = rows.div_ceil(TILE_M);
         tb.set(l.expert_rows + e, rows);
         tb.set(l.local_mt + e, lm);
@@ -361,15 +412,16 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
         // rank's own tokens for the peers).
         tb.set(l.tile_start + el, if fits { s0 } else { 0 });
         tb.set(l.tile_start + 2 * el + 1, if fits { s1 } else { 0 });
-        let mut items = p.tokens.div_ceil(p.chunk_tokens);
-        tb.set(l.item_start, 0);
-        tb.set(l.item_start + 1, items);
-        for q in 1..p.local_world {
+        tb.set(l.items, p.x_items());
+        let mut most = 0;
+        for q in 0..p.local_world {
             let s = global(p, source_at(p, q));
             let n = *inbox.add((p.counts_at(s) / 4) as usize + 1);
-            items += if fits { n.div_ceil(p.run_records) } else { 0 };
-            tb.set(l.item_start + q + 1, items);
+            let runs = if fits { n.div_ceil(p.run_records) } else { 0 };
+            tb.set(l.items + 2 + q, runs);
+            most = most.max(runs);
         }
+        tb.set(l.items + 1, most);
         if !fits {
             // Nothing will be multiplied or received: the tables say so to every reader.
             for e in 0..=el {
@@ -402,8 +454,17 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
     }
 }
 
+/// Shared memory after a pull CTA's [`BulkRing`]: the records of the rows being moved, staged by
+/// the whole CTA so that the copying thread reads them at shared-memory latency (read one by one
+/// from global memory, their latency, not NVLink, set the pace).
+const REC_SMEM: u32 = crate::kernels_info::allgather::BULK_SMEM_BYTES.next_multiple_of(16);
+const REC_SMEM_BYTES: u32 = crate::kernels_info::gemm::SMEM_BYTES - 16 - REC_SMEM;
+/// A word after the staged records: one thread's verdict, broadcast to the CTA.
+const VERDICT_SMEM: u32 = crate::kernels_info::gemm::SMEM_BYTES - 16;
+
 /// The write side of one moved row: the `xe` rows of its record's entries (and their row-table
-/// entries, written with the row's first piece), plus `x_heap` for own tokens.
+/// entries, written with the row's first piece), plus `x_heap` for own tokens. Records are read
+/// from shared memory (`rec` is a shared address).
 struct Scatter<'a> {
     p: &'a MoeParams,
     tb: Tables,
@@ -418,136 +479,168 @@ impl Scatter<'_> {
         (off, (self.p.row_bytes() - off).min(BULK_CHUNK as u64) as u32)
     }
 
-    /// Issue the stores of piece `pc` of the row of record `rec` from `stage`.
+    /// The `xe` row of the source's `pos`-th row for local expert `le`.
     #[inline(always)]
-    unsafe fn store(&self, rec: *const u32, pc: u32, stage: u32) {
+    unsafe fn row(&self, le: u32, pos: u32) -> u32 {
+        let l = self.tb.l;
+        self.tb.get(l.expert_off + le) + self.tb.get(l.src_off + le * self.p.world + self.src_rank) + pos
+    }
+
+    /// Issue the stores of piece `pc` of the row of the staged record at `rec` from `stage`.
+    #[inline(always)]
+    unsafe fn store(&self, rec: u32, pc: u32, stage: u32) {
         let p = self.p;
         let (off, len) = self.piece(pc);
-        let t = *rec;
-        let n = *rec.add(1);
+        let t = ld_shared_u32(rec);
+        let n = ld_shared_u32(rec + 4);
         for i in 0..n {
-            let e = rec.add(2 + 3 * i as usize);
-            let (le, pos) = (*e & 0xffff, *e.add(1));
-            let row = self.tb.get(self.tb.l.expert_off + le) + pos;
+            let e = rec + 8 + 12 * i;
+            let (tag, pos) = (ld_shared_u32(e), ld_shared_u32(e + 4));
+            let row = self.row(tag & 0xffff, pos);
             bulk_store(p.xe + row as u64 * p.row_bytes() + off, stage, len);
             if pc == 0 {
-                let info = [self.src_rank, t, *e >> 16, *e.add(2)];
+                let info = [self.src_rank, t, tag >> 16, ld_shared_u32(e + 8)];
                 st_global_v4_u32((p.rows as *mut [u32; 4]).add(row as usize), info);
             }
         }
     }
 
-    /// After the stores of records `rec(0..count)` completed: make them visible, then count
-    /// each row into its tile row.
+    /// After the stores of the staged records `rec(0..count)` completed: make them visible, then
+    /// count each row into its tile row.
     #[inline(always)]
-    unsafe fn count(&self, count: u32, rec: impl Fn(u32) -> *const u32) {
+    unsafe fn count(&self, count: u32, rec: impl Fn(u32) -> u32) {
         fence_proxy_async_global();
         fence_acq_rel_gpu();
         for r in 0..count {
             let rec = rec(r);
-            for i in 0..*rec.add(1) {
-                let e = rec.add(2 + 3 * i as usize);
-                let row = self.tb.get(self.tb.l.expert_off + (*e & 0xffff)) + *e.add(1);
+            for i in 0..ld_shared_u32(rec + 4) {
+                let e = rec + 8 + 12 * i;
+                let row = self.row(ld_shared_u32(e) & 0xffff, ld_shared_u32(e + 4));
                 red_add_relaxed_gpu_u32(self.tb.at(self.tb.l.m_count + row / TILE_M), 1);
             }
         }
     }
 }
 
-/// Thread 0 of pull CTA `idx` of `ctas`: its items (own token chunks first, then runs of each
-/// peer's records in receive order), then, the last of the launch's pull CTAs, `done[me]` on
-/// every local rank.
+/// Every thread of pull CTA `idx` of `ctas` (thread 0 holds the ring): its items, first copies
+/// of this rank's tokens into `x_heap` (the last raises `xready`), then runs of records, one
+/// source after another in turn (records staged in shared memory a batch at a time); then, the
+/// last of the launch's pull CTAs, `done[me]` on every local rank.
 #[inline(always)]
-unsafe fn pull(p: &MoeParams, tb: &Tables, idx: u32, ctas: u32, epoch: u32, b: &Bound, ring: &mut BulkRing) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn pull(
+    p: &MoeParams,
+    tb: &Tables,
+    idx: u32,
+    ctas: u32,
+    epoch: u32,
+    b: &Bound,
+    mut ring: Option<&mut BulkRing>,
+) {
+    let (tid, nthreads) = (thread_idx_x(), block_dim_x());
     let l = tb.l;
     let fits = tb.rows_used(p) <= p.cap_rows;
     let inbox = pick(&p.table().inbox, p.local_rank);
     let pieces = p.row_bytes().div_ceil(BULK_CHUNK as u64) as u32;
-    let items = tb.get(l.item_start + p.local_world);
-    let own_items = tb.get(l.item_start + 1);
-    let mut done_seen = false;
-    let mut ok = true;
+    let unit = |i: u32| (div_nz(i, pieces), rem_nz(i, pieces));
+    let rec_bytes = MoeParams::record_words(p.top_k) * 4;
+    let batch = REC_SMEM_BYTES / rec_bytes;
+    let staged = dyn_smem_base() + REC_SMEM;
+    let srec = |r: u32| staged + r * rec_bytes;
+    let x_items = tb.get(l.items);
+    let items = x_items + tb.get(l.items + 1) * p.local_world;
+    let x_heap = pick(&p.table().x_heap, p.local_rank);
+    let piece = |pc: u32| {
+        let off = pc as u64 * BULK_CHUNK as u64;
+        (off, (p.row_bytes() - off).min(BULK_CHUNK as u64) as u32)
+    };
+    let mut ready = 1u32 << p.local_rank; // sources whose x_heap is known complete
     let mut item = idx;
-    while item < items && ok {
-        if item < own_items {
-            // Own tokens t0..t1: into x_heap (for the peers) and the local experts' rows.
-            if !done_seen && p.local_world > 1 {
-                ok = wait_done(p, epoch, b);
-                done_seen = true;
+    while item < items {
+        if item < x_items {
+            // Own tokens t0..t1 into x_heap, where the peers read them.
+            if let Some(ring) = ring.as_deref_mut() {
+                if item == idx {
+                    let _ = wait_done(p, epoch, b);
+                }
+                let t0 = item * p.chunk_tokens;
+                let t1 = (t0 + p.chunk_tokens).min(p.tokens);
+                let at = |i: u32| {
+                    let (r, pc) = unit(i);
+                    let (off, len) = piece(pc);
+                    ((t0 + r) as u64 * p.row_bytes() + off, len)
+                };
+                let moved = ring.gather(
+                    (t1 - t0) * pieces,
+                    |i| Some((p.x + at(i).0, at(i).1)),
+                    |i, stage| bulk_store(x_heap + at(i).0, stage, at(i).1),
+                    b,
+                    item,
+                );
+                if moved && last_arriver(tb.at(MoeScratch::X_COUNTER), x_items, epoch) {
+                    signal((p.flags() as *mut u32).add(p.xready_flag() as usize), epoch);
+                }
             }
-            let sc = Scatter { p, tb: *tb, src_rank: p.rank };
-            let t0 = item * p.chunk_tokens;
-            let t1 = (t0 + p.chunk_tokens).min(p.tokens);
-            let rec = |t: u32| (inbox + p.record_at(p.rank, t)) as *const u32;
-            let x_heap = pick(&p.table().x_heap, p.local_rank);
-            let moved = ring.gather(
-                (t1 - t0) * pieces,
-                |i| {
-                    let (t, pc) = (t0 + div_nz(i, pieces), rem_nz(i, pieces));
-                    let (off, len) = sc.piece(pc);
-                    Some((p.x + t as u64 * p.row_bytes() + off, len))
-                },
-                |i, stage| {
-                    let (t, pc) = (t0 + div_nz(i, pieces), rem_nz(i, pieces));
-                    let (off, len) = sc.piece(pc);
-                    if p.local_world > 1 {
-                        bulk_store(x_heap + t as u64 * p.row_bytes() + off, stage, len);
-                    }
-                    if fits {
-                        sc.store(rec(t), pc, stage);
-                    }
-                },
-                b,
-                item,
-            );
-            ok &= moved;
-            if ok && p.local_world > 1 {
-                signal((p.flags() as *mut u32).add(p.xchunk_flag(item) as usize), epoch);
-            }
-            if ok && fits {
-                sc.count(t1 - t0, |r| rec(t0 + r));
-            }
-        } else {
-            let mut q = 1;
-            while tb.get(l.item_start + q + 1) <= item {
-                q += 1;
-            }
-            let lr = source_at(p, q);
-            let s = global(p, lr);
-            let n = *((inbox + p.counts_at(s)) as *const u32).add(1);
-            let r0 = (item - tb.get(l.item_start + q)) * p.run_records;
-            let r1 = (r0 + p.run_records).min(n);
-            let rec = |r: u32| (inbox + p.record_at(s, r)) as *const u32;
-            let src = pick(&p.table().x_heap, lr);
-            let src_flags = pick(&p.table().flags, lr) as *const u32;
-            let sc = Scatter { p, tb: *tb, src_rank: s };
-            let mut seen = u32::MAX; // the last chunk of the source seen in its x_heap
-            let moved = ring.gather(
-                (r1 - r0) * pieces,
-                |i| {
-                    let (r, pc) = (r0 + div_nz(i, pieces), rem_nz(i, pieces));
-                    let t = *rec(r);
-                    let c = div_nz(t, p.chunk_tokens);
-                    if c != seen {
-                        b.flag(src_flags.add(p.xchunk_flag(c) as usize), epoch, s).ok()?;
-                        fence_proxy_async_global();
-                        seen = c;
-                    }
-                    let (off, len) = sc.piece(pc);
-                    Some((src + t as u64 * p.row_bytes() + off, len))
-                },
-                |i, stage| sc.store(rec(r0 + div_nz(i, pieces)), rem_nz(i, pieces), stage),
-                b,
-                item,
-            );
-            ok &= moved;
-            if ok {
-                sc.count(r1 - r0, |r| rec(r0 + r));
-            }
+            item += ctas;
+            continue;
         }
+        // Run `r` of the source at receive position `q`: records r0..r1.
+        let j = item - x_items;
+        let (r, q) = (div_nz(j, p.local_world), rem_nz(j, p.local_world));
         item += ctas;
+        if r >= tb.get(l.items + 2 + q) {
+            continue;
+        }
+        let lr = source_at(p, q);
+        let s = global(p, lr);
+        let n = *((inbox + p.counts_at(s)) as *const u32).add(1);
+        let r0 = r * p.run_records;
+        let r1 = (r0 + p.run_records).min(n);
+        let sc = Scatter { p, tb: *tb, src_rank: s };
+        let src = if q == 0 { p.x } else { pick(&p.table().x_heap, lr) };
+        let mut b0 = r0;
+        while b0 < r1 {
+            let b1 = (b0 + batch).min(r1);
+            let words = (b1 - b0) * rec_bytes / 4;
+            let from = (inbox + p.record_at(s, b0)) as *const u32;
+            for w in (tid..words).step_by(nthreads as usize) {
+                st_shared_u32(staged + 4 * w, *from.add(w as usize));
+            }
+            sync_threads();
+            if let Some(ring) = ring.as_deref_mut() {
+                if ready & (1 << lr) == 0 {
+                    let f = (pick(&p.table().flags, lr) as *const u32).add(p.xready_flag() as usize);
+                    if b.flag(f, epoch, s).is_ok() {
+                        fence_proxy_async_global();
+                        ready |= 1 << lr;
+                    }
+                }
+                let moved = ready & (1 << lr) != 0
+                    && ring.gather(
+                        (b1 - b0) * pieces,
+                        |i| {
+                            let (r, pc) = unit(i);
+                            let (off, len) = piece(pc);
+                            Some((src + ld_shared_u32(srec(r)) as u64 * p.row_bytes() + off, len))
+                        },
+                        |i, stage| {
+                            let (r, pc) = unit(i);
+                            if fits {
+                                sc.store(srec(r), pc, stage);
+                            }
+                        },
+                        b,
+                        item,
+                    );
+                if moved && fits {
+                    sc.count(b1 - b0, srec);
+                }
+            }
+            sync_threads(); // the staged records are rewritten next
+            b0 = b1;
+        }
     }
-    if last_arriver(tb.at(MoeScratch::FINISH_COUNTER), ctas, epoch) {
+    if tid == 0 && last_arriver(tb.at(MoeScratch::FINISH_COUNTER), ctas, epoch) {
         for lr in 0..p.local_world {
             if lr != p.local_rank {
                 let f = (pick(&p.table().flags, lr) as *mut u32).add(p.done_flag(p.rank) as usize);
@@ -629,19 +722,21 @@ unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
         Some((Role::IntraComm, idx)) if !gemm_only => {
             let b = bound(Role::IntraComm);
             let ring_base = dyn_smem_base();
+            let mut ring = if tid == 0 { Some(BulkRing::new(ring_base)) } else { None };
             if idx == 0 {
-                let mut ring = if tid == 0 { Some(BulkRing::new(ring_base)) } else { None };
                 route(p, epoch, &b, ring.as_mut());
                 lay_out(p, &tb, epoch, &b);
-                if let Some(r) = ring.as_mut() {
-                    pull(p, &tb, idx, roles.intra_comm, epoch, &b, r);
+            } else {
+                if tid == 0 {
+                    let ok = b.flag(tb.at(MoeScratch::LAYOUT_FLAG), epoch, 0).is_ok();
+                    st_shared_u32(dyn_smem_base() + VERDICT_SMEM, ok as u32);
                 }
-            } else if tid == 0 {
-                let mut ring = BulkRing::new(ring_base);
-                if b.flag(tb.at(MoeScratch::LAYOUT_FLAG), epoch, 0).is_ok() {
-                    pull(p, &tb, idx, roles.intra_comm, epoch, &b, &mut ring);
+                sync_threads();
+                if ld_shared_u32(dyn_smem_base() + VERDICT_SMEM) == 0 {
+                    return; // no layout this launch: the wait reported why
                 }
             }
+            pull(p, &tb, idx, roles.intra_comm, epoch, &b, ring.as_mut());
         }
         _ => {}
     }
