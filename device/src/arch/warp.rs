@@ -64,3 +64,23 @@ pub fn elect_one() -> bool {
 pub fn sync_warp() {
     unsafe { asm!("bar.warp.sync {m};", m = in(reg32) FULL_MASK, options(nostack)) }
 }
+
+/// The lanes of the warp executing this instruction together (`activemask.b32`).
+#[inline(always)]
+pub fn active_mask() -> u32 {
+    let r: u32;
+    unsafe { asm!("activemask.b32 {r};", r = out(reg32) r, options(nostack)) };
+    r
+}
+
+/// Read `v` from lane `src` among the lanes of `mask`, which all execute this call
+/// (`shfl.sync.idx` with a partial mask).
+#[inline(always)]
+pub fn shfl_idx_in(mask: u32, v: u32, src: u32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("shfl.sync.idx.b32 {r}, {v}, {s}, 31, {m};", r = out(reg32) r, v = in(reg32) v,
+             s = in(reg32) src, m = in(reg32) mask, options(nostack))
+    };
+    r
+}

@@ -3,48 +3,41 @@ use crate::abi::*;
 use crate::arch::*;
 use crate::sync::{report_timeout, Deadline, WaitResult, WaitSite};
 
-/// Push one command (all fields but the header's ticket are the caller's) from a single thread,
-/// with the host's ticket protocol (`host/comm/fifo.rs`): a ticket is claimed only once its slot
-/// is free. The thread reads the head, waits (bounded) while that ticket's slot is still taken,
-/// then moves the head on with a GPU-scope compare-and-swap (retrying with the head it saw when
-/// another producer won). So a push that times out has claimed nothing and leaves no hole that
-/// would stop delivery of every later command. Then it writes the body and publishes the header
-/// with a system-scope release store.
+/// Push one command (all fields but the header's ticket are the caller's), with the host's ticket
+/// protocol (`host/comm/fifo.rs`): a ticket is claimed only once its slot is free. The lanes of a
+/// warp that push together claim their tickets as one block: the lowest lane reads the head,
+/// waits (bounded) while the block's last slot is still taken, then moves the head on by the
+/// block with a GPU-scope compare-and-swap (retrying with the head it saw when another producer
+/// won), and hands each lane its ticket. So a push that times out has claimed nothing and leaves
+/// no hole that would stop delivery of every later command, and thousands of pushing threads
+/// contend once per warp, not once per thread. Then each lane writes its body and publishes the
+/// header with a system-scope release store.
 ///
 /// # Safety
-/// `f` describes a live FIFO (ring and tail in host-mapped memory, head in device memory);
-/// `diag` as in [`report_timeout`].
+/// `f` describes a live FIFO (ring and tail in host-mapped memory, head in device memory), the
+/// same one for every lane of the warp that calls it at the same time; `diag` as in
+/// [`report_timeout`].
 #[inline(always)]
 pub unsafe fn fifo_push(f: &FifoParams, mut cmd: FifoCmd, timeout_ns: u64, diag: &Diag, site: WaitSite) -> WaitResult {
     let head = f.head as *mut u64;
     let tail = f.tail as *const u64;
     let cache = f.tail_cache as *mut u64;
-    let mut ticket = ld_relaxed_gpu_u64(head);
-    let mut deadline: Option<Deadline> = None;
-    loop {
-        // The cached tail only lags the real one, so passing this check is always safe; only when
-        // the ring looks full do we pay a PCIe read of the real tail.
-        if ticket >= ld_acquire_gpu_u64(cache) + f.capacity {
-            let t = ld_acquire_sys_u64(tail);
-            // Release: a producer that learns this tail only through the cache is still ordered
-            // after the proxy's clearing of the slot (which precedes its release of `tail`).
-            atom_max_acq_rel_gpu_u64(cache, t);
-            if ticket >= t + f.capacity {
-                let d = deadline.get_or_insert_with(Deadline::start);
-                d.check(timeout_ns, diag, |waited| {
-                    report_timeout(diag, site, f.tail, ticket + 1 - f.capacity, t, waited)
-                })?;
-                nanosleep(64);
-                ticket = ld_relaxed_gpu_u64(head);
-                continue;
-            }
-        }
-        let seen = atom_cas_relaxed_gpu_u64(head, ticket, ticket + 1);
-        if seen == ticket {
-            break;
-        }
-        ticket = seen;
+    let lane = lane_id();
+    // A ring smaller than a warp could never hold a whole warp's block: lanes then claim alone.
+    let mask = if f.capacity >= 32 { active_mask() } else { 1 << lane };
+    let leader = mask.trailing_zeros();
+    let block = mask.count_ones() as u64;
+    let mut first = 0u64;
+    let mut claimed = true;
+    if lane == leader {
+        claimed = claim(f, head, tail, cache, block, timeout_ns, diag, site).map(|t| first = t).is_ok();
     }
+    let lo = shfl_idx_in(mask, first as u32, leader) as u64;
+    let hi = shfl_idx_in(mask, (first >> 32) as u32, leader) as u64;
+    if shfl_idx_in(mask, claimed as u32, leader) == 0 {
+        return Err(());
+    }
+    let ticket = (hi << 32 | lo) + (mask & ((1u32 << lane) - 1)).count_ones() as u64;
     let slot = (f.ring as *mut u64).add(((ticket & (f.capacity - 1)) * 8) as usize);
     cmd.pushed_ns = globaltimer_ns();
     let words: [u64; 8] = bytemuck::cast(cmd);
@@ -57,4 +50,51 @@ pub unsafe fn fifo_push(f: &FifoParams, mut cmd: FifoCmd, timeout_ns: u64, diag:
     let header = (cmd.header & 0xffff_ffff) | ((ticket & 0xffff_ffff) << 32);
     st_release_sys_u64(slot, header);
     Ok(())
+}
+
+/// The claiming lane of [`fifo_push`]: `block` consecutive tickets whose slots are all free, or
+/// `Err` after the bound (reported, nothing claimed).
+///
+/// # Safety
+/// As [`fifo_push`]; `head`, `tail` and `cache` are `f`'s.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn claim(
+    f: &FifoParams,
+    head: *mut u64,
+    tail: *const u64,
+    cache: *mut u64,
+    block: u64,
+    timeout_ns: u64,
+    diag: &Diag,
+    site: WaitSite,
+) -> Result<u64, ()> {
+    let mut ticket = ld_relaxed_gpu_u64(head);
+    let mut deadline: Option<Deadline> = None;
+    loop {
+        // The block's last ticket decides. The cached tail only lags the real one, so passing
+        // this check is always safe; only when the ring looks full do we pay a PCIe read of the
+        // real tail.
+        let last = ticket + block - 1;
+        if last >= ld_acquire_gpu_u64(cache) + f.capacity {
+            let t = ld_acquire_sys_u64(tail);
+            // Release: a producer that learns this tail only through the cache is still ordered
+            // after the proxy's clearing of the slot (which precedes its release of `tail`).
+            atom_max_acq_rel_gpu_u64(cache, t);
+            if last >= t + f.capacity {
+                let d = deadline.get_or_insert_with(Deadline::start);
+                d.check(timeout_ns, diag, |waited| {
+                    report_timeout(diag, site, f.tail, last + 1 - f.capacity, t, waited)
+                })?;
+                nanosleep(64);
+                ticket = ld_relaxed_gpu_u64(head);
+                continue;
+            }
+        }
+        let seen = atom_cas_relaxed_gpu_u64(head, ticket, ticket + block);
+        if seen == ticket {
+            return Ok(ticket);
+        }
+        ticket = seen;
+    }
 }
