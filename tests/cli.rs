@@ -12,9 +12,14 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn help_exits_zero_everywhere() {
-    for args in
-        [&["--help"][..], &["launch", "--help"], &["bench", "ag-gemm", "--help"], &["tune", "ag-gemm", "--help"]]
-    {
+    for args in [
+        &["--help"][..],
+        &["launch", "--help"],
+        &["bench", "ag-gemm", "--help"],
+        &["tune", "ag-gemm", "--help"],
+        &["bench", "moe", "--help"],
+        &["rank-check", "moe", "--help"],
+    ] {
         let o = mkernel(args);
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
         assert!(String::from_utf8_lossy(&o.stdout).contains("Usage:"), "{args:?}");
@@ -40,6 +45,11 @@ fn bad_values_exit_2_naming_flag_and_rule() {
         (&["bench", "fifo", "--rounds", "0"], &["--rounds", "0 is not in 1..=10000000"]),
         (&["rank-check", "gemm-rs", "--rounds", "0"], &["--rounds", "0 is not in 1.."]),
         (&["rank-check", "ag-gemm", "--rounds", "0"], &["--rounds", "0 is not in 1.."]),
+        (&["bench", "moe", "--configs", "1x2x3"], &["--configs", "want five numbers TxHxIxExk"]),
+        (&["bench", "moe", "--configs", "4096x0x2048x256x8"], &["--configs", "at least 1"]),
+        (&["bench", "moe", "--pull-ctas", "0"], &["--pull-ctas"]),
+        (&["rank-check", "moe", "--config", "ax2x3x4x5"], &["--config", "`a`"]),
+        (&["rank-check", "moe", "--routing", "zipf"], &["--routing", "zipf"]),
         (&["no-such-command"], &["no-such-command"]),
     ];
     for (args, needles) in cases {

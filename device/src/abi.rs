@@ -719,7 +719,7 @@ abi_struct! {
         pub xe: u64,
         /// One [`MoeRow`] per row of `xe`.
         pub rows: u64,
-        /// Tables and counters, see [`MoeParams::scratch_words`].
+        /// Tables and counters, laid out as [`MoeScratch`] says.
         pub scratch: u64,
         /// Device `[u32; 4]`: the first routing error of a launch (`MOE_ERR_*`, then details).
         pub errors: u64,

@@ -496,7 +496,7 @@ mod tests {
         for r in rows {
             off.push(off.last().unwrap() + r.div_ceil(tm) * tm);
         }
-        let mut starts = vec![0u32; 8];
+        let mut starts = [0u32; 8];
         for g in 0..3 {
             let mt = (off[g + 1] - off[g]) / tm;
             starts[g + 1] = starts[g] + local_mt[g] * n_tiles;

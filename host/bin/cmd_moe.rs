@@ -73,7 +73,7 @@ fn routing(seed: u64, round: u32, r: u32, tokens: usize, s: MoeShape, how: Routi
         let mut row: Vec<usize> = Vec::with_capacity(k);
         if how == Routing::One {
             row.extend(0..k);
-        } else if how == Routing::Skewed && rng.next_u32() % 5 != 0 {
+        } else if how == Routing::Skewed && !rng.next_u32().is_multiple_of(5) {
             row.push(0);
         }
         while row.len() < k {
@@ -177,7 +177,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
     let t_of = |q: usize| a.config.tokens.saturating_sub(q * a.vary);
     let tokens = t_of(r);
     let el = s.local_experts(w);
-    ensure!(s.experts % w == 0, "--config: experts must be a multiple of the world size {w}");
+    ensure!(s.experts.is_multiple_of(w), "--config: experts must be a multiple of the world size {w}");
     let (h, i, k) = (s.hidden, s.inter, s.top_k);
     let timeout = Duration::from_millis(a.timeout_ms);
     let heap = 2 * (w * a.config.tokens * (h * 2 + 4 * (2 + 3 * k))) + (64 << 20);
@@ -405,7 +405,7 @@ pub fn bench(
     let mut records = Vec::new();
     for c in configs {
         let s = c.shape;
-        ensure!(s.experts % w == 0, "--configs: experts must be a multiple of the world size {w}");
+        ensure!(s.experts.is_multiple_of(w), "--configs: experts must be a multiple of the world size {w}");
         let el = s.local_experts(w);
         let (idx, wt) = routing(0x5eed, 0, world.rank, c.tokens, s, Routing::Uniform);
         let mut rng = Rng::new(0x5eed ^ world.rank as u64);

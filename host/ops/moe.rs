@@ -55,6 +55,28 @@ impl MoeShape {
     pub fn local_experts(&self, world: usize) -> usize {
         self.experts / world.max(1)
     }
+
+    /// The rules a shape must follow at world size `world` (typed errors naming the field).
+    pub fn validate(&self, world: usize) -> Result<()> {
+        let MoeShape { hidden: h, inter: i, experts: e, top_k: k } = *self;
+        if e == 0 || !e.is_multiple_of(world) || e > MOE_MAX_EXPERTS as usize {
+            return Err(invalid(
+                "experts",
+                format!("{e} must be a positive multiple of the world size {world}, at most {MOE_MAX_EXPERTS}"),
+            ));
+        }
+        if k == 0 || k > e || k > MOE_MAX_TOP_K as usize {
+            let most = MOE_MAX_TOP_K.min(e as u32);
+            return Err(invalid("top_k", format!("{k} must be in 1..={most} (at most the experts, {e})")));
+        }
+        if h == 0 || !h.is_multiple_of(8) {
+            return Err(invalid("hidden", format!("{h} must be a positive multiple of 8 (16-byte rows)")));
+        }
+        if i == 0 || !i.is_multiple_of(8) {
+            return Err(invalid("inter", format!("{i} must be a positive multiple of 8 (16-byte rows)")));
+        }
+        Ok(())
+    }
 }
 
 /// Tuning knobs; `None` takes the default.
@@ -164,24 +186,7 @@ impl<'a> MoeDispatchGemm<'a> {
         if w > MAX_LOCAL_RANKS {
             return Err(invalid("world", format!("{w} ranks on a node; at most {MAX_LOCAL_RANKS}")));
         }
-        if e == 0 || !e.is_multiple_of(w) || e > MOE_MAX_EXPERTS as usize {
-            return Err(invalid(
-                "experts",
-                format!("{e} must be a positive multiple of the world size {w}, at most {MOE_MAX_EXPERTS}"),
-            ));
-        }
-        if k == 0 || k > e || k > MOE_MAX_TOP_K as usize {
-            return Err(invalid(
-                "top_k",
-                format!("{k} must be in 1..={} (at most the experts, {e})", MOE_MAX_TOP_K.min(e as u32)),
-            ));
-        }
-        if h == 0 || !h.is_multiple_of(8) {
-            return Err(invalid("hidden", format!("{h} must be a positive multiple of 8 (16-byte rows)")));
-        }
-        if i == 0 || !i.is_multiple_of(8) {
-            return Err(invalid("inter", format!("{i} must be a positive multiple of 8 (16-byte rows)")));
-        }
+        shape.validate(w)?;
         let el = e / w;
         let need = |arg: &'static str, len: usize, want: usize, what: &str| {
             if len < want {
@@ -540,4 +545,44 @@ pub fn reference_rows(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(hidden: usize, inter: usize, experts: usize, top_k: usize) -> MoeShape {
+        MoeShape { hidden, inter, experts, top_k }
+    }
+
+    #[test]
+    fn bad_shapes_name_their_field_and_rule() {
+        let arg = |r: Result<()>| match r {
+            Err(Error::InvalidArgument { arg, rule }) => (arg, rule),
+            other => panic!("expected a typed error, got {other:?}"),
+        };
+        assert!(shape(7168, 2048, 256, 8).validate(2).is_ok());
+        assert!(shape(8, 8, 3, 3).validate(3).is_ok());
+        let (a, r) = arg(shape(64, 64, 6, 2).validate(4));
+        assert_eq!(a, "experts");
+        assert!(r.contains("multiple of the world size 4"), "{r}");
+        assert_eq!(arg(shape(64, 64, 0, 1).validate(1)).0, "experts");
+        assert_eq!(arg(shape(64, 64, 2048, 2).validate(2)).0, "experts");
+        assert_eq!(arg(shape(64, 64, 8, 0).validate(2)).0, "top_k");
+        assert_eq!(arg(shape(64, 64, 8, 9).validate(2)).0, "top_k");
+        assert_eq!(arg(shape(64, 64, 64, 17).validate(2)).0, "top_k");
+        assert_eq!(arg(shape(100, 64, 8, 2).validate(2)).0, "hidden");
+        assert_eq!(arg(shape(64, 0, 8, 2).validate(2)).0, "inter");
+    }
+
+    #[test]
+    fn reference_layout_is_expert_then_source_from_self_then_token() {
+        // Two ranks, 4 experts (2 each), top-2.
+        let topk = vec![vec![0, 2, 1, 0, 3, 2], vec![2, 0, 0, 3]];
+        let rows = reference_rows(&topk, 2, 4, 1);
+        // Rank 1 holds experts 2 and 3: expert 2 (local 0) from rank 1 first, then rank 0.
+        assert_eq!(rows, vec![(0, 1, 0, 0), (0, 0, 0, 1), (0, 0, 2, 1), (1, 1, 1, 1), (1, 0, 2, 0)]);
+        let rows0 = reference_rows(&topk, 2, 4, 0);
+        assert_eq!(rows0, vec![(0, 0, 0, 0), (0, 0, 1, 1), (0, 1, 0, 1), (0, 1, 1, 0), (1, 0, 1, 0)]);
+    }
 }
