@@ -48,6 +48,7 @@ fn bad_values_exit_2_naming_flag_and_rule() {
         (&["bench", "moe", "--configs", "1x2x3"], &["--configs", "want five numbers TxHxIxExk"]),
         (&["bench", "moe", "--configs", "4096x0x2048x256x8"], &["--configs", "at least 1"]),
         (&["bench", "moe", "--pull-ctas", "0"], &["--pull-ctas"]),
+        (&["tune", "moe", "--run-records", "0"], &["--run-records"]),
         (&["rank-check", "moe", "--config", "ax2x3x4x5"], &["--config", "`a`"]),
         (&["rank-check", "moe", "--routing", "zipf"], &["--routing", "zipf"]),
         (&["no-such-command"], &["no-such-command"]),

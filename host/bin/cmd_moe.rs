@@ -122,7 +122,7 @@ impl Knobs {
         MoeOptions {
             pull_ctas: self.pull_ctas,
             chunk_tokens: self.chunk_tokens.unwrap_or(d.chunk_tokens),
-            run_records: self.run_records.unwrap_or(d.run_records),
+            run_records: self.run_records,
             ..d
         }
     }
@@ -193,7 +193,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         out_f32: a.f32,
         pull_ctas: a.pull_ctas,
         chunk_tokens: a.chunk_tokens,
-        run_records: a.run_records,
+        run_records: Some(a.run_records),
         path: PathChoice::Fused,
         timeout,
         ..Default::default()
@@ -381,6 +381,57 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One rank of a multi-rank MoE run (bench or tune): world, GPU and a communicator whose heap
+/// holds the largest config's buffers.
+fn moe_rank(ranks: &RanksArgs, configs: &[MoeConfig]) -> anyhow::Result<Option<(World, Gpu, Communicator)>> {
+    let Some(world) = as_rank(ranks)? else { return Ok(None) };
+    let gpu = Gpu::new(world.device)?;
+    let w = world.world_size as usize;
+    let heap = configs
+        .iter()
+        .map(|c| 2 * w * c.tokens * (c.shape.hidden * 2 + 4 * (2 + 3 * c.shape.top_k)))
+        .max()
+        .unwrap_or(0)
+        + (64 << 20);
+    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
+    Ok(Some((world, gpu, comm)))
+}
+
+/// A config's inputs on this rank: tokens, uniform routing (as `torch_baselines.py moe`), weights.
+struct BenchInputs {
+    x: mkernel::gpu::DeviceBuffer<bf16>,
+    idx: mkernel::gpu::DeviceBuffer<i32>,
+    wt: mkernel::gpu::DeviceBuffer<f32>,
+    w1: mkernel::gpu::DeviceBuffer<bf16>,
+}
+
+impl BenchInputs {
+    fn new(gpu: &Gpu, world: &World, c: &MoeConfig) -> anyhow::Result<Self> {
+        let w = world.world_size as usize;
+        let s = c.shape;
+        ensure!(s.experts.is_multiple_of(w), "--configs: experts must be a multiple of the world size {w}");
+        let (idx, wt) = routing(0x5eed, 0, world.rank, c.tokens, s, Routing::Uniform);
+        let mut rng = Rng::new(0x5eed ^ world.rank as u64);
+        Ok(Self {
+            x: gpu.upload(&rng.bf16_vec(c.tokens * s.hidden))?,
+            idx: gpu.upload(&idx)?,
+            wt: gpu.upload(&wt)?,
+            w1: gpu.upload(&rng.bf16_vec(s.local_experts(w) * s.hidden * s.inter))?,
+        })
+    }
+
+    fn op<'a>(
+        &'a self,
+        comm: &'a Communicator,
+        gpu: &Gpu,
+        c: &MoeConfig,
+        l: BLayout,
+        opts: MoeOptions,
+    ) -> anyhow::Result<MoeDispatchGemm<'a>> {
+        Ok(MoeDispatchGemm::new(comm, gpu, c.shape, l, &self.x, &self.idx, &self.wt, &self.w1, c.tokens, opts)?)
+    }
+}
+
 /// `bench moe`: fused, unfused (dispatch then GEMM), the grouped GEMM alone and the dispatch
 /// alone, interleaved; the slowest rank's medians.
 pub fn bench(
@@ -391,31 +442,15 @@ pub fn bench(
     timing: Timing,
     json: Option<&FsPath>,
 ) -> anyhow::Result<()> {
-    let Some(world) = as_rank(ranks)? else { return Ok(()) };
-    let gpu = Gpu::new(world.device)?;
+    let Some((world, gpu, comm)) = moe_rank(ranks, configs)? else { return Ok(()) };
     let w = world.world_size as usize;
-    let heap = configs
-        .iter()
-        .map(|c| 2 * w * c.tokens * (c.shape.hidden * 2 + 4 * (2 + 3 * c.shape.top_k)))
-        .max()
-        .unwrap_or(0)
-        + (64 << 20);
-    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
     let mut records = Vec::new();
     for c in configs {
         let s = c.shape;
-        ensure!(s.experts.is_multiple_of(w), "--configs: experts must be a multiple of the world size {w}");
-        let el = s.local_experts(w);
-        let (idx, wt) = routing(0x5eed, 0, world.rank, c.tokens, s, Routing::Uniform);
-        let mut rng = Rng::new(0x5eed ^ world.rank as u64);
-        let x = gpu.upload(&rng.bf16_vec(c.tokens * s.hidden))?;
-        let (idx, wt) = (gpu.upload(&idx)?, gpu.upload(&wt)?);
-        let w1 = gpu.upload(&rng.bf16_vec(el * s.hidden * s.inter))?;
+        let inputs = BenchInputs::new(&gpu, &world, c)?;
         for &l in layouts {
-            let opts = knobs.options();
-            let (opts_run, opts_chunk) = (opts.run_records, opts.chunk_tokens);
-            let op = MoeDispatchGemm::new(&comm, &gpu, s, l, &x, &idx, &wt, &w1, c.tokens, opts)?;
+            let op = inputs.op(&comm, &gpu, c, l, knobs.options())?;
             op.run(&gpu)?;
             let lay = op.layout()?;
             // Useful work per GPU: the mean over ranks of the rows received (as torch_baselines.py).
@@ -444,8 +479,8 @@ pub fn bench(
                         .with("fused_over_ideal", ms[0] / ideal)
                         .with("rows_mean", mean_rows)
                         .with("pull_ctas", op.roles().intra_comm)
-                        .with("run_records", opts_run)
-                        .with("chunk_tokens", opts_chunk),
+                        .with("run_records", op.run_records())
+                        .with("chunk_tokens", knobs.options().chunk_tokens),
                 );
             }
         }
@@ -459,6 +494,65 @@ pub fn bench(
         if let Some(path) = json {
             harness::write_json(path, &records).with_context(|| format!("writing {}", path.display()))?;
         }
+    }
+    Ok(())
+}
+
+/// `tune moe`: pull CTAs x records per run, fused against unfused, per config; writes the table
+/// the per-config defaults come from (`host/ops/tuned/moe.jsonl`).
+pub fn tune(
+    configs: &[MoeConfig],
+    pull: &[u32],
+    runs: &[u32],
+    ranks: &RanksArgs,
+    timing: Timing,
+    out: &FsPath,
+) -> anyhow::Result<()> {
+    let Some((world, gpu, comm)) = moe_rank(ranks, configs)? else { return Ok(()) };
+    let mut lines = Vec::new();
+    let bar = harness::progress((configs.len() * pull.len() * runs.len()) as u64, "tune moe");
+    for c in configs {
+        let inputs = BenchInputs::new(&gpu, &world, c)?;
+        let mut best: Option<(f64, u32, u32)> = None;
+        let mut unfused_ms = f64::INFINITY;
+        for &p in pull {
+            for &r in runs {
+                let opts = MoeOptions { pull_ctas: Some(p), run_records: Some(r), ..Default::default() };
+                let op = inputs.op(&comm, &gpu, c, BLayout::KN, opts)?;
+                let mut fused = || op.launch_path(&gpu, Path::Fused);
+                let mut unfused = || op.launch_path(&gpu, Path::Unfused);
+                let ms = harness::time_each(&gpu, &mut &comm, timing, &mut [&mut fused, &mut unfused])?;
+                op.wait(&gpu)?;
+                unfused_ms = unfused_ms.min(ms[1]);
+                if best.is_none_or(|b| ms[0] < b.0) {
+                    best = Some((ms[0], p, r));
+                }
+                if world.rank == 0 {
+                    eprintln!(
+                        "tune moe {} pull {p} run {r}: fused {:.4} ms, unfused {:.4} ms",
+                        c.label(),
+                        ms[0],
+                        ms[1]
+                    );
+                }
+                bar.inc(1);
+            }
+        }
+        let (fused_ms, p, r) = best.context("nothing to sweep")?;
+        let s = c.shape;
+        lines.push(serde_json::json!({
+            "op": "moe", "world": world.world_size, "nodes": world.nodes, "tokens": c.tokens, "hidden": s.hidden,
+            "inter": s.inter, "experts": s.experts, "top_k": s.top_k, "pull_ctas": p, "run_records": r,
+            "path": if fused_ms <= unfused_ms { "fused" } else { "unfused" }, "fused_ms": fused_ms,
+            "unfused_ms": unfused_ms, "gpu": gpu.info().name, "commit": harness::COMMIT,
+        }));
+    }
+    bar.finish_and_clear();
+    if world.rank == 0 {
+        let text: String = lines.iter().map(|l| l.to_string() + "\n").collect();
+        print!("{text}");
+        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+        eprintln!("tune moe: table written to {} (append it to host/ops/tuned/moe.jsonl)", out.display());
     }
     Ok(())
 }

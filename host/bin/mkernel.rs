@@ -269,6 +269,29 @@ enum TuneCmd {
         #[arg(long, default_value = "ag_gemm.jsonl")]
         out: PathBuf,
     },
+    /// MoE dispatch + grouped GEMM: pull CTAs x records per run, fused vs unfused, per config
+    /// (several ranks).
+    Moe {
+        /// Configs TxHxIxExk, comma-separated.
+        #[arg(long, value_delimiter = ',', value_parser = cmd_moe::config,
+              default_value = "4096x7168x2048x256x8,8192x4096x14336x8x2")]
+        configs: Vec<cmd_moe::MoeConfig>,
+        /// Pull CTA counts to try.
+        #[arg(long = "pull-ctas", value_delimiter = ',', default_value = "12,16,20,24",
+              value_parser = clap::value_parser!(u32).range(1..=64))]
+        pull_ctas: Vec<u32>,
+        /// Records per pull item to try.
+        #[arg(long = "run-records", value_delimiter = ',', default_value = "16,32,64",
+              value_parser = clap::value_parser!(u32).range(1..))]
+        run_records: Vec<u32>,
+        #[command(flatten)]
+        ranks: RanksArgs,
+        #[command(flatten)]
+        timing: TimingArgs,
+        /// Where the table goes (JSON lines; append it to host/ops/tuned/moe.jsonl).
+        #[arg(long, default_value = "moe.jsonl")]
+        out: PathBuf,
+    },
 }
 
 /// `mkernel plot`.
@@ -333,6 +356,9 @@ fn main() -> ExitCode {
         Cmd::Bench(b) => bench(b),
         Cmd::Tune(TuneCmd::AgGemm { shapes, push_ctas, chunk_rows, ranks, timing, out }) => {
             cmd_ag_gemm::tune(&shapes, &push_ctas, &chunk_rows, &ranks, timing.timing(), &out)
+        }
+        Cmd::Tune(TuneCmd::Moe { configs, pull_ctas, run_records, ranks, timing, out }) => {
+            cmd_moe::tune(&configs, &pull_ctas, &run_records, &ranks, timing.timing(), &out)
         }
         Cmd::Plot(p) => plot::plot(&p.inputs, &p.out).map(|s| {
             for f in &s.files {

@@ -84,18 +84,20 @@ impl MoeShape {
 pub struct MoeOptions {
     /// f32 output instead of bf16.
     pub out_f32: bool,
-    /// CTAs that route and move rows (the rest compute). Default 16.
+    /// CTAs that route and move rows (the rest compute). Default: the tuned table's for the
+    /// nearest measured config ([`super::tuned::moe`]), else 16.
     pub pull_ctas: Option<u32>,
     /// Tokens per `x_heap` copy item (a rank copies its tokens where peers read them). Default 64.
     pub chunk_tokens: u32,
-    /// Records per pull item from a peer. Default 32.
-    pub run_records: u32,
+    /// Records per pull item from a source. Default: the tuned table's, else 32.
+    pub run_records: Option<u32>,
     /// Rows of the receive buffers. Default: the most a rank can receive (every token of every
     /// rank on this rank's experts, `min(k, E/W)` rows each, plus padding); a smaller capacity
     /// saves memory, and a routing that needs more is a typed error after the launch (nothing is
     /// written).
     pub capacity_rows: Option<usize>,
-    /// Fused, or the dispatch then the grouped GEMM.
+    /// Fused, or the dispatch then the grouped GEMM (`Auto`: the tuned table's choice, else
+    /// fused).
     pub path: PathChoice,
     /// Bound on every device-side wait.
     pub timeout: Duration,
@@ -107,7 +109,7 @@ impl Default for MoeOptions {
             out_f32: false,
             pull_ctas: None,
             chunk_tokens: 64,
-            run_records: 32,
+            run_records: None,
             capacity_rows: None,
             path: PathChoice::Auto,
             timeout: Duration::from_secs(10),
@@ -205,10 +207,15 @@ impl<'a> MoeDispatchGemm<'a> {
                 format!("address {:#x} must be 16-byte aligned (rows move by bulk copies)", x.addr()),
             ));
         }
-        if opts.chunk_tokens == 0 || opts.run_records == 0 {
-            return Err(invalid("chunk_tokens", "chunk_tokens and run_records must be at least 1"));
+        let tuned = super::tuned::moe([tokens, h, i, e, k], &world);
+        let run_records = opts.run_records.or(tuned.map(|t| t.run_records)).unwrap_or(32);
+        if opts.chunk_tokens == 0 {
+            return Err(invalid("chunk_tokens", "must be at least 1"));
         }
-        let pull = opts.pull_ctas.unwrap_or(16);
+        if run_records == 0 {
+            return Err(invalid("run_records", "must be at least 1"));
+        }
+        let pull = opts.pull_ctas.or(tuned.map(|t| t.pull_ctas)).unwrap_or(16);
         let sms = gpu.info().sm_count;
         if pull == 0 || pull >= sms {
             return Err(invalid(
@@ -218,7 +225,8 @@ impl<'a> MoeDispatchGemm<'a> {
         }
         let path = match opts.path {
             PathChoice::Unfused => Path::Unfused,
-            PathChoice::Fused | PathChoice::Auto => Path::Fused,
+            PathChoice::Fused => Path::Fused,
+            PathChoice::Auto => tuned.map(|t| t.path).unwrap_or(Path::Fused),
         };
         comm.agree(
             "shape",
@@ -227,7 +235,7 @@ impl<'a> MoeDispatchGemm<'a> {
                 if opts.out_f32 { "f32" } else { "bf16" },
                 pull,
                 opts.chunk_tokens,
-                opts.run_records,
+                run_records,
                 path.name()
             ),
         )?;
@@ -328,7 +336,7 @@ impl<'a> MoeDispatchGemm<'a> {
             local_rank: world.local_rank,
             local_world: world.local_world_size,
             chunk_tokens: opts.chunk_tokens,
-            run_records: opts.run_records,
+            run_records,
             cap_rows: cap as u32,
             b_rows_per_expert: if b_layout == BLayout::KN { h as u32 } else { i as u32 },
             mode: MOE_FUSED,
@@ -374,6 +382,11 @@ impl<'a> MoeDispatchGemm<'a> {
     /// Rows of the receive buffers.
     pub fn capacity_rows(&self) -> usize {
         self.params.cap_rows as usize
+    }
+
+    /// Records per pull item.
+    pub fn run_records(&self) -> u32 {
+        self.params.run_records
     }
 
     /// The CTA roles of a fused launch.

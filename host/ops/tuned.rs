@@ -103,6 +103,75 @@ pub fn ag_gemm_heuristic(shape: GemmShape, _world: &World) -> Path {
     }
 }
 
+/// A measured MoE dispatch + grouped GEMM choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeEntry {
+    /// CTAs that route and move rows.
+    pub pull_ctas: u32,
+    /// Records per pull item.
+    pub run_records: u32,
+    /// The faster path at that config.
+    pub path: Path,
+}
+
+#[derive(Deserialize)]
+struct MoeLine {
+    op: String,
+    world: u32,
+    nodes: u32,
+    tokens: usize,
+    hidden: usize,
+    inter: usize,
+    experts: usize,
+    top_k: usize,
+    pull_ctas: u32,
+    run_records: u32,
+    path: String,
+}
+
+const MOE_TABLE: &str = include_str!("tuned/moe.jsonl");
+
+fn parse_moe(text: &str) -> Vec<(MoeLine, MoeEntry)> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<MoeLine>(l).ok())
+        .filter(|l| l.op == "moe")
+        .map(|l| {
+            let path = if l.path == "unfused" { Path::Unfused } else { Path::Fused };
+            let e = MoeEntry { pull_ctas: l.pull_ctas, run_records: l.run_records, path };
+            (l, e)
+        })
+        .collect()
+}
+
+fn moe_table() -> &'static [(MoeLine, MoeEntry)] {
+    static T: OnceLock<Vec<(MoeLine, MoeEntry)>> = OnceLock::new();
+    T.get_or_init(|| parse_moe(MOE_TABLE))
+}
+
+fn nearest_moe(table: &[(MoeLine, MoeEntry)], c: [usize; 5], world: &World) -> Option<MoeEntry> {
+    let d = |x: usize, y: usize| ((x.max(1) as f64) / (y.max(1) as f64)).ln().abs();
+    table
+        .iter()
+        .filter(|(l, _)| l.world == world.world_size && l.nodes == world.nodes)
+        .map(|(l, e)| {
+            let dist = [l.tokens, l.hidden, l.inter, l.experts, l.top_k]
+                .iter()
+                .zip(c)
+                .map(|(&a, b)| d(a, b))
+                .fold(0.0f64, f64::max);
+            (dist, *e)
+        })
+        .filter(|(dist, _)| *dist <= std::f64::consts::LN_2 + 1e-9)
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, e)| e)
+}
+
+/// The measured choice for the nearest MoE config (`[tokens per rank, hidden, inter, experts,
+/// top_k]`) on this world, if any.
+pub fn moe(config: [usize; 5], world: &World) -> Option<MoeEntry> {
+    nearest_moe(moe_table(), config, world)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +204,20 @@ mod tests {
         assert_eq!(nearest(&t, s(3000, 4096, 4096), &world(2, 1)).unwrap().chunk_rows, 256);
         assert!(nearest(&t, s(16384, 4096, 8192), &world(4, 1)).is_none(), "other world size");
         assert!(nearest(&t, s(65536, 4096, 8192), &world(2, 1)).is_none(), "too far");
+    }
+
+    #[test]
+    fn moe_table_parses_and_matches_within_a_factor_of_two() {
+        let lines = MOE_TABLE.lines().filter(|l| !l.trim().is_empty()).count();
+        assert_eq!(parse_moe(MOE_TABLE).len(), lines, "a line of host/ops/tuned/moe.jsonl does not parse");
+        let t = parse_moe(concat!(
+            r#"{"op":"moe","world":2,"nodes":1,"tokens":4096,"hidden":7168,"inter":2048,"experts":256,"top_k":8,"pull_ctas":20,"run_records":64,"path":"fused"}"#,
+            "\n"
+        ));
+        assert_eq!(nearest_moe(&t, [4096, 7168, 2048, 256, 8], &world(2, 1)).unwrap().pull_ctas, 20);
+        assert_eq!(nearest_moe(&t, [3000, 7168, 2048, 200, 8], &world(2, 1)).unwrap().run_records, 64);
+        assert!(nearest_moe(&t, [4096, 7168, 2048, 8, 2], &world(2, 1)).is_none(), "too far");
+        assert!(nearest_moe(&t, [4096, 7168, 2048, 256, 8], &world(4, 1)).is_none(), "other world");
     }
 
     #[test]
