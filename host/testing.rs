@@ -73,6 +73,14 @@ pub fn run_ranks(built_bin: &str, nprocs: u32, nodes: u32, gpus: &[u32], args: &
     }
 }
 
+/// `mkernel rank-check OP EXTRA...` as `nprocs` ranks forming `nodes` nodes on `gpus`, bounded
+/// by 300 s (see [`run_ranks`]).
+pub fn rank_check(built_bin: &str, op: &str, (nprocs, nodes): (u32, u32), gpus: &[u32], extra: &[&str]) {
+    let mut args = vec!["rank-check", op];
+    args.extend(extra);
+    run_ranks(built_bin, nprocs, nodes, gpus, &args, 300);
+}
+
 /// A small deterministic generator (splitmix64): fresh data per seed, same data per seed.
 #[derive(Clone, Debug)]
 pub struct Rng(u64);

@@ -4,12 +4,10 @@
 //! kernel) and within the precision contract of an f64 host reference on sampled rows; rounds
 //! with new inputs and no barrier; 100 launches back to back; CUDA-graph replays. Layouts: 1 node
 //! x 2 and, with four GPUs, 1 x 4; ranks sharing one GPU where only one exists.
-use mkernel::testing::{gpu_or_skip, gpus_or_skip, run_ranks};
+use mkernel::testing::{gpu_or_skip, gpus_or_skip, rank_check};
 
 fn check(op: &str, nprocs: u32, gpus: &[u32], extra: &[&str]) {
-    let mut args = vec!["rank-check", op];
-    args.extend(extra);
-    run_ranks(env!("CARGO_BIN_EXE_mkernel"), nprocs, 1, gpus, &args, 300);
+    rank_check(env!("CARGO_BIN_EXE_mkernel"), op, (nprocs, 1), gpus, extra);
 }
 
 #[test]

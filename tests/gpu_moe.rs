@@ -6,12 +6,10 @@
 //! contract of an f64 host reference on sampled rows; ranks holding different token counts, one
 //! token; 100 launches back to back; CUDA-graph replays; a bad expert id reported by name.
 //! Layouts: 1 node x 2 and, with four GPUs, 1 x 4; two ranks sharing one GPU where only one exists.
-use mkernel::testing::{gpu_or_skip, gpus_or_skip, run_ranks};
+use mkernel::testing::{gpu_or_skip, gpus_or_skip, rank_check};
 
 fn check(nprocs: u32, gpus: &[u32], extra: &[&str]) {
-    let mut args = vec!["rank-check", "moe"];
-    args.extend(extra);
-    run_ranks(env!("CARGO_BIN_EXE_mkernel"), nprocs, 1, gpus, &args, 300);
+    rank_check(env!("CARGO_BIN_EXE_mkernel"), "moe", (nprocs, 1), gpus, extra);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! AllGather + GEMM on the command line: the per-rank correctness check the multi-process tests
 //! run (`rank-check ag-gemm`), the benchmark (`bench ag-gemm`) and the role-split sweep
 //! (`tune ag-gemm`).
-use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits, RepeatArgs};
+use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits, RepeatArgs, Sweep};
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -364,33 +364,19 @@ pub fn tune(
         let a = gpu.upload(&rng.bf16_vec(s.m / w * s.k))?;
         let b: DeviceBuffer<bf16> = gpu.upload(&rng.bf16_vec(s.k * s.n))?;
         let c = gpu.alloc::<bf16>(s.m * s.n)?;
-        let mut best: Option<(f64, u32, u32)> = None;
-        let mut unfused_ms = f64::INFINITY;
+        let mut sweep = Sweep::new();
         for &p in push {
             for &cr in chunk_rows {
                 let opts = AgGemmOptions { push_ctas: Some(p), chunk_rows: Some(cr), ..Default::default() };
                 let op = AgGemm::new(&comm, &gpu, s, BLayout::KN, AgInput::Buffer(&a), &b, Output::Bf16(&c), opts)?;
-                let mut fused = || op.launch_path(&gpu, Path::Fused);
-                let mut unfused = || op.launch_path(&gpu, Path::Unfused);
-                let ms = harness::time_each(&gpu, &mut &comm, timing, &mut [&mut fused, &mut unfused])?;
-                op.wait(&gpu)?;
-                unfused_ms = unfused_ms.min(ms[1]);
-                if best.is_none_or(|b| ms[0] < b.0) {
-                    best = Some((ms[0], p, cr));
-                }
+                let [f, u] = sweep.point(&gpu, &comm, timing, &op, (p, cr))?;
                 if world.rank == 0 {
-                    eprintln!(
-                        "tune ag-gemm {} push {p} chunk {cr}: fused {:.4} ms, unfused {:.4} ms",
-                        s.label(),
-                        ms[0],
-                        ms[1]
-                    );
+                    eprintln!("tune ag-gemm {} push {p} chunk {cr}: fused {f:.4} ms, unfused {u:.4} ms", s.label());
                 }
                 bar.inc(1);
             }
         }
-        let (fused_ms, p, cr) = best.context("nothing to sweep")?;
-        let path = if fused_ms <= unfused_ms { "fused" } else { "unfused" };
+        let ((p, cr), fused_ms, unfused_ms, path) = sweep.result()?;
         lines.push(serde_json::json!({
             "op": "ag_gemm", "world": world.world_size, "nodes": world.nodes, "m": s.m, "n": s.n, "k": s.k,
             "push_ctas": p, "chunk_rows": cr, "path": path, "fused_ms": fused_ms, "unfused_ms": unfused_ms,

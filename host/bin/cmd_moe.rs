@@ -1,6 +1,6 @@
 //! MoE dispatch + grouped GEMM on the command line: the per-rank correctness check the
 //! multi-process tests run (`rank-check moe`) and the benchmark (`bench moe`).
-use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits, RepeatArgs};
+use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits, RepeatArgs, Sweep};
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -513,37 +513,24 @@ pub fn tune(
     let bar = harness::progress((configs.len() * pull.len() * runs.len()) as u64, "tune moe");
     for c in configs {
         let inputs = BenchInputs::new(&gpu, &world, c)?;
-        let mut best: Option<(f64, u32, u32)> = None;
-        let mut unfused_ms = f64::INFINITY;
+        let mut sweep = Sweep::new();
         for &p in pull {
             for &r in runs {
                 let opts = MoeOptions { pull_ctas: Some(p), run_records: Some(r), ..Default::default() };
                 let op = inputs.op(&comm, &gpu, c, BLayout::KN, opts)?;
-                let mut fused = || op.launch_path(&gpu, Path::Fused);
-                let mut unfused = || op.launch_path(&gpu, Path::Unfused);
-                let ms = harness::time_each(&gpu, &mut &comm, timing, &mut [&mut fused, &mut unfused])?;
-                op.wait(&gpu)?;
-                unfused_ms = unfused_ms.min(ms[1]);
-                if best.is_none_or(|b| ms[0] < b.0) {
-                    best = Some((ms[0], p, r));
-                }
+                let [f, u] = sweep.point(&gpu, &comm, timing, &op, (p, r))?;
                 if world.rank == 0 {
-                    eprintln!(
-                        "tune moe {} pull {p} run {r}: fused {:.4} ms, unfused {:.4} ms",
-                        c.label(),
-                        ms[0],
-                        ms[1]
-                    );
+                    eprintln!("tune moe {} pull {p} run {r}: fused {f:.4} ms, unfused {u:.4} ms", c.label());
                 }
                 bar.inc(1);
             }
         }
-        let (fused_ms, p, r) = best.context("nothing to sweep")?;
+        let ((p, r), fused_ms, unfused_ms, path) = sweep.result()?;
         let s = c.shape;
         lines.push(serde_json::json!({
             "op": "moe", "world": world.world_size, "nodes": world.nodes, "tokens": c.tokens, "hidden": s.hidden,
             "inter": s.inter, "experts": s.experts, "top_k": s.top_k, "pull_ctas": p, "run_records": r,
-            "path": if fused_ms <= unfused_ms { "fused" } else { "unfused" }, "fused_ms": fused_ms,
+            "path": path, "fused_ms": fused_ms,
             "unfused_ms": unfused_ms, "gpu": gpu.info().name, "commit": harness::COMMIT,
         }));
     }

@@ -1,6 +1,7 @@
 //! `mkernel launch`, running a multi-rank command as ranks, and `mkernel rank-check`.
 use crate::{CopyArg, LaunchArgs, RankCheckCmd, RanksArgs};
 use anyhow::{bail, ensure, Context};
+use mkernel::bench::{harness, Timing};
 use mkernel::comm::bootstrap::Bootstrap;
 use mkernel::comm::communicator::{CommOptions, Communicator};
 use mkernel::comm::launch::{launch as launch_ranks, LaunchSpec};
@@ -250,4 +251,46 @@ fn allgather_check(
         comm.proxy_stats()
     );
     Ok(())
+}
+
+/// A tuning sweep over two knobs of a two-path op: each point's fused and unfused times (the
+/// slowest rank's medians, interleaved), the fastest fused point, and the faster path there.
+pub struct Sweep {
+    best: Option<(f64, u32, u32)>,
+    unfused_ms: f64,
+}
+
+impl Sweep {
+    /// An empty sweep.
+    pub fn new() -> Self {
+        Self { best: None, unfused_ms: f64::INFINITY }
+    }
+
+    /// Time `op` at knobs `(a, b)` and keep it if it is the fastest fused point so far; returns
+    /// the fused and unfused times.
+    pub fn point(
+        &mut self,
+        gpu: &Gpu,
+        comm: &Communicator,
+        timing: Timing,
+        op: &impl TwoPathOp,
+        (a, b): (u32, u32),
+    ) -> anyhow::Result<[f64; 2]> {
+        let mut fused = || op.launch_path(gpu, Path::Fused);
+        let mut unfused = || op.launch_path(gpu, Path::Unfused);
+        let ms = harness::time_each(gpu, &mut &*comm, timing, &mut [&mut fused, &mut unfused])?;
+        op.wait(gpu)?;
+        self.unfused_ms = self.unfused_ms.min(ms[1]);
+        if self.best.is_none_or(|x| ms[0] < x.0) {
+            self.best = Some((ms[0], a, b));
+        }
+        Ok([ms[0], ms[1]])
+    }
+
+    /// The fastest fused point's knobs and time, the best unfused time and the faster path's name.
+    pub fn result(&self) -> anyhow::Result<((u32, u32), f64, f64, &'static str)> {
+        let (fused, a, b) = self.best.context("nothing to sweep")?;
+        let path = if fused <= self.unfused_ms { "fused" } else { "unfused" };
+        Ok(((a, b), fused, self.unfused_ms, path))
+    }
 }

@@ -34,7 +34,7 @@ use crate::abi::{AgGemmParams, RoleSplit, MAX_LOCAL_RANKS};
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::comm::world::World;
 use crate::error::{invalid, DiagBuffers, Result};
-use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
 use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
 use std::time::Duration;
@@ -282,14 +282,12 @@ impl<'a> AgGemm<'a> {
         // Not in place: tiles whose rows are all this rank's read the caller's shard directly.
         let local_map = match input {
             AgInput::Buffer(a) => {
-                let tile = Tile2d {
-                    base: a.addr(),
-                    dtype: TmaDtype::Bf16,
-                    dims: [shape.k as u64, shard_rows as u64],
-                    row_stride_bytes: row_bytes as u64,
-                    box_dims: [TILE_K, TILE_M],
-                    swizzle: Swizzle::B128,
-                };
+                let tile = super::gemm::bf16_sw128(
+                    a.addr(),
+                    [shape.k as u64, shard_rows as u64],
+                    row_bytes as u64,
+                    [TILE_K, TILE_M],
+                );
                 let m = gpu.upload_tensor_maps(&[tile])?;
                 params.a_local_map = m.addr();
                 Some(m)

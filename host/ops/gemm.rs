@@ -236,14 +236,7 @@ pub(crate) fn plan(
     diag: &DiagBuffers,
 ) -> Result<(GemmParams, DeviceBuffer<TensorMap>)> {
     let (m, n, kk) = (shape.m as u64, shape.n as u64, shape.k as u64);
-    let sw = |base, dims, row, box_dims| Tile2d {
-        base,
-        dtype: TmaDtype::Bf16,
-        dims,
-        row_stride_bytes: row,
-        box_dims,
-        swizzle: Swizzle::B128,
-    };
+    let sw = bf16_sw128;
     let a_map = sw(a, [kk, m], 2 * kk, [TILE_K, TILE_M]);
     let b_map = match b_layout {
         BLayout::NK => sw(b, [kk, n], 2 * kk, [TILE_K, TILE_N]),
@@ -268,6 +261,12 @@ pub(crate) fn plan(
         roles: RoleSplit::default(),
     };
     Ok((params, maps))
+}
+
+/// A bf16 matrix's tensor map with 128-byte swizzle (how the engine reads operands and stores
+/// C): `dims` (inner, outer) elements, `row` bytes between rows, `box_dims` elements per box.
+pub(crate) fn bf16_sw128(base: u64, dims: [u64; 2], row: u64, box_dims: [u32; 2]) -> Tile2d {
+    Tile2d { base, dtype: TmaDtype::Bf16, dims, row_stride_bytes: row, box_dims, swizzle: Swizzle::B128 }
 }
 
 /// Row `i` of `A @ B` computed on the host in f64 from the bf16 inputs (the test reference).

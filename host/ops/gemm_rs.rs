@@ -24,7 +24,7 @@ use super::{Path, PathChoice};
 use crate::abi::{GemmRsParams, PeerTable, ReduceParams, RoleSplit, FLAG_STRIDE, MAX_LOCAL_RANKS};
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::error::{invalid, DiagBuffers, Result};
-use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
 use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS};
 use std::cell::Cell;
@@ -189,15 +189,9 @@ impl<'a> GemmRs<'a> {
             table.flags[d as usize] = flags.peer(r).ok_or_else(missing)?;
             table.out[d as usize] = block(r)?;
             if !opts.out_f32 {
-                out_maps[d as usize] = Tile2d {
-                    base: table.out[d as usize],
-                    dtype: TmaDtype::Bf16,
-                    dims: [shape.n as u64, rows as u64],
-                    row_stride_bytes: 2 * shape.n as u64,
-                    box_dims: [64, 64],
-                    swizzle: Swizzle::B128,
-                }
-                .encode()?;
+                let dims = [shape.n as u64, rows as u64];
+                out_maps[d as usize] =
+                    super::gemm::bf16_sw128(table.out[d as usize], dims, 2 * shape.n as u64, [64, 64]).encode()?;
             }
         }
         let peers = gpu.upload(&[table])?;

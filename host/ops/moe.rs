@@ -32,7 +32,7 @@ use super::{Path, PathChoice};
 use crate::abi::*;
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::error::{invalid, DiagBuffers, Error, Result};
-use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
 use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
 use std::time::Duration;
@@ -275,14 +275,7 @@ impl<'a> MoeDispatchGemm<'a> {
         let launches = gpu.upload(&[0u64])?;
         let diag = DiagBuffers::new(gpu)?;
 
-        let map = |base, dims, row, box_dims| Tile2d {
-            base,
-            dtype: TmaDtype::Bf16,
-            dims,
-            row_stride_bytes: row,
-            box_dims,
-            swizzle: Swizzle::B128,
-        };
+        let map = super::gemm::bf16_sw128;
         let (h64, i64_, cap64, el64) = (h as u64, i as u64, cap as u64, el as u64);
         let a_map = map(xe.addr(), [h64, cap64], 2 * h64, [TILE_K, TILE_M]);
         let b_map = match b_layout {
