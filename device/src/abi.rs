@@ -699,7 +699,7 @@ abi_struct! {
     ///    in), each tile waiting until its block's counter reaches the rows it has.
     /// 5. When a rank's pull CTAs are all done it raises `done[me]` on every local rank: a rank
     ///    overwrites its `x_heap` or anyone's `inbox` in the next launch only after that.
-    pub struct MoeParams [240] {
+    pub struct MoeParams [320] {
         /// The grouped GEMM: `a_map` over `xe [cap_rows, hidden]`, `b_map` over the experts'
         /// weights stacked (`[local_experts * hidden, inter]` or `[local_experts * inter,
         /// hidden]`), `c_map` / `c_f32` over `y [cap_rows, inter]`; `m` = `cap_rows`, `n` =
@@ -725,6 +725,21 @@ abi_struct! {
         pub errors: u64,
         /// Launch counter (device `u64`): gives each launch its epoch.
         pub launches: u64,
+        /// The communicator's FIFO (routing records, tokens and flags for other nodes go through
+        /// it and the proxy).
+        pub fifo: FifoParams,
+        /// Heap offsets (the same on every rank) of the outbox, the inbox, the flags, `x_heap`
+        /// and `rx` (what FIFO commands carry).
+        pub outbox_off: u64,
+        /// Heap offset of the inbox.
+        pub inbox_off: u64,
+        /// Heap offset of the flags.
+        pub flags_off: u64,
+        /// Heap offset of `x_heap`.
+        pub x_heap_off: u64,
+        /// Heap offset of `rx`: `[world][max_tokens, hidden]`, where a rank receives the tokens
+        /// of its counterparts (same local rank) on other nodes, for its node's ranks to pull.
+        pub rx_off: u64,
         /// Tokens this rank holds (at most `max_tokens`).
         pub tokens: u32,
         /// Tokens any rank may hold (sizes `x_heap` and the inbox).
@@ -762,9 +777,11 @@ abi_struct! {
 
 abi_struct! {
     /// Where each local rank's MoE buffers are mapped in this process (index: local rank).
-    pub struct MoePeers [192] {
+    pub struct MoePeers [256] {
         /// Its `x_heap`.
         pub x_heap: [u64; 8],
+        /// Its `rx` (tokens from other nodes).
+        pub rx: [u64; 8],
         /// Its inbox.
         pub inbox: [u64; 8],
         /// Its flags.
@@ -819,15 +836,15 @@ impl MoeParams {
         Self::records_off(self.world, self.local_experts)
             + (s as u64 * self.max_tokens as u64 + i as u64) * Self::record_words(self.top_k) as u64 * 4
     }
-    /// Flag words: `counts[world]`, `done[world]`, `xready`.
+    /// Flag words: `counts[world]`, `done[world]`, `xready`, `records[world]`, `rxready[world]`.
     pub const fn flag_words(world: u32) -> u32 {
-        (2 * world + 1) * FLAG_STRIDE
+        (4 * world + 1) * FLAG_STRIDE
     }
-    /// `counts[s]`: source s's counts and records for me are in my inbox.
+    /// `counts[s]`: source s's counts for me are in my inbox.
     pub const fn counts_flag(s: u32) -> u32 {
         s * FLAG_STRIDE
     }
-    /// `done[d]`: rank d finished reading my `x_heap` and its records from this launch.
+    /// `done[d]`: rank d finished reading my `x_heap` (or `rx`) and its records from this launch.
     pub const fn done_flag(&self, d: u32) -> u32 {
         (self.world + d) * FLAG_STRIDE
     }
@@ -835,9 +852,25 @@ impl MoeParams {
     pub const fn xready_flag(&self) -> u32 {
         2 * self.world * FLAG_STRIDE
     }
-    /// `x_heap` copy items of this launch (none without peers to read it).
+    /// `records[s]`: source s's records for me are in my inbox.
+    pub const fn records_flag(&self, s: u32) -> u32 {
+        (2 * self.world + 1 + s) * FLAG_STRIDE
+    }
+    /// `rxready[s]`: source s's tokens (s on another node) are in my `rx`.
+    pub const fn rxready_flag(&self, s: u32) -> u32 {
+        (3 * self.world + 1 + s) * FLAG_STRIDE
+    }
+    /// Nodes in the world.
+    pub const fn nodes(&self) -> u32 {
+        self.world / self.local_world
+    }
+    /// Byte offset of source s's tokens in an `rx`.
+    pub const fn rx_at(&self, s: u32) -> u64 {
+        s as u64 * self.max_tokens as u64 * self.row_bytes()
+    }
+    /// `x_heap` copy items of this launch (none without another rank to read it).
     pub const fn x_items(&self) -> u32 {
-        if self.local_world > 1 {
+        if self.world > 1 {
             self.tokens.div_ceil(self.chunk_tokens)
         } else {
             0

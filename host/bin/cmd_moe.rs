@@ -180,7 +180,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
     ensure!(s.experts.is_multiple_of(w), "--config: experts must be a multiple of the world size {w}");
     let (h, i, k) = (s.hidden, s.inter, s.top_k);
     let timeout = Duration::from_millis(a.timeout_ms);
-    let heap = 2 * (w * a.config.tokens * (h * 2 + 4 * (2 + 3 * k))) + (64 << 20);
+    let heap = moe_heap_bytes(w, &a.config);
     let comm = Communicator::new(&gpu, world, CommOptions { heap_bytes: heap, timeout, ..CommOptions::from_env()? })?;
     let seed = agreed_seed(&comm, "rank-check moe")?;
     let x = gpu.alloc::<bf16>((tokens * h).max(1))?;
@@ -387,14 +387,17 @@ fn moe_rank(ranks: &RanksArgs, configs: &[MoeConfig]) -> anyhow::Result<Option<(
     let Some(world) = as_rank(ranks)? else { return Ok(None) };
     let gpu = Gpu::new(world.device)?;
     let w = world.world_size as usize;
-    let heap = configs
-        .iter()
-        .map(|c| 2 * w * c.tokens * (c.shape.hidden * 2 + 4 * (2 + 3 * c.shape.top_k)))
-        .max()
-        .unwrap_or(0)
-        + (64 << 20);
+    let heap = configs.iter().map(|c| moe_heap_bytes(w, c)).max().unwrap_or(0);
     let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     Ok(Some((world, gpu, comm)))
+}
+
+/// Heap bytes a config's op takes at world `w` (tokens, inboxes, outbox, flags, other nodes'
+/// tokens), with room to spare.
+fn moe_heap_bytes(w: usize, c: &MoeConfig) -> usize {
+    let rows = w * c.tokens * c.shape.hidden * 2;
+    let records = w * c.tokens * 4 * (2 + 3 * c.shape.top_k);
+    rows + c.tokens * c.shape.hidden * 2 + 2 * records + (64 << 20)
 }
 
 /// A config's inputs on this rank: tokens, uniform routing (as `torch_baselines.py moe`), weights.

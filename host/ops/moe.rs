@@ -25,8 +25,10 @@
 //! `|y - ref| <= 2^-8 * |ref| + H * 2^-23 * sum_k |x_k w_k|` for bf16 output (the first term
 //! drops for f32 output). The dispatched rows are bit copies of the source rows.
 //!
-//! One node for now: ranks on other nodes are a typed error (the FIFO + proxy path for tokens
-//! bound to another node is not written yet).
+//! **Several nodes.** Records and counts for a rank on another node go through the FIFO and the
+//! proxy (RDMA writes; the emulated NIC between emulated nodes). A rank's tokens cross to each
+//! other node once, to the rank there that shares its local rank (its `rx`), and that node's ranks
+//! pull them over NVLink from there, as from a peer on their own node.
 use super::gemm::BLayout;
 use super::{Path, PathChoice};
 use crate::abi::*;
@@ -142,8 +144,9 @@ pub struct MoeDispatchGemm<'a> {
     _x_heap: HeapRegion<'a>,
     _inbox: HeapRegion<'a>,
     _flags: HeapRegion<'a>,
+    _outbox: HeapRegion<'a>,
+    _rx: HeapRegion<'a>,
     _peers: DeviceBuffer<MoePeers>,
-    _outbox: DeviceBuffer<u8>,
     xe: DeviceBuffer<bf16>,
     y: DeviceBuffer<u8>,
     rows: DeviceBuffer<MoeRow>,
@@ -179,14 +182,11 @@ impl<'a> MoeDispatchGemm<'a> {
         let (x, idx, wt, w1) = (x.into(), topk_idx.into(), topk_weight.into(), w1.into());
         let w = world.world_size as usize;
         let MoeShape { hidden: h, inter: i, experts: e, top_k: k } = shape;
-        if world.nodes > 1 {
+        if world.local_world_size as usize > MAX_LOCAL_RANKS || w > 32 {
             return Err(invalid(
                 "world",
-                format!("{} nodes: MoE dispatch runs inside one node for now (the FIFO + proxy path between nodes is not written)", world.nodes),
+                format!("{w} ranks, {} per node: at most 32, and {MAX_LOCAL_RANKS} per node", world.local_world_size),
             ));
-        }
-        if w > MAX_LOCAL_RANKS {
-            return Err(invalid("world", format!("{w} ranks on a node; at most {MAX_LOCAL_RANKS}")));
         }
         shape.validate(w)?;
         let el = e / w;
@@ -255,6 +255,9 @@ impl<'a> MoeDispatchGemm<'a> {
         let x_heap = comm.alloc(max_tokens * h * 2)?;
         let inbox = comm.alloc(inbox_bytes)?;
         let flags = comm.alloc(4 * MoeParams::flag_words(w32) as usize)?;
+        // The outbox is a FIFO source (heap); rx receives other nodes' tokens.
+        let outbox = comm.alloc(inbox_bytes)?;
+        let rx = comm.alloc(if world.nodes > 1 { w * max_tokens * h * 2 } else { 1 })?;
         let mut table = MoePeers::default();
         for d in 0..world.local_world_size {
             let r = world.local_to_global(d);
@@ -262,9 +265,9 @@ impl<'a> MoeDispatchGemm<'a> {
             table.x_heap[d as usize] = x_heap.peer(r).ok_or_else(missing)?;
             table.inbox[d as usize] = inbox.peer(r).ok_or_else(missing)?;
             table.flags[d as usize] = flags.peer(r).ok_or_else(missing)?;
+            table.rx[d as usize] = rx.peer(r).ok_or_else(missing)?;
         }
         let peers = gpu.upload(&[table])?;
-        let outbox = gpu.alloc::<u8>(inbox_bytes)?;
         let es = if opts.out_f32 { 4 } else { 2 };
         let xe = gpu.alloc::<bf16>(cap * h)?;
         let y = gpu.alloc::<u8>(cap * i * es)?;
@@ -318,6 +321,12 @@ impl<'a> MoeDispatchGemm<'a> {
             scratch: scratch.addr(),
             errors: errors.addr(),
             launches: launches.addr(),
+            fifo: comm.fifo_params(),
+            outbox_off: outbox.offset(),
+            inbox_off: inbox.offset(),
+            flags_off: flags.offset(),
+            x_heap_off: x_heap.offset(),
+            rx_off: rx.offset(),
             tokens: tokens as u32,
             max_tokens: mt32,
             hidden: h as u32,
@@ -347,8 +356,9 @@ impl<'a> MoeDispatchGemm<'a> {
             _x_heap: x_heap,
             _inbox: inbox,
             _flags: flags,
-            _peers: peers,
             _outbox: outbox,
+            _rx: rx,
+            _peers: peers,
             xe,
             y,
             rows,

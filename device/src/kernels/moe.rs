@@ -12,6 +12,7 @@
 //!   epilogue; the gate also picks the tile's expert in the stacked weights.
 use crate::abi::*;
 use crate::arch::*;
+use crate::comm::fifo_push;
 use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{last_arriver, launch_epoch, signal};
 use crate::gemm::engine::Operands;
@@ -87,20 +88,54 @@ const fn global(p: &MoeParams, lr: u32) -> u32 {
     p.rank - p.local_rank + lr
 }
 
-/// The source at position `q` of this rank's receive order (me, me + 1, ...), as a local rank.
+/// The source at position `q` of this rank's receive order (me, me + 1, ...), a global rank.
 #[inline(always)]
 fn source_at(p: &MoeParams, q: u32) -> u32 {
-    rem_nz(p.local_rank + q, p.local_world)
+    rem_nz(p.rank + q, p.world)
 }
 
-/// Thread 0: wait until every other local rank finished reading what this rank wrote last
-/// launch (its `x_heap`, and the records it put in their inboxes).
+/// Local rank of global rank `r` if it shares this rank's node.
+#[inline(always)]
+fn local_of(p: &MoeParams, r: u32) -> Option<u32> {
+    let first = p.rank - p.local_rank;
+    (r >= first && r < first + p.local_world).then(|| r - first)
+}
+
+/// Thread 0: push one FIFO command for the proxy (to a rank on another node); false when the
+/// push gave up (reported).
+#[inline(always)]
+unsafe fn push(p: &MoeParams, b: &Bound, cmd: FifoCmd, to: u32) -> bool {
+    fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(to, WAIT_FLAG)).is_ok()
+}
+
+/// Thread 0: raise flag word `idx` of rank `to` (any node) to `epoch`.
+#[inline(always)]
+unsafe fn signal_rank(p: &MoeParams, b: &Bound, to: u32, idx: u32, epoch: u32) -> bool {
+    match local_of(p, to) {
+        Some(lr) => {
+            signal((pick(&p.table().flags, lr) as *mut u32).add(idx as usize), epoch);
+            true
+        }
+        None => {
+            let cmd = FifoCmd {
+                header: FifoCmd::header_word(OP_SIGNAL, 0, to, 0),
+                flag: FifoCmd::loc(BUF_HEAP, p.flags_off + 4 * idx as u64),
+                flag_value: epoch as u64,
+                ..Default::default()
+            };
+            push(p, b, cmd, to)
+        }
+    }
+}
+
+/// Thread 0: wait until every other rank finished reading what this rank wrote last launch
+/// (its `x_heap` or `rx`, and the records it put in their inboxes).
 #[inline(always)]
 unsafe fn wait_done(p: &MoeParams, epoch: u32, b: &Bound) -> bool {
-    for lr in 0..p.local_world {
-        if lr != p.local_rank {
-            let f = (p.flags() as *const u32).add(p.done_flag(global(p, lr)) as usize);
-            if b.flag(f, epoch.wrapping_sub(1), global(p, lr)).is_err() {
+    for d in 0..p.world {
+        if d != p.rank {
+            let f = (p.flags() as *const u32).add(p.done_flag(d) as usize);
+            if b.flag(f, epoch.wrapping_sub(1), d).is_err() {
                 return false;
             }
         }
@@ -331,18 +366,35 @@ unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing
     }
     sync_threads(); // nobody writes into an inbox before thread 0 saw it free
     let mut ring = ring;
-    for lr in 0..p.local_world {
-        let d = global(p, lr);
-        let inbox = pick(&p.table().inbox, lr);
+    let cw = MoeParams::counts_words(el) as u64 * 4;
+    for d in 0..p.world {
         let c = p.counts_at(d);
-        let cw = MoeParams::counts_words(el) as u64 * 4;
         let n = *((ob + c) as *const u32).add(1);
-        copy_block(ob, inbox + p.counts_at(p.rank) - c, (c, c + cw), false, None, b, d, (tid, nthreads));
         let (r0, r1) = (p.record_at(d, 0), p.record_at(d, n));
-        let dst = inbox + p.record_at(p.rank, 0) - r0;
-        ok &= copy_block(ob, dst, (r0, r1), true, ring.as_deref_mut(), b, d, (tid, nthreads)) || tid != 0;
-        if tid == 0 && ok {
-            signal((pick(&p.table().flags, lr) as *mut u32).add(MoeParams::counts_flag(p.rank) as usize), epoch);
+        if let Some(lr) = local_of(p, d) {
+            // This node: NVLink copies, then both flags.
+            let inbox = pick(&p.table().inbox, lr);
+            copy_block(ob, inbox + p.counts_at(p.rank) - c, (c, c + cw), false, None, b, d, (tid, nthreads));
+            let dst = inbox + p.record_at(p.rank, 0) - r0;
+            ok &= copy_block(ob, dst, (r0, r1), true, ring.as_deref_mut(), b, d, (tid, nthreads)) || tid != 0;
+            if tid == 0 && ok {
+                signal((pick(&p.table().flags, lr) as *mut u32).add(MoeParams::counts_flag(p.rank) as usize), epoch);
+                signal((pick(&p.table().flags, lr) as *mut u32).add(p.records_flag(p.rank) as usize), epoch);
+            }
+        } else if tid == 0 && ok {
+            // Another node: the proxy writes records and counts, each raising its flag there.
+            let write = |from: u64, to: u64, bytes: u64, flag: u32| FifoCmd {
+                header: FifoCmd::header_word(OP_WRITE, 1, d, 0),
+                src: FifoCmd::loc(BUF_HEAP, p.outbox_off + from),
+                dst: FifoCmd::loc(BUF_HEAP, p.inbox_off + to),
+                bytes,
+                flag: FifoCmd::loc(BUF_HEAP, p.flags_off + 4 * flag as u64),
+                flag_value: epoch as u64,
+                ..Default::default()
+            };
+            ok = (r1 == r0 || push(p, b, write(r0, p.record_at(p.rank, 0), r1 - r0, p.records_flag(p.rank)), d))
+                && (r1 != r0 || signal_rank(p, b, d, p.records_flag(p.rank), epoch))
+                && push(p, b, write(c, p.counts_at(p.rank), cw, MoeParams::counts_flag(p.rank)), d);
         }
     }
 }
@@ -357,9 +409,9 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
     let l = tb.l;
     let mut ok = true;
     if tid == 0 {
-        for lr in 0..p.local_world {
-            let f = (p.flags() as *const u32).add(MoeParams::counts_flag(global(p, lr)) as usize);
-            if b.flag(f, epoch, global(p, lr)).is_err() {
+        for s in 0..p.world {
+            let f = (p.flags() as *const u32).add(MoeParams::counts_flag(s) as usize);
+            if b.flag(f, epoch, s).is_err() {
                 ok = false;
                 break;
             }
@@ -375,8 +427,8 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
     let sm = dyn_smem_base();
     for e in (tid..el).step_by(nthreads as usize) {
         let mut rows = 0;
-        for q in 0..p.local_world {
-            let s = global(p, source_at(p, q));
+        for q in 0..p.world {
+            let s = source_at(p, q);
             let c = cnt(s, e);
             tb.set(l.recv_counts + s * el + e, c);
             tb.set(l.src_off + e * p.world + s, rows);
@@ -414,8 +466,8 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
         tb.set(l.tile_start + 2 * el + 1, if fits { s1 } else { 0 });
         tb.set(l.items, p.x_items());
         let mut most = 0;
-        for q in 0..p.local_world {
-            let s = global(p, source_at(p, q));
+        for q in 0..p.world {
+            let s = source_at(p, q);
             let n = *inbox.add((p.counts_at(s) / 4) as usize + 1);
             let runs = if fits { n.div_ceil(p.run_records) } else { 0 };
             tb.set(l.items + 2 + q, runs);
@@ -548,13 +600,14 @@ unsafe fn pull(
     let staged = dyn_smem_base() + REC_SMEM;
     let srec = |r: u32| staged + r * rec_bytes;
     let x_items = tb.get(l.items);
-    let items = x_items + tb.get(l.items + 1) * p.local_world;
+    let items = x_items + tb.get(l.items + 1) * p.world;
     let x_heap = pick(&p.table().x_heap, p.local_rank);
     let piece = |pc: u32| {
         let off = pc as u64 * BULK_CHUNK as u64;
         (off, (p.row_bytes() - off).min(BULK_CHUNK as u64) as u32)
     };
-    let mut ready = 1u32 << p.local_rank; // sources whose x_heap is known complete
+    let mut ready = 1u32 << p.rank; // sources whose rows are known to be readable
+    let mut have = 0u32; // sources whose records are known to be in the inbox
     let mut item = idx;
     while item < items {
         if item < x_items {
@@ -579,6 +632,7 @@ unsafe fn pull(
                 );
                 if moved && last_arriver(tb.at(MoeScratch::X_COUNTER), x_items, epoch) {
                     signal((p.flags() as *mut u32).add(p.xready_flag() as usize), epoch);
+                    send_tokens(p, b, epoch);
                 }
             }
             item += ctas;
@@ -586,18 +640,36 @@ unsafe fn pull(
         }
         // Run `r` of the source at receive position `q`: records r0..r1.
         let j = item - x_items;
-        let (r, q) = (div_nz(j, p.local_world), rem_nz(j, p.local_world));
+        let (r, q) = (div_nz(j, p.world), rem_nz(j, p.world));
         item += ctas;
         if r >= tb.get(l.items + 2 + q) {
             continue;
         }
-        let lr = source_at(p, q);
-        let s = global(p, lr);
+        let s = source_at(p, q);
+        // Where its rows are: this rank's x for its own, a node peer's x_heap, or (another node)
+        // the rx of the rank here that shares its local rank; and the flag that says so.
+        let (src, ready_flag) = match local_of(p, s) {
+            Some(_) if q == 0 => (p.x, 0 as *const u32),
+            Some(lr) => {
+                (pick(&p.table().x_heap, lr), (pick(&p.table().flags, lr) as *const u32).add(p.xready_flag() as usize))
+            }
+            None => {
+                let lr = rem_nz(s, p.local_world);
+                let f = (pick(&p.table().flags, lr) as *const u32).add(p.rxready_flag(s) as usize);
+                (pick(&p.table().rx, lr) + p.rx_at(s), f)
+            }
+        };
+        if have & (1 << s) == 0 && tid == 0 {
+            // A source on another node writes its records through the proxy.
+            let f = (p.flags() as *const u32).add(p.records_flag(s) as usize);
+            let _ = b.flag(f, epoch, s);
+            have |= 1 << s;
+        }
+        sync_threads();
         let n = *((inbox + p.counts_at(s)) as *const u32).add(1);
         let r0 = r * p.run_records;
         let r1 = (r0 + p.run_records).min(n);
         let sc = Scatter { p, tb: *tb, src_rank: s };
-        let src = if q == 0 { p.x } else { pick(&p.table().x_heap, lr) };
         let mut b0 = r0;
         while b0 < r1 {
             let b1 = (b0 + batch).min(r1);
@@ -608,14 +680,11 @@ unsafe fn pull(
             }
             sync_threads();
             if let Some(ring) = ring.as_deref_mut() {
-                if ready & (1 << lr) == 0 {
-                    let f = (pick(&p.table().flags, lr) as *const u32).add(p.xready_flag() as usize);
-                    if b.flag(f, epoch, s).is_ok() {
-                        fence_proxy_async_global();
-                        ready |= 1 << lr;
-                    }
+                if ready & (1 << s) == 0 && b.flag(ready_flag, epoch, s).is_ok() {
+                    fence_proxy_async_global();
+                    ready |= 1 << s;
                 }
-                let moved = ready & (1 << lr) != 0
+                let moved = ready & (1 << s) != 0
                     && ring.gather(
                         (b1 - b0) * pieces,
                         |i| {
@@ -641,11 +710,42 @@ unsafe fn pull(
         }
     }
     if tid == 0 && last_arriver(tb.at(MoeScratch::FINISH_COUNTER), ctas, epoch) {
-        for lr in 0..p.local_world {
-            if lr != p.local_rank {
-                let f = (pick(&p.table().flags, lr) as *mut u32).add(p.done_flag(p.rank) as usize);
-                signal(f, epoch);
+        for d in 0..p.world {
+            if d != p.rank && !signal_rank(p, b, d, p.done_flag(p.rank), epoch) {
+                break;
             }
+        }
+    }
+}
+
+/// Thread 0 of the last `x_heap` copy: this rank's tokens, once per other node, to the rank
+/// there that shares this local rank (into its `rx`, raising `rxready[me]` there); that rank's
+/// node peers pull them over NVLink.
+#[inline(always)]
+unsafe fn send_tokens(p: &MoeParams, b: &Bound, epoch: u32) {
+    let my_node = div_nz(p.rank, p.local_world);
+    for n in 0..p.nodes() {
+        if n == my_node {
+            continue;
+        }
+        let q = n * p.local_world + p.local_rank;
+        if p.tokens == 0 {
+            if !signal_rank(p, b, q, p.rxready_flag(p.rank), epoch) {
+                return;
+            }
+            continue;
+        }
+        let cmd = FifoCmd {
+            header: FifoCmd::header_word(OP_WRITE, 1, q, 0),
+            src: FifoCmd::loc(BUF_HEAP, p.x_heap_off),
+            dst: FifoCmd::loc(BUF_HEAP, p.rx_off + p.rx_at(p.rank)),
+            bytes: p.tokens as u64 * p.row_bytes(),
+            flag: FifoCmd::loc(BUF_HEAP, p.flags_off + 4 * p.rxready_flag(p.rank) as u64),
+            flag_value: epoch as u64,
+            ..Default::default()
+        };
+        if !push(p, b, cmd, q) {
+            return;
         }
     }
 }
