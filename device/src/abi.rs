@@ -684,9 +684,9 @@ abi_struct! {
     ///    position among this rank's tokens routed to it (token order), and per destination rank
     ///    a record per token it needs (token, then `(local expert | slot << 16, position, weight)`
     ///    for each of its experts there), records ordered by the token's first expert there. Counts
-    ///    and records go to each destination's `inbox` (self included), then `counts[me]` is
-    ///    raised there.
-    /// 2. Once every local rank's counts are in, the router lays out what this rank receives:
+    ///    and records go to each destination's `inbox` (self included), then `records[me]` and
+    ///    `counts[me]` are raised there.
+    /// 2. Once every rank's counts are in, the router lays out what this rank receives:
     ///    expert e's rows start at a multiple of `TILE_M` (`expert_off`), sources in the order
     ///    me, me + 1, ... (own rows first), each source's rows in its token order; it writes the
     ///    tile and pull tables to `scratch` and raises the local layout flag.
@@ -697,8 +697,14 @@ abi_struct! {
     ///    the counter of its `TILE_M`-row block of `xe`.
     /// 4. Compute CTAs run the GEMM engine over `xe` expert by expert (the order the rows fill
     ///    in), each tile waiting until its block's counter reaches the rows it has.
-    /// 5. When a rank's pull CTAs are all done it raises `done[me]` on every local rank: a rank
-    ///    overwrites its `x_heap` or anyone's `inbox` in the next launch only after that.
+    /// 5. When a rank's pull CTAs are all done it raises `done[me]` on every rank: a rank
+    ///    overwrites its `x_heap`, anyone's `rx` or anyone's `inbox` in the next launch only after
+    ///    that.
+    ///
+    /// Ranks on other nodes: records and counts arrive by FIFO WRITEs through the proxy (raising
+    /// `records[s]` and `counts[s]`), `done` by SIGNALs; a rank's tokens go once per other node
+    /// to the rank there with the same local rank (its `rx`, raising `rxready[s]`), from which
+    /// that node's ranks pull them.
     pub struct MoeParams [320] {
         /// The grouped GEMM: `a_map` over `xe [cap_rows, hidden]`, `b_map` over the experts'
         /// weights stacked (`[local_experts * hidden, inter]` or `[local_experts * inter,

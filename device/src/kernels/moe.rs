@@ -1,15 +1,15 @@
 //! MoE dispatch + grouped GEMM in one persistent launch, written from the framework's pieces (the
 //! protocol is documented on [`MoeParams`]):
 //! - the router (intra-comm CTA 0, all its threads) scans this rank's routing once, sends each
-//!   destination its counts and one record per token it needs, then lays out what this rank
-//!   receives ([`MoeScratch`] tables);
-//! - pull CTAs (intra-comm, the router's CTA among them) move rows through a [`BulkRing`]: own
-//!   tokens first (into `x_heap` for the peers and into the local experts' rows), then each
-//!   peer's records; a row crosses NVLink once per destination rank and is written from shared
-//!   memory to every expert row it has there;
-//! - compute CTAs run the GEMM engine with a [`GroupedTiles`] scheduler (own-token tile rows
-//!   first), a [`RowGate`] (a tile waits for the rows of its tile row) and the local-store
-//!   epilogue; the gate also picks the tile's expert in the stacked weights.
+//!   destination its counts and one record per token it needs (NVLink on this node, FIFO + proxy
+//!   to other nodes), then lays out what this rank receives ([`MoeScratch`] tables);
+//! - pull CTAs (intra-comm, the router's CTA among them) move rows through a [`BulkRing`]: this
+//!   rank's tokens into `x_heap` first (and once per other node into a rank's `rx` there), then
+//!   runs of records from each source in turn; a row is read once per destination rank and written
+//!   from shared memory to every expert row it has there;
+//! - compute CTAs run the GEMM engine with a [`GroupedTiles`] scheduler (expert by expert, the order
+//!   the rows fill in), a [`RowGate`] (a tile waits for the rows of its tile row) and the
+//!   local-store epilogue; the gate also picks the tile's expert in the stacked weights.
 use crate::abi::*;
 use crate::arch::*;
 use crate::comm::fifo_push;
@@ -399,7 +399,7 @@ unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing
     }
 }
 
-/// Every thread of the router CTA, after [`route`]: once every local rank's counts are in, lay
+/// Every thread of the router CTA, after [`route`]: once every rank's counts are in, lay
 /// out what this rank receives and publish the tables (the local layout flag).
 #[inline(always)]
 unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
@@ -577,7 +577,7 @@ impl Scatter<'_> {
 /// Every thread of pull CTA `idx` of `ctas` (thread 0 holds the ring): its items, first copies
 /// of this rank's tokens into `x_heap` (the last raises `xready`), then runs of records, one
 /// source after another in turn (records staged in shared memory a batch at a time); then, the
-/// last of the launch's pull CTAs, `done[me]` on every local rank.
+/// last of the launch's pull CTAs, `done[me]` on every rank.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn pull(
