@@ -82,12 +82,6 @@ unsafe fn expert_of(p: &MoeParams, t: u32, j: u32) -> Result<u32, (u32, u32)> {
     Ok(e as u32)
 }
 
-/// Global rank of local rank `lr`.
-#[inline(always)]
-const fn global(p: &MoeParams, lr: u32) -> u32 {
-    p.rank - p.local_rank + lr
-}
-
 /// The source at position `q` of this rank's receive order (me, me + 1, ...), a global rank.
 #[inline(always)]
 fn source_at(p: &MoeParams, q: u32) -> u32 {
