@@ -139,7 +139,17 @@ fn classify(v: &Value) -> Line {
         (Some(m), Some(n), Some(k)) => Some(format!("{m}x{n}x{k}")),
         _ => None,
     };
+    // MoE configs read as `bench moe` labels them: tokens per rank, hidden, inter, experts, top-k.
+    let moe = match ["tokens_per_rank", "hidden", "inter", "experts", "top_k"].map(|k| u32_field(v, k)) {
+        [Some(t), Some(h), Some(i), Some(e), Some(k)] => Some(format!("T{t}xH{h}xI{i}xE{e}xk{k}")),
+        _ => None,
+    };
     let columns: &[(&str, &'static str)] = match (op.as_str(), str_field(v, "impl")) {
+        ("moe_dispatch_gemm", None) => &[
+            ("torch_ms", "torch all_to_all + grouped_mm"),
+            ("gemm_alone_ms", "torch grouped_mm alone"),
+            ("dispatch_alone_ms", "NCCL all_to_all alone"),
+        ],
         ("ag_gemm" | "gemm_rs" | "gemm_ar", None) => {
             &[("nccl_cublas_ms", "NCCL+cuBLAS"), ("async_tp_ms", "torch async-TP")]
         }
@@ -147,7 +157,7 @@ fn classify(v: &Value) -> Line {
         ("all_gather" | "all_reduce", Some("nccl")) => &[("ms", "NCCL")],
         _ => &[],
     };
-    let shape = mnk.or_else(|| v.get("bytes").and_then(Value::as_u64).map(|b| b.to_string()));
+    let shape = mnk.or(moe).or_else(|| v.get("bytes").and_then(Value::as_u64).map(|b| b.to_string()));
     let (Some(shape), false) = (shape, columns.is_empty()) else { return Line::Unknown };
     let found: Vec<Baseline> = columns
         .iter()
@@ -395,6 +405,14 @@ mod tests {
         assert_eq!(
             b.iter().map(|b| (b.series, b.ms, b.shape.as_str())).collect::<Vec<_>>(),
             [("NCCL+cuBLAS", 3.0, "8x8x8"), ("torch async-TP", 2.5, "8x8x8")]
+        );
+        let moe = json!({"op": "moe_dispatch_gemm", "world": 2, "tokens_per_rank": 4096, "hidden": 7168, "inter": 2048,
+                         "experts": 256, "top_k": 8, "torch_ms": 4.0, "gemm_alone_ms": 2.0, "dispatch_alone_ms": 1.6});
+        let Line::Baselines(b) = classify(&moe) else { panic!("moe baseline not recognised") };
+        assert_eq!(b.len(), 3);
+        assert_eq!(
+            (b[0].shape.as_str(), b[0].series, b[0].ms),
+            ("T4096xH7168xI2048xE256xk8", "torch all_to_all + grouped_mm", 4.0)
         );
         let nccl = json!({"op": "all_gather", "impl": "nccl", "world": 4, "bytes": 1048576, "ms": 0.06});
         assert!(matches!(classify(&nccl), Line::Baselines(b) if b[0].shape == "1048576" && b[0].series == "NCCL"));
