@@ -29,6 +29,7 @@ pub fn info() -> anyhow::Result<()> {
         for d in &rdma {
             println!("RDMA device {}: PCI {} NUMA node {}", d.name, d.pci, d.numa_node);
         }
+        print_rails(n);
     }
     println!("transports:");
     let p2p = n > 1 && topology::topology().map(|t| t.all_peer_access()).unwrap_or(false);
@@ -45,11 +46,33 @@ pub fn info() -> anyhow::Result<()> {
     println!(
         "  ranks on other nodes: {}",
         match rdma.first() {
-            Some(d) => format!("RDMA verbs (RC queue pairs) on {} (GPUDirect registration, else host staging)", d.name),
+            Some(_) => "RDMA verbs: RC queue pairs, or SRD on EFA devices, over each GPU's rails (GPUDirect registration, else host staging)".to_string(),
             None => "none here (no RDMA device); emulated nodes on this host use the emulated NIC".into(),
         }
     );
     Ok(())
+}
+
+/// Each GPU's rails: the NICs its rank's verbs transport would use (override: MKERNEL_IB_DEVICE).
+fn print_rails(gpus: u32) {
+    use mkernel::comm::transport::verbs::{plan_rails, rdma_devices, VerbsOptions};
+    let opts = match VerbsOptions::from_env() {
+        Ok(o) => o,
+        Err(e) => return println!("rails: {e}"),
+    };
+    let present = rdma_devices();
+    let show = |who: String, bus: Option<&str>| match plan_rails(&opts, bus, &present) {
+        Ok(r) => println!("  {who}: {}", r.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")),
+        Err(e) => println!("  {who}: {e}"),
+    };
+    println!("rails (the NICs each GPU's rank uses; PCIe switch, then NUMA node, then any):");
+    if gpus == 0 {
+        show("no GPU".into(), None);
+    }
+    for i in 0..gpus {
+        let bus = topology::pci_bus_id(i).ok();
+        show(format!("GPU {i} ({})", bus.as_deref().unwrap_or("bus id unknown")), bus.as_deref());
+    }
 }
 
 fn gpu_line(i: u32) -> anyhow::Result<()> {

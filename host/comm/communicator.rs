@@ -106,6 +106,7 @@ pub struct Communicator {
     fifo: Option<Arc<Fifo>>,
     proxy: Option<Proxy>,
     transport: &'static str,
+    rails: Vec<String>,
     timeout: Duration,
 }
 
@@ -122,6 +123,7 @@ impl Communicator {
         let mut boot = Bootstrap::connect(world, opts.timeout)?;
         let heap = SymmBuffer::new(gpu, &mut boot, world, opts.heap_bytes)?;
         let (mut fifo, mut proxy, mut transport) = (None, None, "none (one node)");
+        let mut rails = Vec::new();
         if world.nodes > 1 {
             let f = Arc::new(Fifo::new(gpu, opts.fifo_capacity)?);
             let local = vec![(heap.addr(), heap.len() as u64)];
@@ -133,7 +135,9 @@ impl Communicator {
                 TransportChoice::Auto => other_host,
             };
             let t: Box<dyn Transport> = if verbs {
-                Box::new(VerbsTransport::connect(world, &mut boot, &local, &opts.verbs)?)
+                let v = VerbsTransport::connect(world, &mut boot, &local, &opts.verbs)?;
+                rails = v.rails().iter().map(|r| r.to_string()).collect();
+                Box::new(v)
             } else {
                 if other_host {
                     let what =
@@ -157,6 +161,7 @@ impl Communicator {
             fifo,
             proxy,
             transport,
+            rails,
             timeout: opts.timeout,
         })
     }
@@ -169,6 +174,12 @@ impl Communicator {
     /// The inter-node transport's name (`none (one node)` on a single node).
     pub fn transport(&self) -> &'static str {
         self.transport
+    }
+
+    /// The NICs this rank's verbs transport uses, each with why it was chosen (`mlx5_0 (same
+    /// PCIe switch)`); empty without verbs.
+    pub fn rails(&self) -> &[String] {
+        &self.rails
     }
 
     /// The bootstrap, for collective host steps.

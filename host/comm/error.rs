@@ -77,6 +77,21 @@ pub enum CommError {
         /// The failed operation and why.
         what: String,
     },
+    /// A byte range outside the region it addresses; the end is computed with checked
+    /// arithmetic, so an `offset + length` that overflows is this error too (debug and release).
+    #[error("transport {transport}: {region}: bytes {off}+{len} outside its {size} (offset + length must not exceed the size)")]
+    OutOfBounds {
+        /// Which transport (`verbs`, `sim`, ...).
+        transport: &'static str,
+        /// The region (`local buffer 0`, `rank 1 buffer 2`, `staging slot 3 of rank 1`).
+        region: String,
+        /// Offset of the range.
+        off: u64,
+        /// Length of the range.
+        len: u64,
+        /// Size of the region.
+        size: u64,
+    },
     /// An invalid argument; nothing was started.
     #[error("invalid argument `{arg}`: {rule}")]
     InvalidArgument {

@@ -78,6 +78,15 @@ pub fn rdma_devices() -> Vec<RdmaDevice> {
     out
 }
 
+/// The PCI bus id (`0000:18:00.0`) of GPU `ordinal` (driver initialised by the caller).
+pub fn pci_bus_id(ordinal: u32) -> Result<String> {
+    let mut bus = [0 as c_char; 32];
+    // SAFETY: writes at most 32 bytes (NUL-terminated) for a valid ordinal.
+    check("cuDeviceGetPCIBusId", unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), 32, ordinal as i32) })?;
+    // SAFETY: the driver wrote a NUL-terminated string into `bus`.
+    Ok(unsafe { CStr::from_ptr(bus.as_ptr()) }.to_string_lossy().into_owned())
+}
+
 /// The GPUs of this host and their links (driver initialised by the caller).
 pub fn topology() -> Result<Topology> {
     let n = super::device_count()?;
@@ -85,11 +94,7 @@ pub fn topology() -> Result<Topology> {
     let mut gpus = Vec::new();
     let mut handles = Vec::new();
     for i in 0..n {
-        let mut bus = [0 as c_char; 32];
-        // SAFETY: writes at most 32 bytes (NUL-terminated) for a valid ordinal.
-        check("cuDeviceGetPCIBusId", unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), 32, i as i32) })?;
-        // SAFETY: the driver wrote a NUL-terminated string into `bus`.
-        let pci_bus_id = unsafe { CStr::from_ptr(bus.as_ptr()) }.to_string_lossy().into_owned();
+        let pci_bus_id = pci_bus_id(i)?;
         let handle = nvml.as_ref().and_then(|m| m.handle(&pci_bus_id));
         let nvlinks = match (&nvml, handle) {
             (Some(m), Some(h)) => Some(m.active_links(h)),

@@ -1,10 +1,15 @@
 //! The RDMA protocol of the verbs transport, apart from the verbs calls themselves: which work
-//! requests a FIFO command becomes, on which queue pair, which of them are signalled, when a
-//! flag may be written, and the host-staged path. It drives a [`Nic`] (real: `ibv_post_send`,
-//! `ibv_post_recv`, `ibv_poll_cq`) and a [`Mem`] (real: CUDA copies on a stream), so every rule
-//! here runs in the unit tests against a simulated NIC that reorders across queue pairs.
+//! requests a FIFO command becomes, on which queue pair and NIC, which of them are signalled,
+//! when a flag may be written, and the host-staged path. It drives a [`Nic`] (real:
+//! `ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq`) and a [`Mem`] (real: CUDA copies on a
+//! stream), so every rule here runs in the unit tests against a simulated fabric that reorders
+//! across queue pairs (RC) or within them too (SRD).
 //!
-//! Direct mode (GPU memory registered with the NIC):
+//! Lanes and rails: a peer is reached through `lanes` QPs; lane `l` lives on this rank's NIC
+//! (rail) `l % rails` and targets the peer's NIC `l % rails`. Every registered region has one
+//! key per rail.
+//!
+//! Direct mode, in-order delivery (RC; GPU memory registered with the NIC):
 //! - A command's data goes out in messages of at most `max_msg` bytes. Below `stripe_min` bytes
 //!   it all goes on lane 0, the peer's first QP; larger data is split over `lanes` QPs.
 //! - Flags always go on lane 0, in command order, as 4-byte inline writes. A flag covers all
@@ -21,14 +26,29 @@
 //! - FENCE / flush: a zero-length signalled write on every QP with unretired requests, then wait
 //!   until every QP retired everything and every flag is out.
 //!
+//! Direct mode, unordered delivery (EFA SRD: reliable, but any order, even within one QP, and a
+//! completion says nothing about the requests before it):
+//! - Every request is signalled and a completion retires exactly one request.
+//! - Every data message is a WRITE WITH IMMEDIATE naming its data unit; the
+//!   receiver counts them (see [`super::arrival`]). A flag travels as a header-only *flag record* through the slot ring
+//!   below, carrying how many data units it covers; the receiver's proxy raises the flag (on its
+//!   CUDA stream) once that many have landed, in record order.
+//!
 //! Staged mode (NICs that cannot register GPU memory; all ranks agree on it): every rank owns a
 //! pinned host staging area with, per peer, a send ring and a receive ring of `slots` slots of
 //! `slot_bytes` (a 64-byte header, then payload) and a credit word. The sender copies a piece
 //! GPU -> its send slot, then RDMA-writes the slot to the same slot of the peer's receive ring
-//! *with immediate* (the slot index), on lane 0. The receiver's proxy sees the immediate, copies
-//! the payload to its GPU buffer (resolved with its own buffer table) and then raises the flag
-//! on the same CUDA stream, and when both are done returns a credit (an inline write of its
-//! freed-slot count into the sender's credit word). A slot is reused only after its credit.
+//! *with immediate* (the piece's sequence number), on lane 0. The receiver processes pieces in
+//! sequence order whatever order they land in ([`Arrivals`]): it copies the payload to
+//! its GPU buffer (resolved with its own buffer table), then raises the flag on the same CUDA
+//! stream, and when both are done returns a credit (a write of its freed-slot count into the
+//! sender's credit word; on unordered transports at most one credit write per peer is in flight,
+//! so they cannot land out of order). A slot is reused only after its credit. Unordered direct
+//! mode uses the same ring, with header-only pieces, for its flag records.
+//!
+//! Every `offset + length` is computed with checked arithmetic: a range past its region, or one
+//! whose end overflows, is [`CommError::OutOfBounds`] in debug and release builds alike.
+use super::arrival::{Arrivals, Imm};
 use crate::abi::{FifoCmd, OP_FENCE, OP_SIGNAL, OP_WRITE};
 use crate::comm::error::{CommError, CommResult};
 use std::collections::VecDeque;
@@ -38,10 +58,35 @@ pub(crate) fn err(what: impl Into<String>) -> CommError {
     CommError::Transport { transport: "verbs", what: what.into() }
 }
 
-/// A local registered region: (address, length, lkey).
-pub type LocalRegion = (u64, u64, u32);
+/// A registered buffer: where it is and its key on every rail (index = rail; a key of 0 or a
+/// missing entry: not registered there).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Region {
+    /// Its address (GPU or pinned host), in its owner's address space.
+    pub addr: u64,
+    /// Its length in bytes.
+    pub len: u64,
+    /// Local key (own regions) or remote key (peers' regions) by rail.
+    pub keys: Vec<u32>,
+}
 
-/// A registered buffer a peer may write, as exchanged through the bootstrap.
+impl Region {
+    /// The address of bytes `off..off + len`, checked without overflow; `name` names the region
+    /// in the error.
+    pub fn range(&self, name: impl FnOnce() -> String, off: u64, len: u64) -> CommResult<u64> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.len => Ok(self.addr.wrapping_add(off)),
+            _ => Err(CommError::OutOfBounds { transport: "verbs", region: name(), off, len, size: self.len }),
+        }
+    }
+
+    /// The key on `rail` (0: none).
+    pub fn key(&self, rail: usize) -> u32 {
+        self.keys.get(rail).copied().unwrap_or(0)
+    }
+}
+
+/// A registered buffer a peer may write, as exchanged through the bootstrap (one per rail).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct RemoteRegion {
@@ -74,7 +119,7 @@ pub enum WrOp {
     },
     /// RDMA WRITE of a 4-byte value carried inline in the request.
     WriteU32 {
-        /// The value written (a flag value).
+        /// The value written (a flag value, a credit count).
         value: u32,
         /// Destination address in the peer's memory.
         remote: u64,
@@ -83,20 +128,20 @@ pub enum WrOp {
     },
     /// RDMA WRITE WITH IMMEDIATE: the peer consumes a posted receive and learns `imm`.
     WriteImm {
-        /// Source address (a send slot of the local staging area).
+        /// Source address (a send slot, or GPU data in unordered direct mode).
         local: u64,
         /// Key of the source's registration.
         lkey: u32,
-        /// Bytes to write (slot header and payload).
+        /// Bytes to write.
         len: u32,
-        /// Destination address (the same slot of the peer's receive ring).
+        /// Destination address in the peer's memory.
         remote: u64,
         /// Key of the destination's registration.
         rkey: u32,
-        /// The immediate the peer receives: the slot index.
+        /// The immediate the peer receives ([`Imm`]).
         imm: u32,
     },
-    /// A zero-length RDMA WRITE, always signalled: retires everything before it on the QP.
+    /// A zero-length RDMA WRITE, always signalled: retires everything before it on an RC QP.
     Nop,
 }
 
@@ -115,14 +160,14 @@ pub struct WorkRequest {
 /// What a completion reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CompletionKind {
-    /// A signalled send request (and every request before it on its QP) finished.
+    /// A signalled send request finished (in-order transports: and every request before it).
     Send {
         /// The `wr_id` of the signalled request.
         wr_id: u64,
     },
     /// A WRITE WITH IMMEDIATE from the peer landed; a posted receive was consumed.
     RecvImm {
-        /// The immediate the sender attached (a staged slot index).
+        /// The immediate the sender attached ([`Imm`]).
         imm: u32,
     },
 }
@@ -149,8 +194,9 @@ pub trait Nic {
     fn poll(&mut self, out: &mut Vec<Completion>) -> CommResult<()>;
 }
 
-/// Memory operations of the staged path. Asynchronous ones return a token; they complete in
-/// token order (one CUDA stream), and `done()` is the number completed so far.
+/// Memory operations of the receiving proxy and the staged path. Asynchronous ones return a
+/// token; they complete in token order (one CUDA stream), and `done()` is the number completed
+/// so far.
 pub trait Mem {
     /// Copy `len` bytes (GPU or pinned host, unified addresses).
     fn copy(&mut self, dst: u64, src: u64, len: u64) -> CommResult<u64>;
@@ -165,6 +211,15 @@ pub trait Mem {
     fn read_host(&self, addr: u64, out: &mut [u8]);
 }
 
+/// How the transport delivers a QP's writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// In posting order per QP, completions cumulative (InfiniBand / RoCE RC).
+    InOrder,
+    /// Reliable but in any order, even within a QP; a completion retires one request (EFA SRD).
+    Unordered,
+}
+
 /// Tuning of the engine.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -172,7 +227,7 @@ pub struct EngineConfig {
     pub lanes: u32,
     /// Send-queue depth of every QP.
     pub sq_depth: u32,
-    /// Signal every n-th request of a QP.
+    /// Signal every n-th request of a QP (in-order delivery; unordered signals every request).
     pub signal_every: u32,
     /// Largest single RDMA message.
     pub max_msg: u64,
@@ -182,6 +237,13 @@ pub struct EngineConfig {
     pub timeout: Duration,
     /// Host-staged mode.
     pub staged: Option<StagedConfig>,
+    /// How the transport orders delivery.
+    pub delivery: Delivery,
+    /// The NICs (rails) of this rank, by rail index, named in reports; lane `l` uses rail
+    /// `l % rails.len()`.
+    pub rails: Vec<String>,
+    /// Geometry of the flag-record ring of unordered direct mode.
+    pub records: StagedConfig,
 }
 
 impl Default for EngineConfig {
@@ -194,6 +256,9 @@ impl Default for EngineConfig {
             stripe_min: 1 << 20,
             timeout: Duration::from_secs(10),
             staged: None,
+            delivery: Delivery::InOrder,
+            rails: vec!["nic0".into()],
+            records: StagedConfig { slots: 64, slot_bytes: 128 },
         }
     }
 }
@@ -211,16 +276,45 @@ impl EngineConfig {
         if self.max_msg < 64 || self.max_msg > 1 << 31 {
             return bad("max_msg", format!("{} must be in 64..=2^31", self.max_msg));
         }
-        if let Some(s) = &self.staged {
-            if s.slots == 0 || s.slot_bytes < 2 * STAGED_HEADER as u32 || s.slot_bytes % 64 != 0 {
-                return bad("staged", format!("{s:?}: need slots >= 1 and slot_bytes a multiple of 64, >= 128"));
+        if self.rails.is_empty() || self.rails.len() > self.lanes as usize {
+            let rule = format!(
+                "{} NICs for {} lanes; need 1..=lanes (every NIC carries a lane)",
+                self.rails.len(),
+                self.lanes
+            );
+            return bad("rails", rule);
+        }
+        for (arg, ring) in [("staged", self.staged), ("records", self.ring())] {
+            if let Some(s) = ring {
+                if s.slots == 0
+                    || s.slots > 1 << 20
+                    || s.slot_bytes < 2 * STAGED_HEADER as u32
+                    || s.slot_bytes % 64 != 0
+                {
+                    let rule = format!("{s:?}: need slots in 1..=2^20 and slot_bytes a multiple of 64, >= 128");
+                    return bad(arg, rule);
+                }
             }
         }
         Ok(())
     }
+
+    /// The slot ring in use: the staged payload ring, else (unordered direct) the flag-record
+    /// ring, else none.
+    pub fn ring(&self) -> Option<StagedConfig> {
+        self.staged.or((self.delivery == Delivery::Unordered).then_some(self.records))
+    }
+
+    /// Receives each QP needs posted: slot pieces on lane 0, data units on every lane
+    /// (unordered direct mode; at most `sq_depth` in flight per QP).
+    pub fn recv_depth(&self, lane: u32) -> u32 {
+        let slots = if lane == 0 { self.ring().map_or(0, |s| s.slots) } else { 0 };
+        let data = if self.delivery == Delivery::Unordered && self.staged.is_none() { self.sq_depth } else { 0 };
+        slots + data
+    }
 }
 
-/// Host-staged mode: ring geometry per peer and direction.
+/// A slot ring's geometry, per peer and direction (host-staged payloads or flag records).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StagedConfig {
     /// Slots per ring (the most pieces in flight to one peer before a credit returns).
@@ -229,7 +323,7 @@ pub struct StagedConfig {
     pub slot_bytes: u32,
 }
 
-/// Bytes of a staged slot's header.
+/// Bytes of a slot's header.
 pub const STAGED_HEADER: u64 = 64;
 
 impl StagedConfig {
@@ -255,31 +349,37 @@ impl StagedConfig {
     }
 }
 
-/// The header of a staged slot (its first bytes).
+/// The header of a slot piece (its first bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 struct SlotHeader {
-    /// Destination location (FIFO buffer id and offset, resolved by the receiver).
+    /// The command's destination location (FIFO buffer id and offset, resolved by the receiver).
     dst: u64,
+    /// Where this piece starts inside the command's data.
+    skip: u64,
     bytes: u64,
     /// Flag location (0: none) and value.
     flag: u64,
+    /// Data units the flag covers (unordered direct mode; 0 otherwise).
+    covers: u64,
     flag_value: u32,
     _pad: u32,
 }
+const _: () = assert!(std::mem::size_of::<SlotHeader>() as u64 <= STAGED_HEADER);
 
 /// The staging area of this rank and where the peers' areas are.
 #[derive(Clone, Debug)]
 pub struct Staging {
-    /// This rank's area, registered with the NIC.
-    pub local: LocalRegion,
-    /// Every rank's area by rank (an `rkey` of 0: that rank has none).
-    pub remote: Vec<RemoteRegion>,
+    /// This rank's area, registered with the NIC (a key per rail; lane 0's rail is used).
+    pub local: Region,
+    /// Every rank's area by rank (no key: that rank has none).
+    pub remote: Vec<Region>,
 }
 
 #[derive(Default)]
 struct QpState {
     /// Requests posted / retired (a retired request finished; sequence numbers start at 1).
+    /// In-order delivery: `retired` is the highest retired sequence; unordered: a count.
     posted: u64,
     retired: u64,
     /// Sequence number of the last signalled request.
@@ -294,21 +394,25 @@ struct PendingFlag {
 }
 
 struct StagedPiece {
-    slot: u32,
+    seq: u64,
     len: u64,
     token: u64,
 }
 
-#[derive(Default)]
 struct Peer {
     flags: VecDeque<PendingFlag>,
-    // Staged sender: slots ever used, pieces waiting for their GPU -> host copy.
-    sent: u32,
+    // Slot sender: pieces ever sent, pieces waiting for their GPU -> host copy.
+    sent: u64,
     outgoing: VecDeque<StagedPiece>,
-    // Staged receiver: slots whose copies are enqueued (token), slots freed and credited.
+    // Unordered direct sender: data units sent.
+    units_sent: u64,
+    // Receiver: what landed, slots whose memory operations are enqueued (token), slots freed
+    // and credited, the credit write in flight (unordered delivery).
+    arrivals: Arrivals,
     incoming: VecDeque<u64>,
     freed: u32,
     credited: u32,
+    credit_wr: Option<u64>,
 }
 
 /// Counters of the engine.
@@ -321,10 +425,16 @@ pub struct EngineStats {
     /// Payload bytes sent: data messages in direct mode, piece payloads in staged mode (headers
     /// and flags not counted).
     pub bytes: u64,
-    /// Staged pieces sent (one slot each).
+    /// Slot pieces sent (staged payloads and flag records, one slot each).
     pub staged_pieces: u64,
-    /// Staged pieces received from peers.
+    /// Slot pieces received from peers and processed.
     pub staged_received: u64,
+    /// Data units sent with an immediate (unordered direct mode).
+    pub data_units_sent: u64,
+    /// Data units received (unordered direct mode).
+    pub data_units_received: u64,
+    /// Flags this rank's proxy raised in its own GPU memory for peers (records and staged).
+    pub flags_raised: u64,
 }
 
 /// The protocol state of one rank (see the module docs).
@@ -335,8 +445,8 @@ pub struct Engine {
     /// Which ranks have QPs (other nodes), as flags by rank and as a list.
     remote_ranks: Vec<bool>,
     ranks: Vec<u32>,
-    local: Vec<LocalRegion>,
-    remote: Vec<Vec<RemoteRegion>>,
+    local: Vec<Region>,
+    remote: Vec<Vec<Region>>,
     staging: Option<Staging>,
     qps: Vec<QpState>,
     peers: Vec<Peer>,
@@ -347,22 +457,35 @@ pub struct Engine {
 
 impl Engine {
     /// `remote_ranks[r]`: rank r is reached through QPs. `local`/`remote`: registered buffers by
-    /// FIFO buffer id (direct mode; in staged mode only `local` is used, by the receiver).
+    /// FIFO buffer id (`remote` is used in direct mode; staged receivers resolve with `local`).
     pub fn new(
         cfg: EngineConfig,
         me: u32,
         remote_ranks: Vec<bool>,
-        local: Vec<LocalRegion>,
-        remote: Vec<Vec<RemoteRegion>>,
+        local: Vec<Region>,
+        remote: Vec<Vec<Region>>,
         staging: Option<Staging>,
     ) -> CommResult<Self> {
         cfg.validate()?;
-        if cfg.staged.is_some() != staging.is_some() {
-            return Err(err("staged mode needs a staging area (and only staged mode has one)"));
+        if cfg.ring().is_some() != staging.is_some() {
+            return Err(err("staged mode and unordered delivery need a staging area (and only they have one)"));
         }
         let world = remote_ranks.len();
         let qps = (0..world * cfg.lanes as usize).map(|_| QpState::default()).collect();
-        let peers = (0..world).map(|_| Peer::default()).collect();
+        let slots = cfg.ring().map_or(1, |s| s.slots);
+        let peers = (0..world)
+            .map(|_| Peer {
+                flags: VecDeque::new(),
+                sent: 0,
+                outgoing: VecDeque::new(),
+                units_sent: 0,
+                arrivals: Arrivals::new(slots),
+                incoming: VecDeque::new(),
+                freed: 0,
+                credited: 0,
+                credit_wr: None,
+            })
+            .collect();
         let ranks = (0..world as u32).filter(|&r| remote_ranks[r as usize]).collect();
         Ok(Self {
             cfg,
@@ -384,13 +507,22 @@ impl Engine {
         self.cfg.staged.is_some()
     }
 
-    /// Arm the receive side (staged mode: one receive per slot on every peer's lane 0,
-    /// and zeroed credit words). Call before the peers may send (the closing barrier).
+    fn unordered(&self) -> bool {
+        self.cfg.delivery == Delivery::Unordered
+    }
+
+    /// Arm the receive side (every QP gets [`EngineConfig::recv_depth`] receives; credit words
+    /// zeroed). Call before the peers may send (the closing barrier).
     pub fn start(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
-        if let (Some(s), Some(st)) = (self.cfg.staged, &self.staging) {
-            for &r in &self.ranks {
-                mem.write_host(s.credit(st.local.0, r), &[0; 4]);
-                nic.post_recv(self.qp(r, 0), s.slots)?;
+        for &r in &self.ranks {
+            if let (Some(s), Some(st)) = (self.cfg.ring(), &self.staging) {
+                mem.write_host(s.credit(st.local.addr, r), &[0; 4]);
+            }
+            for lane in 0..self.cfg.lanes {
+                let n = self.cfg.recv_depth(lane);
+                if n > 0 {
+                    nic.post_recv(self.qp(r, lane), n)?;
+                }
             }
         }
         Ok(())
@@ -402,6 +534,16 @@ impl Engine {
 
     fn qp(&self, rank: u32, lane: u32) -> usize {
         (rank * self.cfg.lanes + lane) as usize
+    }
+
+    fn rail(&self, lane: u32) -> usize {
+        lane as usize % self.cfg.rails.len()
+    }
+
+    /// `rank R lane L (NIC name)`, for reports.
+    fn qp_name(&self, qp: usize) -> String {
+        let (rank, lane) = (qp as u32 / self.cfg.lanes, qp as u32 % self.cfg.lanes);
+        format!("rank {rank} lane {lane} (NIC {})", self.cfg.rails[self.rail(lane)])
     }
 
     /// Carry out FIFO commands, in order.
@@ -427,43 +569,68 @@ impl Engine {
         self.progress(nic, mem)
     }
 
-    fn resolve_remote(&self, dst: u32, loc: u64, len: u64) -> CommResult<(u64, u32)> {
+    fn resolve_remote(&self, dst: u32, loc: u64, len: u64, rail: usize) -> CommResult<(u64, u32)> {
         let (id, off) = FifoCmd::split(loc);
         let regions = self.remote.get(dst as usize).ok_or_else(|| err(format!("no regions known for rank {dst}")))?;
         let r = regions.get(id as usize).ok_or_else(|| err(format!("rank {dst} registered no buffer {id}")))?;
-        if r.rkey == 0 || off + len > r.len {
-            return Err(err(format!("rank {dst} buffer {id}: bytes {off}..{} outside its {}", off + len, r.len)));
+        let addr = r.range(|| format!("rank {dst} buffer {id}"), off, len)?;
+        match r.key(rail) {
+            0 => Err(err(format!("rank {dst} buffer {id} is not registered on its NIC {rail}"))),
+            k => Ok((addr, k)),
         }
-        Ok((r.addr + off, r.rkey))
     }
 
-    fn resolve_local(&self, loc: u64, len: u64) -> CommResult<(u64, u32)> {
+    /// Local bytes `skip..skip + len` of the range starting at `loc`.
+    fn resolve_local(&self, loc: u64, skip: u64, len: u64, rail: usize) -> CommResult<(u64, u32)> {
         let (id, off) = FifoCmd::split(loc);
-        let &(base, blen, lkey) =
-            self.local.get(id as usize).ok_or_else(|| err(format!("local buffer {id} not registered")))?;
-        if off + len > blen {
-            return Err(err(format!("local buffer {id}: bytes {off}..{} outside its {blen}", off + len)));
-        }
-        Ok((base + off, lkey))
+        let r = self.local.get(id as usize).ok_or_else(|| err(format!("local buffer {id} not registered")))?;
+        let name = || format!("local buffer {id}");
+        let off = off.checked_add(skip).ok_or_else(|| CommError::OutOfBounds {
+            transport: "verbs",
+            region: name(),
+            off,
+            len: skip,
+            size: r.len,
+        })?;
+        Ok((r.range(name, off, len)?, r.key(rail)))
     }
 
     fn post_direct(&mut self, c: &FifoCmd, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
         let dst = c.dst_rank();
+        let unordered = self.unordered();
         if c.op() == OP_WRITE && c.bytes > 0 {
-            let (src, lkey) = self.resolve_local(c.src, c.bytes)?;
-            let (to, rkey) = self.resolve_remote(dst, c.dst, c.bytes)?;
             let lanes = if c.bytes >= self.cfg.stripe_min { self.cfg.lanes as u64 } else { 1 };
+            // Check every lane's rail before posting anything, so a bad command posts nothing.
+            let mut ends = Vec::with_capacity(lanes as usize);
+            for lane in 0..lanes as u32 {
+                let rail = self.rail(lane);
+                ends.push((
+                    self.resolve_local(c.src, 0, c.bytes, rail)?,
+                    self.resolve_remote(dst, c.dst, c.bytes, rail)?,
+                ));
+            }
             // Lane j takes one contiguous share (64-byte multiples), sent in max_msg messages.
             let share = c.bytes.div_ceil(lanes).div_ceil(64) * 64;
-            for lane in 0..lanes {
-                let (start, end) = ((lane * share).min(c.bytes), ((lane + 1) * share).min(c.bytes));
+            for (lane, &((src, lkey), (to, rkey))) in ends.iter().enumerate() {
+                let lane = lane as u64;
+                let (start, end) =
+                    (lane.saturating_mul(share).min(c.bytes), (lane + 1).saturating_mul(share).min(c.bytes));
                 let mut off = start;
                 while off < end {
                     let n = (end - off).min(self.cfg.max_msg);
                     let last = off + n == end;
-                    let op = WrOp::Write { local: src + off, lkey, len: n as u32, remote: to + off, rkey };
-                    // A flagged command's last message on a non-zero lane is signalled: its
-                    // flag will wait for that completion.
+                    let (local, remote, len) = (src + off, to + off, n as u32);
+                    let op = if unordered {
+                        let p = &mut self.peers[dst as usize];
+                        let imm = Imm::data(p.units_sent);
+                        p.units_sent += 1;
+                        self.stats.data_units_sent += 1;
+                        WrOp::WriteImm { local, lkey, len, remote, rkey, imm }
+                    } else {
+                        WrOp::Write { local, lkey, len, remote, rkey }
+                    };
+                    // In order: a flagged command's last message on a non-zero lane is
+                    // signalled: its flag will wait for that completion.
                     let signal = last && lane > 0 && c.flag != 0;
                     self.post_wr(nic, mem, self.qp(dst, lane as u32), op, signal)?;
                     self.stats.bytes += n;
@@ -471,29 +638,37 @@ impl Engine {
                 }
             }
         }
-        if c.flag != 0 {
-            let (remote, rkey) = self.resolve_remote(dst, c.flag, 4)?;
-            let mut need = Vec::new();
-            for lane in 1..self.cfg.lanes {
-                let qp = self.qp(dst, lane);
-                let q = &self.qps[qp];
-                if q.posted > q.retired {
-                    let seq = if q.last_signaled == q.posted {
-                        q.posted
-                    } else {
-                        self.post_wr(nic, mem, qp, WrOp::Nop, true)?
-                    };
-                    need.push((lane, seq));
-                }
-            }
-            let op = WrOp::WriteU32 { value: c.flag_value as u32, remote, rkey };
-            self.peers[dst as usize].flags.push_back(PendingFlag { op, need });
-            self.release_flags(dst, nic, mem)?;
+        if c.flag == 0 {
+            return Ok(());
         }
-        Ok(())
+        if unordered {
+            // The receiver raises it once every data unit sent before it has landed.
+            let h = SlotHeader {
+                flag: c.flag,
+                flag_value: c.flag_value as u32,
+                covers: self.peers[dst as usize].units_sent,
+                ..Default::default()
+            };
+            return self.post_piece(dst, h, None, nic, mem);
+        }
+        let (remote, rkey) = self.resolve_remote(dst, c.flag, 4, 0)?;
+        let mut need = Vec::new();
+        for lane in 1..self.cfg.lanes {
+            let qp = self.qp(dst, lane);
+            let q = &self.qps[qp];
+            if q.posted > q.retired {
+                let seq =
+                    if q.last_signaled == q.posted { q.posted } else { self.post_wr(nic, mem, qp, WrOp::Nop, true)? };
+                need.push((lane, seq));
+            }
+        }
+        let op = WrOp::WriteU32 { value: c.flag_value as u32, remote, rkey };
+        self.peers[dst as usize].flags.push_back(PendingFlag { op, need });
+        self.release_flags(dst, nic, mem)
     }
 
-    /// Post the peer's queued flags whose data is known to be placed, in order.
+    /// Post the peer's queued flags whose data is known to be placed, in order (in-order
+    /// delivery only).
     fn release_flags(&mut self, dst: u32, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
         loop {
             let ready = match self.peers[dst as usize].flags.front() {
@@ -503,7 +678,7 @@ impl Engine {
             if !ready {
                 return Ok(());
             }
-            let f = self.peers[dst as usize].flags.pop_front().unwrap();
+            let f = self.peers[dst as usize].flags.pop_front().expect("front checked above");
             self.post_wr(nic, mem, self.qp(dst, 0), f.op, false)?;
         }
     }
@@ -518,11 +693,13 @@ impl Engine {
                 self.check_time(start, || format!("send queue of QP {qp} full ({depth} requests)"))?;
             }
         }
+        let unordered = self.unordered();
         let q = &mut self.qps[qp];
         let seq = q.posted + 1;
         // Signal on schedule (signal_every < sq_depth, so a full queue always holds a signalled
-        // request whose completion frees it), on request, and for a Nop.
-        let signaled = force || matches!(op, WrOp::Nop) || q.since_signal + 1 >= self.cfg.signal_every;
+        // request whose completion frees it), on request, for a Nop, and always when unordered
+        // (a completion there retires only its own request).
+        let signaled = unordered || force || matches!(op, WrOp::Nop) || q.since_signal + 1 >= self.cfg.signal_every;
         nic.post_send(qp, &WorkRequest { wr_id: (qp as u64) << 40 | seq, op, signaled })?;
         q.posted = seq;
         q.since_signal = if signaled { 0 } else { q.since_signal + 1 };
@@ -536,7 +713,7 @@ impl Engine {
 
     fn check_time(&mut self, start: Instant, what: impl FnOnce() -> String) -> CommResult<()> {
         if start.elapsed() > self.cfg.timeout {
-            return Err(err(format!("{} after {:?}; {}", what(), self.cfg.timeout, self.describe())));
+            return Err(err(format!("rank {}: {} after {:?}; {}", self.me, what(), self.cfg.timeout, self.describe())));
         }
         Ok(())
     }
@@ -546,20 +723,24 @@ impl Engine {
         let mut s = String::new();
         for &r in &self.ranks {
             for lane in 0..self.cfg.lanes {
-                let q = &self.qps[self.qp(r, lane)];
+                let qp = self.qp(r, lane);
+                let q = &self.qps[qp];
                 if q.posted != q.retired {
-                    s += &format!("rank {r} lane {lane}: posted {} retired {}; ", q.posted, q.retired);
+                    s += &format!("{}: posted {} retired {}; ", self.qp_name(qp), q.posted, q.retired);
                 }
             }
             let p = &self.peers[r as usize];
-            if !p.flags.is_empty() || p.sent != 0 || p.freed != 0 {
+            if !p.flags.is_empty() || p.sent != 0 || p.freed != 0 || p.units_sent != 0 || p.arrivals.data_units() != 0 {
                 s += &format!(
-                    "rank {r}: {} flags waiting, staged slots sent {} (waiting {}), received-and-freed {} (credited {}); ",
+                    "rank {r}: {} flags waiting, pieces sent {} (waiting {}), pieces processed {} (freed {}, credited {}), data units sent {} landed {}; ",
                     p.flags.len(),
                     p.sent,
                     p.outgoing.len(),
+                    p.arrivals.pieces(),
                     p.freed,
-                    p.credited
+                    p.credited,
+                    p.units_sent,
+                    p.arrivals.data_units(),
                 );
             }
         }
@@ -570,44 +751,74 @@ impl Engine {
         }
     }
 
-    fn poll(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
+    fn poll(&mut self, nic: &mut dyn Nic, _mem: &mut dyn Mem) -> CommResult<()> {
         let mut comps = std::mem::take(&mut self.completions);
         comps.clear();
         nic.poll(&mut comps)?;
         for c in &comps {
-            let (rank, lane) = (c.qp as u32 / self.cfg.lanes, c.qp as u32 % self.cfg.lanes);
+            if c.qp >= self.qps.len() {
+                return Err(err(format!("completion for QP {}, but only {} exist", c.qp, self.qps.len())));
+            }
             if let Some(e) = &c.error {
-                return Err(err(format!("work completion failed on QP {} (rank {rank} lane {lane}): {e}", c.qp)));
+                return Err(err(format!("work completion failed on QP {} ({}): {e}", c.qp, self.qp_name(c.qp))));
             }
             match c.kind {
-                CompletionKind::Send { wr_id } => {
-                    let (qp, seq) = ((wr_id >> 40) as usize, wr_id & ((1 << 40) - 1));
-                    if qp != c.qp || seq > self.qps[qp].posted {
-                        return Err(err(format!("completion for unknown request {wr_id:#x} on QP {}", c.qp)));
-                    }
-                    let q = &mut self.qps[qp];
-                    q.retired = q.retired.max(seq);
-                }
-                CompletionKind::RecvImm { imm } => self.receive_staged(rank, imm, nic, mem)?,
+                CompletionKind::Send { wr_id } => self.retire(c.qp, wr_id)?,
+                CompletionKind::RecvImm { imm } => self.on_imm(c.qp, imm, nic)?,
             }
         }
         self.completions = comps;
         Ok(())
     }
 
-    /// Make progress: completions, flags whose data landed, staged pieces and credits.
+    fn retire(&mut self, at: usize, wr_id: u64) -> CommResult<()> {
+        let (qp, seq) = ((wr_id >> 40) as usize, wr_id & ((1 << 40) - 1));
+        let unordered = self.unordered();
+        let q = &mut self.qps[at];
+        if qp != at || seq == 0 || seq > q.posted || (unordered && q.retired >= q.posted) {
+            return Err(err(format!("completion for unknown request {wr_id:#x} on QP {at}")));
+        }
+        q.retired = if unordered { q.retired + 1 } else { q.retired.max(seq) };
+        for p in &mut self.peers {
+            if p.credit_wr == Some(wr_id) {
+                p.credit_wr = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// A write with immediate landed on QP `qp`: re-arm the receive, account for it.
+    fn on_imm(&mut self, qp: usize, imm: u32, nic: &mut dyn Nic) -> CommResult<()> {
+        let from = qp as u32 / self.cfg.lanes;
+        if !self.is_remote(from) {
+            return Err(err(format!("immediate {imm:#x} on QP {qp}: rank {from} is not a peer")));
+        }
+        match Imm::decode(imm) {
+            Imm::Slot(seq) if self.cfg.ring().is_some() => {
+                self.peers[from as usize].arrivals.slot_landed(from, seq)?;
+            }
+            Imm::Data(seq) if self.unordered() && self.cfg.staged.is_none() => {
+                self.peers[from as usize].arrivals.data_landed(from, seq)?;
+                self.stats.data_units_received += 1;
+            }
+            other => return Err(err(format!("immediate {other:?} from rank {from}: not used in this mode"))),
+        }
+        nic.post_recv(qp, 1)
+    }
+
+    /// Make progress: completions, flags whose data landed, slot pieces and credits.
     pub fn progress(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
         self.poll(nic, mem)?;
         for i in 0..self.ranks.len() {
             self.release_flags(self.ranks[i], nic, mem)?;
         }
-        if self.cfg.staged.is_some() {
-            self.staged_progress(nic, mem)?;
+        if self.cfg.ring().is_some() {
+            self.ring_progress(nic, mem)?;
         }
         Ok(())
     }
 
-    /// Complete everything started: every request retired, every flag out, every staged slot
+    /// Complete everything started: every request retired, every flag out, every slot piece
     /// credited back by its receiver.
     pub fn flush(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
         let start = Instant::now();
@@ -619,20 +830,22 @@ impl Engine {
             }
             self.check_time(start, || "flush: flags or staged pieces still waiting".into())?;
         }
-        // Staged senders: wait for the receivers' credits.
-        if let (Some(s), Some(st)) = (self.cfg.staged, &self.staging) {
-            let base = st.local.0;
+        // Slot senders: wait for the receivers' credits.
+        if let (Some(s), Some(st)) = (self.cfg.ring(), &self.staging) {
+            let base = st.local.addr;
             for i in 0..self.ranks.len() {
                 let r = self.ranks[i];
-                while self.peers[r as usize].sent != self.read_credit(mem, s, base, r) {
+                while self.peers[r as usize].sent as u32 != self.read_credit(mem, s, base, r) {
                     self.progress(nic, mem)?;
-                    self.check_time(start, || format!("flush: rank {r} has not credited every staged slot"))?;
+                    self.check_time(start, || format!("flush: rank {r} has not credited every slot piece"))?;
                 }
             }
         }
-        for qp in 0..self.qps.len() {
-            if self.qps[qp].posted != self.qps[qp].retired {
-                self.post_wr(nic, mem, qp, WrOp::Nop, true)?;
+        if !self.unordered() {
+            for qp in 0..self.qps.len() {
+                if self.qps[qp].posted != self.qps[qp].retired {
+                    self.post_wr(nic, mem, qp, WrOp::Nop, true)?;
+                }
             }
         }
         while self.qps.iter().any(|q| q.posted != q.retired) {
@@ -642,7 +855,7 @@ impl Engine {
         Ok(())
     }
 
-    // ---- staged mode ----
+    // ---- the slot ring (staged payloads, flag records) ----
 
     fn read_credit(&self, mem: &dyn Mem, s: StagedConfig, base: u64, peer: u32) -> u32 {
         let mut b = [0u8; 4];
@@ -651,40 +864,27 @@ impl Engine {
     }
 
     fn post_staged(&mut self, c: &FifoCmd, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
-        let s = self.cfg.staged.unwrap();
-        let base = self.staging.as_ref().unwrap().local.0;
+        let s = self.cfg.staged.expect("staged mode");
         let dst = c.dst_rank();
         let bytes = if c.op() == OP_WRITE { c.bytes } else { 0 };
-        let (src, _) = if bytes > 0 { self.resolve_local(c.src, bytes)? } else { (0, 0) };
+        if bytes > 0 {
+            self.resolve_local(c.src, 0, bytes, 0)?;
+        }
         let cap = s.slot_bytes as u64 - STAGED_HEADER;
         let mut off = 0;
         loop {
             let n = (bytes - off).min(cap);
             let last = off + n == bytes;
-            // A free slot: the receiver credited every slot this one was used for before.
-            let start = Instant::now();
-            while self.peers[dst as usize].sent.wrapping_sub(self.read_credit(mem, s, base, dst)) >= s.slots {
-                self.progress(nic, mem)?;
-                self.check_time(start, || format!("no staging slot free for rank {dst}"))?;
-            }
-            let slot = self.peers[dst as usize].sent % s.slots;
-            let addr = s.send_slot(base, dst, slot);
             let h = SlotHeader {
-                dst: c.dst + off,
+                dst: c.dst,
+                skip: off,
                 bytes: n,
                 flag: if last { c.flag } else { 0 },
                 flag_value: c.flag_value as u32,
-                _pad: 0,
+                ..Default::default()
             };
-            mem.write_host(addr, bytemuck::bytes_of(&h));
-            // The payload's copy; a header-only piece waits for the copies queued before it.
-            let token = if n > 0 { mem.copy(addr + STAGED_HEADER, src + off, n)? + 1 } else { 0 };
-            let p = &mut self.peers[dst as usize];
-            let token = token.max(p.outgoing.back().map_or(0, |x| x.token));
-            p.outgoing.push_back(StagedPiece { slot, len: STAGED_HEADER + n, token });
-            p.sent = p.sent.wrapping_add(1);
-            self.stats.staged_pieces += 1;
-            self.stats.bytes += n;
+            let payload = if n > 0 { Some(self.resolve_local(c.src, off, n, 0)?.0) } else { None };
+            self.post_piece(dst, h, payload, nic, mem)?;
             off += n;
             if last {
                 return Ok(());
@@ -692,382 +892,134 @@ impl Engine {
         }
     }
 
-    fn receive_staged(&mut self, from: u32, slot: u32, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
-        let s = self.cfg.staged.ok_or_else(|| err(format!("an immediate from rank {from} outside staged mode")))?;
-        if slot >= s.slots || !self.is_remote(from) {
-            return Err(err(format!("immediate {slot} from rank {from}: no such staging slot")));
+    /// Queue one slot piece for `dst`: header written, payload (`h.bytes` from `src`) copied
+    /// into the send slot; it goes out from `ring_progress` once the copy is done.
+    fn post_piece(
+        &mut self,
+        dst: u32,
+        h: SlotHeader,
+        src: Option<u64>,
+        nic: &mut dyn Nic,
+        mem: &mut dyn Mem,
+    ) -> CommResult<()> {
+        let s = self.cfg.ring().expect("a slot ring");
+        let base = self.staging.as_ref().expect("a staging area").local.addr;
+        // A free slot: the receiver credited every piece this slot carried before.
+        let start = Instant::now();
+        while (self.peers[dst as usize].sent as u32).wrapping_sub(self.read_credit(mem, s, base, dst)) >= s.slots {
+            self.progress(nic, mem)?;
+            self.check_time(start, || format!("no staging slot free for rank {dst}"))?;
         }
-        let base = self.staging.as_ref().unwrap().local.0;
-        let addr = s.recv_slot(base, from, slot);
-        let mut hb = [0u8; std::mem::size_of::<SlotHeader>()];
-        mem.read_host(addr, &mut hb);
-        let h: SlotHeader = bytemuck::pod_read_unaligned(&hb);
-        if h.bytes > s.slot_bytes as u64 - STAGED_HEADER {
-            return Err(err(format!(
-                "staged piece from rank {from}: {} bytes in a {}-byte slot",
-                h.bytes, s.slot_bytes
-            )));
-        }
-        let mut token = None;
-        if h.bytes > 0 {
-            let (to, _) =
-                self.resolve_local(h.dst, h.bytes).map_err(|e| err(format!("staged piece from rank {from}: {e}")))?;
-            token = Some(mem.copy(to, addr + STAGED_HEADER, h.bytes)?);
-        }
-        if h.flag != 0 {
-            let (f, _) =
-                self.resolve_local(h.flag, 4).map_err(|e| err(format!("staged flag from rank {from}: {e}")))?;
-            token = Some(mem.set_u32(f, h.flag_value)?);
-        }
-        // Tokens complete in order; a piece with nothing to copy is free once those before are.
-        let p = &mut self.peers[from as usize];
-        let t = token.map_or_else(|| p.incoming.back().copied().unwrap_or(0), |t| t + 1);
-        p.incoming.push_back(t);
-        self.stats.staged_received += 1;
-        nic.post_recv(self.qp(from, 0), 1)
+        let seq = self.peers[dst as usize].sent;
+        let addr = s.send_slot(base, dst, (seq % s.slots as u64) as u32);
+        mem.write_host(addr, bytemuck::bytes_of(&h));
+        // The payload's copy; a header-only piece waits for the copies queued before it.
+        let token = match src {
+            Some(src) => mem.copy(addr + STAGED_HEADER, src, h.bytes)? + 1,
+            None => 0,
+        };
+        let p = &mut self.peers[dst as usize];
+        let token = token.max(p.outgoing.back().map_or(0, |x| x.token));
+        p.outgoing.push_back(StagedPiece { seq, len: STAGED_HEADER + h.bytes, token });
+        p.sent += 1;
+        self.stats.staged_pieces += 1;
+        self.stats.bytes += h.bytes;
+        Ok(())
     }
 
-    fn staged_progress(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
-        let s = self.cfg.staged.unwrap();
-        let (base, _, lkey) = self.staging.as_ref().unwrap().local;
+    /// Process `from`'s landed pieces in sequence order: copy the payload to its GPU buffer,
+    /// raise the flag once what it covers has landed.
+    fn process_pieces(&mut self, from: u32, mem: &mut dyn Mem) -> CommResult<()> {
+        let s = self.cfg.ring().expect("a slot ring");
+        let base = self.staging.as_ref().expect("a staging area").local.addr;
+        while let Some(slot) = self.peers[from as usize].arrivals.next_ready() {
+            let addr = s.recv_slot(base, from, slot);
+            let mut hb = [0u8; std::mem::size_of::<SlotHeader>()];
+            mem.read_host(addr, &mut hb);
+            let h: SlotHeader = bytemuck::pod_read_unaligned(&hb);
+            if h.bytes > s.slot_bytes as u64 - STAGED_HEADER || (h.bytes > 0 && self.cfg.staged.is_none()) {
+                return Err(err(format!(
+                    "slot piece from rank {from}: {} payload bytes in a {}-byte slot",
+                    h.bytes, s.slot_bytes
+                )));
+            }
+            if h.flag != 0 && !self.peers[from as usize].arrivals.covered(h.covers) {
+                return Ok(()); // its data units are still landing: keep it (and those after it)
+            }
+            let mut token = None;
+            if h.bytes > 0 {
+                let (to, _) = self
+                    .resolve_local(h.dst, h.skip, h.bytes, 0)
+                    .map_err(|e| err(format!("staged piece from rank {from}: {e}")))?;
+                token = Some(mem.copy(to, addr + STAGED_HEADER, h.bytes)?);
+            }
+            if h.flag != 0 {
+                let (f, _) =
+                    self.resolve_local(h.flag, 0, 4, 0).map_err(|e| err(format!("flag from rank {from}: {e}")))?;
+                token = Some(mem.set_u32(f, h.flag_value)?);
+                self.stats.flags_raised += 1;
+            }
+            // Tokens complete in order; a piece with nothing to copy is free once those before are.
+            let p = &mut self.peers[from as usize];
+            let t = token.map_or_else(|| p.incoming.back().copied().unwrap_or(0), |t| t + 1);
+            p.incoming.push_back(t);
+            p.arrivals.consume();
+            self.stats.staged_received += 1;
+        }
+        Ok(())
+    }
+
+    fn ring_progress(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
+        let s = self.cfg.ring().expect("a slot ring");
+        let local = self.staging.as_ref().expect("a staging area").local.clone();
+        let (base, lkey) = (local.addr, local.key(0));
+        for i in 0..self.ranks.len() {
+            self.process_pieces(self.ranks[i], mem)?;
+        }
         let done = mem.done()?;
         for i in 0..self.ranks.len() {
             let r = self.ranks[i];
-            let remote = self.staging.as_ref().unwrap().remote.get(r as usize).copied().filter(|x| x.rkey != 0);
-            let remote = || remote.ok_or_else(|| err(format!("rank {r} has no staging area")));
+            let remote =
+                self.staging.as_ref().and_then(|st| st.remote.get(r as usize)).filter(|x| x.key(0) != 0).cloned();
+            let remote = || remote.clone().ok_or_else(|| err(format!("rank {r} has no staging area")));
             // Sender: pieces whose payload reached the send slot go out, in order.
-            while let Some(&StagedPiece { slot, len, token }) = self.peers[r as usize].outgoing.front() {
+            while let Some(&StagedPiece { seq, len, token }) = self.peers[r as usize].outgoing.front() {
                 if token > done {
                     break;
                 }
                 self.peers[r as usize].outgoing.pop_front();
                 let remote = remote()?;
+                let slot = (seq % s.slots as u64) as u32;
                 let op = WrOp::WriteImm {
                     local: s.send_slot(base, r, slot),
                     lkey,
                     len: len as u32,
                     remote: s.recv_slot(remote.addr, self.me, slot),
-                    rkey: remote.rkey,
-                    imm: slot,
+                    rkey: remote.key(0),
+                    imm: Imm::slot(seq),
                 };
                 self.post_wr(nic, mem, self.qp(r, 0), op, false)?;
             }
-            // Receiver: slots whose copies finished are free; tell the sender.
+            // Receiver: slots whose memory operations finished are free; tell the sender.
+            let unordered = self.unordered();
             let p = &mut self.peers[r as usize];
             while p.incoming.front().is_some_and(|&t| t <= done) {
                 p.incoming.pop_front();
                 p.freed = p.freed.wrapping_add(1);
             }
-            if p.freed != p.credited {
+            // Unordered: one credit write in flight, so a stale count never lands last.
+            if p.freed != p.credited && (p.credit_wr.is_none() || !unordered) {
                 let freed = p.freed;
                 p.credited = freed;
                 let remote = remote()?;
-                let op = WrOp::WriteU32 { value: freed, remote: s.credit(remote.addr, self.me), rkey: remote.rkey };
-                self.post_wr(nic, mem, self.qp(r, 0), op, false)?;
+                let op = WrOp::WriteU32 { value: freed, remote: s.credit(remote.addr, self.me), rkey: remote.key(0) };
+                let qp = self.qp(r, 0);
+                let seq = self.post_wr(nic, mem, qp, op, false)?;
+                if unordered {
+                    self.peers[r as usize].credit_wr = Some((qp as u64) << 40 | seq);
+                }
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::sim::{Fabric, Rng, SimMem, SimNic};
-    use super::*;
-    // Three registered regions per rank, as a kernel with separate buffers would use.
-    const BUF_INPUT: u64 = 0;
-    const BUF_OUTPUT: u64 = 1;
-    const BUF_FLAGS: u64 = 2;
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::sync::{Arc, Mutex};
-
-    /// Fake address space: rank r's buffer `id` lives at ((r + 1) << 36) + ((id + 1) << 30).
-    fn base(r: u32, id: u64) -> u64 {
-        ((r as u64 + 1) << 36) + ((id + 1) << 30)
-    }
-    const STAGING: u64 = 3;
-
-    struct World {
-        ranks: u32,
-        /// Input bytes per rank.
-        n: u64,
-        fabric: Arc<Mutex<Fabric>>,
-    }
-
-    impl World {
-        fn new(ranks: u32, n: u64, cfg: &EngineConfig, seed: u64) -> World {
-            let fabric = Fabric::new(ranks, cfg.lanes, cfg.sq_depth, seed);
-            let mut rng = Rng(seed ^ 0x5151);
-            {
-                let mut f = fabric.lock().unwrap();
-                for r in 0..ranks {
-                    // Inputs encode their source rank in every byte's high bits.
-                    let input = (0..n).map(|_| (r as u8) << 5 | (rng.below(32) as u8)).collect();
-                    f.add_region(r, base(r, BUF_INPUT), input, 10 * r + 1);
-                    f.add_region(r, base(r, BUF_OUTPUT), vec![0xee; (ranks as u64 * n) as usize], 10 * r + 2);
-                    f.add_region(r, base(r, BUF_FLAGS), vec![0; 4 * ranks as usize], 10 * r + 3);
-                    if let Some(s) = cfg.staged {
-                        f.add_region(r, base(r, STAGING), vec![0xcd; s.total(ranks) as usize], 10 * r + 4);
-                    }
-                }
-            }
-            World { ranks, n, fabric }
-        }
-
-        fn engine(&self, cfg: &EngineConfig, me: u32) -> CommResult<Engine> {
-            let sizes = [self.n, self.ranks as u64 * self.n, 4 * self.ranks as u64];
-            let local = (0..3).map(|id| (base(me, id), sizes[id as usize], 10 * me + 1 + id as u32)).collect();
-            let remote = (0..self.ranks)
-                .map(|q| {
-                    (0..3u64)
-                        .map(|id| RemoteRegion {
-                            addr: base(q, id),
-                            len: sizes[id as usize],
-                            rkey: 10 * q + 1 + id as u32,
-                            _pad: 0,
-                        })
-                        .collect()
-                })
-                .collect();
-            let staging = cfg.staged.map(|s| Staging {
-                local: (base(me, STAGING), s.total(self.ranks), 10 * me + 4),
-                remote: (0..self.ranks)
-                    .map(|q| RemoteRegion {
-                        addr: base(q, STAGING),
-                        len: s.total(self.ranks),
-                        rkey: 10 * q + 4,
-                        _pad: 0,
-                    })
-                    .collect(),
-            });
-            let remote_ranks = (0..self.ranks).map(|q| q != me).collect();
-            Engine::new(cfg.clone(), me, remote_ranks, local, remote, staging)
-        }
-
-        /// Rank `r`'s commands: its whole input to every other rank in random pieces; some
-        /// carry the flag (value = command number + 1, one flag word per source rank, so the
-        /// flag must only grow), some are SIGNALs, a few are FENCEs. Promises are registered.
-        fn commands(&self, r: u32, rng: &mut Rng, max_piece: u64) -> Vec<FifoCmd> {
-            let mut out = Vec::new();
-            let mut f = self.fabric.lock().unwrap();
-            for q in (0..self.ranks).filter(|&q| q != r) {
-                let flag_addr = base(q, BUF_FLAGS) + 4 * r as u64;
-                let mut off = 0;
-                let mut j = 0u32;
-                while off < self.n {
-                    let n = (1 + rng.below(max_piece)).min(self.n - off);
-                    let last = off + n == self.n;
-                    let flagged = last || rng.below(3) == 0;
-                    j += 1;
-                    out.push(FifoCmd {
-                        header: FifoCmd::header_word(OP_WRITE, 0, q, 0),
-                        src: FifoCmd::loc(BUF_INPUT, off),
-                        dst: FifoCmd::loc(BUF_OUTPUT, r as u64 * self.n + off),
-                        bytes: n,
-                        flag: if flagged { FifoCmd::loc(BUF_FLAGS, 4 * r as u64) } else { 0 },
-                        flag_value: j as u64,
-                        ..Default::default()
-                    });
-                    let want = f.read(r, base(r, BUF_INPUT) + off, n);
-                    f.promises.entry((q, flag_addr)).or_default().push((
-                        j,
-                        base(q, BUF_OUTPUT) + r as u64 * self.n + off,
-                        want,
-                    ));
-                    if rng.below(8) == 0 {
-                        j += 1;
-                        out.push(FifoCmd {
-                            header: FifoCmd::header_word(OP_SIGNAL, 0, q, 0),
-                            flag: FifoCmd::loc(BUF_FLAGS, 4 * r as u64),
-                            flag_value: j as u64,
-                            ..Default::default()
-                        });
-                    }
-                    if rng.below(40) == 0 {
-                        out.push(FifoCmd { header: FifoCmd::header_word(OP_FENCE, 0, q, 0), ..Default::default() });
-                    }
-                    off += n;
-                }
-            }
-            // Interleave destinations a little, keeping each destination's order.
-            out
-        }
-
-        /// Every rank in its own thread: post its commands in random batches, flush, then keep
-        /// serving (staged receives) until every rank is done. Returns each engine's stats.
-        fn run(&self, cfg: &EngineConfig, seed: u64, max_piece: u64) -> Vec<EngineStats> {
-            let finished = Arc::new(AtomicU32::new(0));
-            let started = Arc::new(std::sync::Barrier::new(self.ranks as usize));
-            let mut handles = Vec::new();
-            for r in 0..self.ranks {
-                let mut rng = Rng(seed.wrapping_mul(31) + r as u64 + 7);
-                let cmds = self.commands(r, &mut rng, max_piece);
-                let mut engine = self.engine(cfg, r).unwrap();
-                let (fabric, finished, started, ranks) =
-                    (self.fabric.clone(), finished.clone(), started.clone(), self.ranks);
-                handles.push(std::thread::spawn(move || {
-                    let mut nic = SimNic { fabric: fabric.clone(), rank: r };
-                    let mut mem = SimMem::new(fabric, r);
-                    engine.start(&mut nic, &mut mem).unwrap();
-                    started.wait(); // connect()'s closing barrier: receives are posted
-                    let mut i = 0;
-                    while i < cmds.len() {
-                        let k = (1 + rng.below(16) as usize).min(cmds.len() - i);
-                        engine.post(&cmds[i..i + k], &mut nic, &mut mem).unwrap_or_else(|e| panic!("rank {r}: {e}"));
-                        i += k;
-                        if rng.below(4) == 0 {
-                            engine.progress(&mut nic, &mut mem).unwrap();
-                        }
-                    }
-                    engine.flush(&mut nic, &mut mem).unwrap_or_else(|e| panic!("rank {r}: flush: {e}"));
-                    finished.fetch_add(1, Ordering::SeqCst);
-                    while finished.load(Ordering::SeqCst) < ranks {
-                        engine.progress(&mut nic, &mut mem).unwrap();
-                    }
-                    // Drain what peers sent last (their flush waited for our credits, so only
-                    // the stream's tail can be left).
-                    for _ in 0..1000 {
-                        engine.progress(&mut nic, &mut mem).unwrap();
-                    }
-                    engine.stats
-                }));
-            }
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        }
-
-        fn check_outputs(&self) {
-            let mut f = self.fabric.lock().unwrap();
-            for r in 0..self.ranks {
-                for q in (0..self.ranks).filter(|&q| q != r) {
-                    let want = f.read(q, base(q, BUF_INPUT), self.n);
-                    let have = f.read(r, base(r, BUF_OUTPUT) + q as u64 * self.n, self.n);
-                    assert!(have == want, "rank {r}: rank {q}'s data incomplete");
-                }
-            }
-        }
-    }
-
-    fn direct(lanes: u32) -> EngineConfig {
-        EngineConfig { lanes, sq_depth: 16, signal_every: 5, max_msg: 4096, stripe_min: 8192, ..Default::default() }
-    }
-
-    #[test]
-    fn direct_one_lane_flags_follow_their_data() {
-        for seed in 1..=6 {
-            let cfg = direct(1);
-            let w = World::new(3, 200_000, &cfg, seed);
-            let stats = w.run(&cfg, seed, 20_000);
-            w.check_outputs();
-            assert!(w.fabric.lock().unwrap().flag_writes > 0);
-            for s in stats {
-                assert!(s.signaled * 3 <= s.send_wrs, "selective signalling: {s:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn direct_several_lanes_stripe_and_order_flags() {
-        for seed in 1..=6 {
-            for lanes in [2, 4] {
-                let cfg = direct(lanes);
-                let w = World::new(3, 300_000, &cfg, seed);
-                w.run(&cfg, seed, 60_000);
-                w.check_outputs();
-            }
-        }
-    }
-
-    #[test]
-    fn staged_through_host_slots() {
-        for seed in 1..=6 {
-            let cfg = EngineConfig { staged: Some(StagedConfig { slots: 3, slot_bytes: 1024 }), ..direct(1) };
-            let w = World::new(3, 60_000, &cfg, seed);
-            let stats = w.run(&cfg, seed, 5_000);
-            w.check_outputs();
-            let (sent, received): (u64, u64) =
-                stats.iter().fold((0, 0), |a, s| (a.0 + s.staged_pieces, a.1 + s.staged_received));
-            assert_eq!(sent, received, "every staged piece arrives exactly once");
-        }
-    }
-
-    #[test]
-    fn a_tiny_send_queue_never_overflows() {
-        let cfg =
-            EngineConfig { lanes: 2, sq_depth: 3, signal_every: 2, max_msg: 64, stripe_min: 256, ..Default::default() };
-        let w = World::new(2, 20_000, &cfg, 9);
-        w.run(&cfg, 9, 3000);
-        w.check_outputs();
-    }
-
-    #[test]
-    fn bad_commands_and_configs_are_named() {
-        let cfg = direct(2);
-        let w = World::new(2, 1000, &cfg, 3);
-        let mut e = w.engine(&cfg, 0).unwrap();
-        let mut nic = SimNic { fabric: w.fabric.clone(), rank: 0 };
-        let mut mem = SimMem::new(w.fabric.clone(), 0);
-        let cmd = |dst: u32, off: u64, dst_off: u64, bytes: u64| FifoCmd {
-            header: FifoCmd::header_word(OP_WRITE, 0, dst, 0),
-            src: FifoCmd::loc(BUF_INPUT, off),
-            dst: FifoCmd::loc(BUF_OUTPUT, dst_off),
-            bytes,
-            ..Default::default()
-        };
-        let e1 = e.post(&[cmd(1, 900, 0, 200)], &mut nic, &mut mem).unwrap_err().to_string();
-        assert!(e1.contains("local buffer 0: bytes 900..1100"), "{e1}");
-        let e2 = e.post(&[cmd(0, 0, 0, 8)], &mut nic, &mut mem).unwrap_err().to_string();
-        assert!(e2.contains("rank 0") && e2.contains("no QP"), "{e2}");
-        let e3 = e.post(&[cmd(1, 0, 1500, 800)], &mut nic, &mut mem).unwrap_err().to_string();
-        assert!(e3.contains("rank 1 buffer 1: bytes 1500..2300"), "{e3}");
-        let bad = EngineConfig { signal_every: 16, sq_depth: 16, ..Default::default() };
-        assert!(bad.validate().unwrap_err().to_string().contains("signal_every"));
-        let bad = EngineConfig { lanes: 0, ..Default::default() };
-        assert!(bad.validate().unwrap_err().to_string().contains("lanes"));
-    }
-
-    #[test]
-    fn a_failed_completion_names_the_peer() {
-        let cfg = direct(1);
-        let w = World::new(2, 1000, &cfg, 4);
-        let mut e = w.engine(&cfg, 0).unwrap();
-        e.remote[1][BUF_OUTPUT as usize].rkey = 999; // the peer will refuse this key
-        let mut nic = SimNic { fabric: w.fabric.clone(), rank: 0 };
-        let mut mem = SimMem::new(w.fabric.clone(), 0);
-        let cmd = FifoCmd {
-            header: FifoCmd::header_word(OP_WRITE, 0, 1, 0),
-            src: FifoCmd::loc(BUF_INPUT, 0),
-            dst: FifoCmd::loc(BUF_OUTPUT, 0),
-            bytes: 100,
-            ..Default::default()
-        };
-        e.post(&[cmd], &mut nic, &mut mem).unwrap();
-        let msg = e.flush(&mut nic, &mut mem).unwrap_err().to_string();
-        assert!(msg.contains("rank 1 lane 0") && msg.contains("remote access error"), "{msg}");
-    }
-
-    #[test]
-    fn a_stalled_peer_times_out_with_a_report() {
-        // Staged, and the receiver never runs: the sender runs out of slots and says so.
-        let cfg = EngineConfig {
-            staged: Some(StagedConfig { slots: 2, slot_bytes: 256 }),
-            timeout: std::time::Duration::from_millis(200),
-            ..direct(1)
-        };
-        let w = World::new(2, 4000, &cfg, 5);
-        let mut e = w.engine(&cfg, 0).unwrap();
-        let mut peer = w.engine(&cfg, 1).unwrap();
-        let mut nic = SimNic { fabric: w.fabric.clone(), rank: 0 };
-        peer.start(&mut SimNic { fabric: w.fabric.clone(), rank: 1 }, &mut SimMem::new(w.fabric.clone(), 1)).unwrap();
-        let mut mem = SimMem::new(w.fabric.clone(), 0);
-        e.start(&mut nic, &mut mem).unwrap();
-        let cmd = FifoCmd {
-            header: FifoCmd::header_word(OP_WRITE, 0, 1, 0),
-            src: FifoCmd::loc(BUF_INPUT, 0),
-            dst: FifoCmd::loc(BUF_OUTPUT, 0),
-            bytes: 4000,
-            ..Default::default()
-        };
-        let msg = e.post(&[cmd], &mut nic, &mut mem).unwrap_err().to_string();
-        assert!(msg.contains("no staging slot free for rank 1") && msg.contains("staged slots sent 2"), "{msg}");
     }
 }

@@ -1,13 +1,18 @@
 //! A simulated RDMA fabric for the engine's tests: ranks in threads, memory as byte vectors at
-//! fake addresses, RC queue pairs that deliver in order per QP but in random order across QPs,
-//! send queues that refuse to overflow, receives consumed by immediates (none posted: an RNR
-//! error), completions only for signalled requests (and for every failed one), and the NIC
-//! reading source memory only when it delivers. A staged "GPU stream" runs copies and flag
-//! writes in order, at random later times.
+//! fake addresses, several NICs (rails) per rank each with its own completion queue and keys,
+//! send queues that refuse to overflow, completions only for signalled requests (and for every
+//! failed one), and the NIC reading source memory only when it delivers. Two modes:
+//! - RC ([`Delivery::InOrder`]): in order per QP, random order across QPs; a completion retires
+//!   everything before it; an immediate with no receive posted is an RNR error.
+//! - SRD ([`Delivery::Unordered`]): any order, even within a QP; a completion retires only its
+//!   own request (an unsignalled request never frees its send-queue slot, since the application
+//!   cannot know it finished); an immediate with no receive posted waits on the wire (RNR retry).
+//!
+//! A staged "GPU stream" runs copies and flag writes in order, at random later times.
 //!
 //! Every flag write is checked when it happens: the data of every command it covers must
 //! already be in place, and a flag must never go backwards.
-use super::engine::{Completion, CompletionKind, Mem, Nic, WorkRequest, WrOp};
+use super::engine::{Completion, CompletionKind, Delivery, EngineConfig, Mem, Nic, WorkRequest, WrOp};
 use crate::comm::error::{CommError, CommResult};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -29,7 +34,8 @@ impl Rng {
 struct Region {
     base: u64,
     bytes: Vec<u8>,
-    rkey: u32,
+    /// Key by rail.
+    rkeys: Vec<u32>,
 }
 
 struct InFlight {
@@ -46,13 +52,16 @@ pub type Promise = (u32, u64, Vec<u8>);
 pub struct Fabric {
     pub lanes: u32,
     pub sq_depth: u32,
+    pub rails: u32,
+    pub delivery: Delivery,
     memory: Vec<Vec<Region>>,
     /// By (sender rank, QP index at the sender).
     wire: HashMap<(u32, usize), VecDeque<InFlight>>,
     posted: HashMap<(u32, usize), u64>,
     retired: HashMap<(u32, usize), u64>,
     recvs: HashMap<(u32, usize), u32>,
-    cq: Vec<VecDeque<Completion>>,
+    /// By rank, then rail.
+    cq: Vec<Vec<VecDeque<Completion>>>,
     rng: Rng,
     /// Checks at flag writes: (rank, flag address) -> promises.
     pub promises: HashMap<(u32, u64), Vec<Promise>>,
@@ -65,16 +74,20 @@ fn sim_err(what: String) -> CommError {
 }
 
 impl Fabric {
-    pub fn new(ranks: u32, lanes: u32, sq_depth: u32, seed: u64) -> Arc<Mutex<Fabric>> {
+    /// A fabric for `ranks` ranks shaped like `cfg` (lanes, send-queue depth, delivery, rails).
+    pub fn new(ranks: u32, cfg: &EngineConfig, seed: u64) -> Arc<Mutex<Fabric>> {
+        let rails = cfg.rails.len() as u32;
         Arc::new(Mutex::new(Fabric {
-            lanes,
-            sq_depth,
+            lanes: cfg.lanes,
+            sq_depth: cfg.sq_depth,
+            rails,
+            delivery: cfg.delivery,
             memory: (0..ranks).map(|_| Vec::new()).collect(),
             wire: HashMap::new(),
             posted: HashMap::new(),
             retired: HashMap::new(),
             recvs: HashMap::new(),
-            cq: (0..ranks).map(|_| VecDeque::new()).collect(),
+            cq: (0..ranks).map(|_| (0..rails).map(|_| VecDeque::new()).collect()).collect(),
             rng: Rng(seed | 1),
             promises: HashMap::new(),
             last_flag: HashMap::new(),
@@ -82,15 +95,18 @@ impl Fabric {
         }))
     }
 
-    pub fn add_region(&mut self, rank: u32, base: u64, bytes: Vec<u8>, rkey: u32) {
-        self.memory[rank as usize].push(Region { base, bytes, rkey });
+    /// Memory of `rank` at `base`, writable by peers presenting `rkeys[rail]` on that rail.
+    pub fn add_region(&mut self, rank: u32, base: u64, bytes: Vec<u8>, rkeys: Vec<u32>) {
+        self.memory[rank as usize].push(Region { base, bytes, rkeys });
     }
 
-    fn region(&mut self, rank: u32, addr: u64, len: u64, rkey: Option<u32>) -> Option<&mut [u8]> {
-        let r = self.memory[rank as usize]
-            .iter_mut()
-            .find(|r| addr >= r.base && addr + len <= r.base + r.bytes.len() as u64)?;
-        if rkey.is_some_and(|k| k != r.rkey) {
+    /// `rkey`: (key, rail) a remote writer presented; None: local access.
+    fn region(&mut self, rank: u32, addr: u64, len: u64, rkey: Option<(u32, u32)>) -> Option<&mut [u8]> {
+        let r = self.memory[rank as usize].iter_mut().find(|r| {
+            let end = r.base + r.bytes.len() as u64;
+            addr >= r.base && addr.checked_add(len).is_some_and(|e| e <= end)
+        })?;
+        if rkey.is_some_and(|(k, rail)| r.rkeys.get(rail as usize) != Some(&k)) {
             return None;
         }
         let o = (addr - r.base) as usize;
@@ -104,7 +120,7 @@ impl Fabric {
     }
 
     /// A write by the NIC or the staging stream; flags are checked here.
-    pub fn write(&mut self, rank: u32, addr: u64, data: &[u8], rkey: Option<u32>) -> bool {
+    pub fn write(&mut self, rank: u32, addr: u64, data: &[u8], rkey: Option<(u32, u32)>) -> bool {
         let Some(dst) = self.region(rank, addr, data.len() as u64, rkey) else { return false };
         dst.copy_from_slice(data);
         if data.len() == 4 {
@@ -135,30 +151,59 @@ impl Fabric {
                 continue; // this QP is slow right now
             }
             for _ in 0..1 + self.rng.below(4) {
-                let Some(w) = self.wire.get_mut(&k).and_then(|q| q.pop_front()) else { break };
+                let Some(q) = self.wire.get_mut(&k).filter(|q| !q.is_empty()) else { break };
+                let w = match self.delivery {
+                    Delivery::InOrder => q.pop_front(),
+                    Delivery::Unordered => {
+                        let i = self.rng.below(q.len() as u64) as usize;
+                        q.remove(i)
+                    }
+                };
+                let Some(w) = w else { break };
                 self.deliver(k, w);
             }
         }
     }
 
+    /// Whether `addr..addr + len` lies inside one region of `rank` (keys aside).
+    fn inside(&self, rank: u32, addr: u64, len: u64) -> bool {
+        self.memory[rank as usize]
+            .iter()
+            .any(|r| addr >= r.base && addr.checked_add(len).is_some_and(|e| e <= r.base + r.bytes.len() as u64))
+    }
+
     fn deliver(&mut self, (from_rank, qp): (u32, usize), w: InFlight) {
         let to = qp as u32 / self.lanes;
+        // The engine must never aim a write outside the peer's regions (a wrong key is a fault
+        // the fabric reports; a wrong range is an engine bug).
+        if let WrOp::Write { remote, len, .. } | WrOp::WriteImm { remote, len, .. } = w.op {
+            assert!(
+                self.inside(to, remote, len as u64),
+                "rank {from_rank} wrote {remote:#x}+{len} outside rank {to}'s regions"
+            );
+        }
         let lane = qp as u32 % self.lanes;
         let peer_qp = (from_rank * self.lanes + lane) as usize;
+        let rail = lane % self.rails;
         let ok = match w.op {
             WrOp::Write { local, len, remote, rkey, .. } => {
                 let data = self.read(w.from, local, len as u64);
-                self.write(to, remote, &data, Some(rkey))
+                self.write(to, remote, &data, Some((rkey, rail)))
             }
-            WrOp::WriteU32 { value, remote, rkey } => self.write(to, remote, &value.to_le_bytes(), Some(rkey)),
+            WrOp::WriteU32 { value, remote, rkey } => self.write(to, remote, &value.to_le_bytes(), Some((rkey, rail))),
             WrOp::WriteImm { local, len, remote, rkey, imm, .. } => {
-                let data = self.read(w.from, local, len as u64);
                 let r = self.recvs.entry((to, peer_qp)).or_default();
+                if *r == 0 && self.delivery == Delivery::Unordered {
+                    // RNR retry: the write waits on the wire until the receiver posts one.
+                    self.wire.entry((from_rank, qp)).or_default().push_back(w);
+                    return;
+                }
                 assert!(*r > 0, "RNR: rank {to} QP {peer_qp} has no receive posted for an immediate");
                 *r -= 1;
-                let ok = self.write(to, remote, &data, Some(rkey));
+                let data = self.read(w.from, local, len as u64);
+                let ok = self.write(to, remote, &data, Some((rkey, rail)));
                 if ok {
-                    self.cq[to as usize].push_back(Completion {
+                    self.cq[to as usize][rail as usize].push_back(Completion {
                         qp: peer_qp,
                         kind: CompletionKind::RecvImm { imm },
                         error: None,
@@ -170,14 +215,18 @@ impl Fabric {
         };
         if !ok {
             let e = Some("remote access error".to_string());
-            self.cq[w.from as usize].push_back(Completion {
+            self.cq[w.from as usize][rail as usize].push_back(Completion {
                 qp,
                 kind: CompletionKind::Send { wr_id: w.wr_id },
                 error: e,
             });
         } else if w.signaled {
-            self.retired.insert((w.from, qp), w.seq);
-            self.cq[w.from as usize].push_back(Completion {
+            let retired = match self.delivery {
+                Delivery::InOrder => w.seq,
+                Delivery::Unordered => self.retired.get(&(w.from, qp)).copied().unwrap_or(0) + 1,
+            };
+            self.retired.insert((w.from, qp), retired);
+            self.cq[w.from as usize][rail as usize].push_back(Completion {
                 qp,
                 kind: CompletionKind::Send { wr_id: w.wr_id },
                 error: None,
@@ -222,12 +271,17 @@ impl Nic for SimNic {
     fn poll(&mut self, out: &mut Vec<Completion>) -> CommResult<()> {
         let mut f = self.fabric.lock().unwrap();
         f.step();
-        let n = f.rng.below(8) as usize + 1;
-        let q = &mut f.cq[self.rank as usize];
-        for _ in 0..n {
-            match q.pop_front() {
-                Some(c) => out.push(c),
-                None => break,
+        // Each NIC's completion queue, starting at a random one.
+        let rails = f.rails as usize;
+        let first = f.rng.below(rails as u64) as usize;
+        for i in 0..rails {
+            let n = f.rng.below(8) as usize + 1;
+            let q = &mut f.cq[self.rank as usize][(first + i) % rails];
+            for _ in 0..n {
+                match q.pop_front() {
+                    Some(c) => out.push(c),
+                    None => break,
+                }
             }
         }
         Ok(())
