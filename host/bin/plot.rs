@@ -349,7 +349,11 @@ fn draw(key: &GroupKey, g: &Group, reference: &str, path: &Path) -> Result<()> {
         .configure_mesh()
         .disable_x_mesh()
         .x_label_formatter(&label)
-        .x_desc(if key.layout == "-" { "bytes" } else { "shape MxNxK" })
+        .x_desc(match (key.layout.as_str(), key.op.as_str()) {
+            ("-", _) => "bytes",
+            (_, "moe_dispatch_gemm") => "tokens per rank x hidden x inter x experts x top-k",
+            _ => "shape MxNxK",
+        })
         .y_desc(format!("time / {reference} time (above 1: mkernel faster)"))
         .draw()?;
     for (s, series) in g.series.iter().enumerate() {
