@@ -212,6 +212,15 @@ fn srd(lanes: u32, nics: usize) -> EngineConfig {
     }
 }
 
+/// Three ranks moving `n` bytes each under `cfg` (pieces of at most `max_piece`), run to the end
+/// and every output checked; the world (for its fabric) and each rank's engine counters.
+fn checked_run(cfg: &EngineConfig, seed: u64, n: u64, max_piece: u64) -> (World, Vec<EngineStats>) {
+    let w = World::new(3, n, cfg, seed);
+    let stats = w.run(cfg, seed, max_piece);
+    w.check_outputs();
+    (w, stats)
+}
+
 fn staged(cfg: EngineConfig) -> EngineConfig {
     EngineConfig { staged: Some(StagedConfig { slots: 3, slot_bytes: 1024 }), ..cfg }
 }
@@ -220,9 +229,7 @@ fn staged(cfg: EngineConfig) -> EngineConfig {
 fn direct_one_lane_flags_follow_their_data() {
     for seed in 1..=6 {
         let cfg = direct(1);
-        let w = World::new(3, 200_000, &cfg, seed);
-        let stats = w.run(&cfg, seed, 20_000);
-        w.check_outputs();
+        let (w, stats) = checked_run(&cfg, seed, 200_000, 20_000);
         assert!(w.fabric.lock().unwrap().flag_writes > 0);
         for s in stats {
             assert!(s.signaled * 3 <= s.send_wrs, "selective signalling: {s:?}");
@@ -235,9 +242,7 @@ fn direct_several_lanes_stripe_and_order_flags() {
     for seed in 1..=6 {
         for lanes in [2, 4] {
             let cfg = direct(lanes);
-            let w = World::new(3, 300_000, &cfg, seed);
-            w.run(&cfg, seed, 60_000);
-            w.check_outputs();
+            checked_run(&cfg, seed, 300_000, 60_000);
         }
     }
 }
@@ -247,9 +252,7 @@ fn rc_several_nics_per_rank_stripe_with_each_nics_keys() {
     for seed in 1..=4 {
         for (lanes, nics) in [(2, 2), (4, 2), (3, 3)] {
             let cfg = EngineConfig { rails: rails(nics), ..direct(lanes) };
-            let w = World::new(3, 300_000, &cfg, seed);
-            w.run(&cfg, seed, 60_000);
-            w.check_outputs();
+            checked_run(&cfg, seed, 300_000, 60_000);
         }
     }
 }
@@ -259,9 +262,7 @@ fn srd_receiver_raises_each_flag_once_its_data_units_landed() {
     for seed in 1..=6 {
         for (lanes, nics) in [(1, 1), (2, 2), (4, 2)] {
             let cfg = srd(lanes, nics);
-            let w = World::new(3, 200_000, &cfg, seed);
-            let stats = w.run(&cfg, seed, 40_000);
-            w.check_outputs();
+            let (w, stats) = checked_run(&cfg, seed, 200_000, 40_000);
             let sum = |f: fn(&EngineStats) -> u64| stats.iter().map(f).sum::<u64>();
             assert_eq!(sum(|s| s.data_units_sent), sum(|s| s.data_units_received), "every data unit counted once");
             assert_eq!(sum(|s| s.staged_pieces), sum(|s| s.staged_received), "every flag record processed once");
@@ -277,9 +278,7 @@ fn srd_receiver_raises_each_flag_once_its_data_units_landed() {
 fn staged_through_host_slots() {
     for seed in 1..=6 {
         let cfg = staged(direct(1));
-        let w = World::new(3, 60_000, &cfg, seed);
-        let stats = w.run(&cfg, seed, 5_000);
-        w.check_outputs();
+        let (_, stats) = checked_run(&cfg, seed, 60_000, 5_000);
         let (sent, received): (u64, u64) =
             stats.iter().fold((0, 0), |a, s| (a.0 + s.staged_pieces, a.1 + s.staged_received));
         assert_eq!(sent, received, "every staged piece arrives exactly once");
@@ -290,9 +289,7 @@ fn staged_through_host_slots() {
 fn staged_over_srd_processes_pieces_in_sequence() {
     for seed in 1..=6 {
         let cfg = staged(srd(2, 2));
-        let w = World::new(3, 60_000, &cfg, seed);
-        let stats = w.run(&cfg, seed, 5_000);
-        w.check_outputs();
+        let (_, stats) = checked_run(&cfg, seed, 60_000, 5_000);
         let (sent, received): (u64, u64) =
             stats.iter().fold((0, 0), |a, s| (a.0 + s.staged_pieces, a.1 + s.staged_received));
         assert_eq!(sent, received, "every staged piece arrives exactly once");
