@@ -605,7 +605,8 @@ unsafe fn pull(
     let mut item = idx;
     while item < items {
         if item < x_items {
-            // Own tokens t0..t1 into x_heap, where the peers read them.
+            // Own tokens t0..t1 into x_heap, where this node's peers read them and from where the
+            // proxy sends them to the other nodes.
             if let Some(ring) = ring.as_deref_mut() {
                 if item == idx {
                     let _ = wait_done(p, epoch, b);
@@ -654,7 +655,8 @@ unsafe fn pull(
             }
         };
         if have & (1 << s) == 0 && tid == 0 {
-            // A source on another node writes its records through the proxy.
+            // Its records are in the inbox once `records[s]` is up: an NVLink copy from this node,
+            // the proxy's write from another.
             let f = (p.flags() as *const u32).add(p.records_flag(s) as usize);
             let _ = b.flag(f, epoch, s);
             have |= 1 << s;
