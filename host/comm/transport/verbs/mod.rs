@@ -73,6 +73,9 @@ pub struct VerbsOptions {
     pub sysfs: PathBuf,
     /// Use host staging even where GPU memory could be registered.
     pub force_staged: bool,
+    /// Index of the source GID in the port's table (RoCE v2 usually wants one past 0; see
+    /// `show_gids`). InfiniBand and EFA ignore it.
+    pub gid_index: u8,
     /// Staging geometry when staged.
     pub staged: StagedConfig,
     /// The engine's tuning (`staged`, `delivery` and `rails` are set by `connect`).
@@ -86,6 +89,7 @@ impl Default for VerbsOptions {
             max_rails: 4,
             sysfs: rails::sysfs(),
             force_staged: false,
+            gid_index: 0,
             staged: StagedConfig { slots: 16, slot_bytes: 1 << 20 },
             engine: EngineConfig::default(),
         }
@@ -94,20 +98,32 @@ impl Default for VerbsOptions {
 
 impl VerbsOptions {
     /// Defaults overridden by `MKERNEL_IB_DEVICE` (names, comma-separated),
-    /// `MKERNEL_VERBS_RAILS`, `MKERNEL_VERBS_LANES` and `MKERNEL_VERBS_STAGED=1`.
+    /// `MKERNEL_VERBS_RAILS`, `MKERNEL_VERBS_LANES`, `MKERNEL_IB_GID_INDEX` and
+    /// `MKERNEL_VERBS_STAGED=1`.
     pub fn from_env() -> CommResult<Self> {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// As [`VerbsOptions::from_env`], reading the variables through `var`.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> CommResult<Self> {
         let mut o = Self {
-            device: std::env::var("MKERNEL_IB_DEVICE").ok(),
-            force_staged: std::env::var("MKERNEL_VERBS_STAGED").is_ok_and(|v| v == "1"),
+            device: var("MKERNEL_IB_DEVICE"),
+            force_staged: var("MKERNEL_VERBS_STAGED").is_some_and(|v| v == "1"),
             ..Self::default()
         };
-        if let Ok(v) = std::env::var("MKERNEL_VERBS_LANES") {
+        if let Some(v) = var("MKERNEL_VERBS_LANES") {
             o.engine.lanes = v.parse().map_err(|_| CommError::Env {
                 var: "MKERNEL_VERBS_LANES",
                 rule: format!("`{v}`: a number of QPs per peer, 1..=16"),
             })?;
         }
-        if let Ok(v) = std::env::var("MKERNEL_VERBS_RAILS") {
+        if let Some(v) = var("MKERNEL_IB_GID_INDEX") {
+            o.gid_index = v.parse().map_err(|_| CommError::Env {
+                var: "MKERNEL_IB_GID_INDEX",
+                rule: format!("`{v}`: an index in the port's GID table, 0..=255"),
+            })?;
+        }
+        if let Some(v) = var("MKERNEL_VERBS_RAILS") {
             o.max_rails = v.parse().ok().filter(|n| (1..=16).contains(n)).ok_or_else(|| CommError::Env {
                 var: "MKERNEL_VERBS_RAILS",
                 rule: format!("`{v}`: the most NICs per rank, 1..=16"),
@@ -170,11 +186,12 @@ struct RailDev {
     pd: Arc<Pd>,
     cq: Arc<Cq>,
     lid: u16,
+    gid_index: u8,
     gid: [u8; 16],
     efa: Option<efa::EfaCaps>,
 }
 
-fn open_rail(name: &str, cq_depth: i32) -> CommResult<RailDev> {
+fn open_rail(name: &str, cq_depth: i32, gid_index: u8) -> CommResult<RailDev> {
     let mut n = 0;
     // SAFETY: device list handling as in rdma_devices; the context is owned below.
     let raw = unsafe {
@@ -204,14 +221,14 @@ fn open_rail(name: &str, cq_depth: i32) -> CommResult<RailDev> {
     }
     // SAFETY: plain data.
     let mut gid: ibv_gid = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; GID index 0 exists on every active port.
-    if unsafe { ibv_query_gid(ctx.as_ptr(), PORT, 0, &mut gid) } != 0 {
-        return Err(os_err(&format!("ibv_query_gid({name})")));
+    // SAFETY: as above; an index past the table is an error return, not a fault.
+    if unsafe { ibv_query_gid(ctx.as_ptr(), PORT, gid_index as i32, &mut gid) } != 0 {
+        return Err(os_err(&format!("ibv_query_gid({name} port {PORT} index {gid_index}, MKERNEL_IB_GID_INDEX)")));
     }
     let efa = efa::query(&ctx)?;
     // SAFETY: the GID union is plain bytes.
     let gid = unsafe { gid.raw };
-    Ok(RailDev { name: name.into(), ctx, pd: Arc::new(pd), cq: Arc::new(cq), lid: port.lid, gid, efa })
+    Ok(RailDev { name: name.into(), ctx, pd: Arc::new(pd), cq: Arc::new(cq), lid: port.lid, gid_index, gid, efa })
 }
 
 fn create_rc_qp(d: &RailDev, sq_depth: u32, recv_depth: u32) -> CommResult<Qp> {
@@ -565,7 +582,8 @@ impl VerbsTransport {
         cfg.validate()?;
         let (w, lanes, nr) = (world.world_size as usize, cfg.lanes as usize, rails.len());
         let cq_depth = (w * lanes * (cfg.sq_depth as usize + opts.staged.slots as usize + 64) + 64).min(1 << 20) as i32;
-        let devs = rails.iter().map(|r| open_rail(&r.name, cq_depth)).collect::<CommResult<Vec<_>>>()?;
+        let devs =
+            rails.iter().map(|r| open_rail(&r.name, cq_depth, opts.gid_index)).collect::<CommResult<Vec<_>>>()?;
         let srd = devs[0].efa.is_some();
         if let Some(d) = devs.iter().find(|d| d.efa.is_some() != srd) {
             return Err(err(format!("NICs {} and {} are of different kinds (EFA and not)", devs[0].name, d.name)));
@@ -664,7 +682,7 @@ impl VerbsTransport {
                 infos[i] = QpInfo {
                     lid: d.lid,
                     port: PORT,
-                    gid_index: 0,
+                    gid_index: d.gid_index,
                     qpn: qp.qpn(),
                     psn: 0x1000 + i as u32,
                     _pad: 0,
@@ -821,10 +839,24 @@ mod tests {
 
     #[test]
     fn options_from_env_name_the_variable() {
-        // Only this test touches MKERNEL_VERBS_LANES.
-        std::env::set_var("MKERNEL_VERBS_LANES", "many");
-        let e = VerbsOptions::from_env().unwrap_err().to_string();
-        std::env::remove_var("MKERNEL_VERBS_LANES");
-        assert!(e.contains("MKERNEL_VERBS_LANES"), "{e}");
+        let from = |pairs: &[(&str, &str)]| {
+            let map: std::collections::HashMap<String, String> =
+                pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            VerbsOptions::from_vars(|k| map.get(k).cloned())
+        };
+        for (var, bad) in
+            [("MKERNEL_VERBS_LANES", "many"), ("MKERNEL_VERBS_RAILS", "0"), ("MKERNEL_IB_GID_INDEX", "300")]
+        {
+            let e = from(&[(var, bad)]).unwrap_err().to_string();
+            assert!(e.contains(var) && e.contains(bad), "{e}");
+        }
+        let o = from(&[
+            ("MKERNEL_IB_GID_INDEX", "3"),
+            ("MKERNEL_IB_DEVICE", "mlx5_0,mlx5_1"),
+            ("MKERNEL_VERBS_STAGED", "1"),
+        ])
+        .unwrap();
+        assert_eq!((o.gid_index, o.device.as_deref(), o.force_staged), (3, Some("mlx5_0,mlx5_1"), true));
+        assert_eq!(from(&[]).unwrap().gid_index, 0);
     }
 }
