@@ -99,12 +99,14 @@ impl CommOptions {
 
 /// See the module docs.
 pub struct Communicator {
+    // Fields drop in this order: the proxy (and its transport's registrations of the heap, its
+    // streams writing into it) before the FIFO and the heap itself.
+    proxy: Option<Proxy>,
+    fifo: Option<Arc<Fifo>>,
     world: World,
     boot: Mutex<Bootstrap>,
     heap: SymmBuffer,
     alloc: Mutex<HeapAlloc>,
-    fifo: Option<Arc<Fifo>>,
-    proxy: Option<Proxy>,
     transport: &'static str,
     rails: Vec<String>,
     timeout: Duration,
