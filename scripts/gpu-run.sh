@@ -24,6 +24,8 @@ export MKERNEL_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST
 export MKERNEL_BIN="$here/bin/mkernel"
 ngpu=$(nvidia-smi -L | wc -l)
 [ "$ngpu" -ge 2 ] && export MKERNEL_REQUIRE_GPUS=$ngpu
+# Multi-GPU benches run at world 2 and at every GPU.
+worlds="2"; [ "$ngpu" -gt 2 ] && worlds="2 $ngpu"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv; nvidia-smi topo -m 2>/dev/null | head -5; } | tee "$out/gpu.txt"
 status=0
 "$here/bin/mkernel" info 2>&1 | tee -a "$out/gpu.txt"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
@@ -76,7 +78,6 @@ if want comm && [ "$ngpu" -ge 2 ]; then
   fi
 fi
 if want aggemm && [ "$ngpu" -ge 2 ]; then
-  worlds="2"; [ "$ngpu" -gt 2 ] && worlds="2 $ngpu"
   for w in $worlds; do
     for nodes in 1 2; do
       echo "== mkernel bench ag-gemm, world $w, $nodes node(s)" | tee -a "$out/bench.log"
@@ -86,7 +87,6 @@ if want aggemm && [ "$ngpu" -ge 2 ]; then
   done
 fi
 if want rsar && [ "$ngpu" -ge 2 ]; then
-  worlds="2"; [ "$ngpu" -gt 2 ] && worlds="2 $ngpu"
   for w in $worlds; do
     for op in gemm-rs gemm-ar; do
       echo "== mkernel bench $op, world $w" | tee -a "$out/bench.log"
@@ -96,7 +96,6 @@ if want rsar && [ "$ngpu" -ge 2 ]; then
   done
 fi
 if want moe && [ "$ngpu" -ge 2 ]; then
-  worlds="2"; [ "$ngpu" -gt 2 ] && worlds="2 $ngpu"
   for w in $worlds; do
     echo "== mkernel bench moe, world $w" | tee -a "$out/bench.log"
     "$here/bin/mkernel" bench moe --world "$w" ${MKERNEL_MOE_ARGS:-} --json "$out/moe-w$w.jsonl" 2>&1 | tee -a "$out/bench.log"
@@ -109,7 +108,6 @@ if want moe && [ "$ngpu" -ge 2 ]; then
   done
 fi
 if want torch && [ "$ngpu" -ge 2 ] && [ -f "$here/torch_baselines.py" ]; then
-  worlds="2"; [ "$ngpu" -gt 2 ] && worlds="2 $ngpu"
   for w in $worlds; do
     echo "== torch_baselines.py multi, world $w" | tee -a "$out/bench.log"
     CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((w - 1))) PYTHONUNBUFFERED=1 timeout 400 python3 "$here/torch_baselines.py" multi ${MKERNEL_TORCH_ARGS:-} --json "$out/torch-multi-w$w.jsonl" 2>&1 | grep -vE "^\s*$" | tee -a "$out/bench.log"
