@@ -182,10 +182,14 @@ impl<'a> MoeDispatchGemm<'a> {
         let (x, idx, wt, w1) = (x.into(), topk_idx.into(), topk_weight.into(), w1.into());
         let w = world.world_size as usize;
         let MoeShape { hidden: h, inter: i, experts: e, top_k: k } = shape;
-        if world.local_world_size as usize > MAX_LOCAL_RANKS || w > 32 {
+        // The router keeps each token's first expert per destination rank in an array of
+        // MAX_LOCAL_RANKS entries (device `token_experts`): more ranks in all need it widened.
+        if w > MAX_LOCAL_RANKS {
             return Err(invalid(
                 "world",
-                format!("{w} ranks, {} per node: at most 32, and {MAX_LOCAL_RANKS} per node", world.local_world_size),
+                format!(
+                    "{w} ranks: MoE dispatch takes at most {MAX_LOCAL_RANKS} ranks in all for now (1 x 8, 2 x 4, ...)"
+                ),
             ));
         }
         shape.validate(w)?;
