@@ -28,7 +28,8 @@
 //! **Several nodes.** Records and counts for a rank on another node go through the FIFO and the
 //! proxy (RDMA writes; the emulated NIC between emulated nodes). A rank's tokens cross to each
 //! other node once, to the rank there that shares its local rank (its `rx`), and that node's ranks
-//! pull them over NVLink from there, as from a peer on their own node.
+//! pull them over NVLink from there, as from a peer on their own node. At most 8 ranks in all for
+//! now (1 x 8, 2 x 4, 4 x 2, ...): a typed error beyond.
 use super::gemm::BLayout;
 use super::{Path, PathChoice};
 use crate::abi::*;
