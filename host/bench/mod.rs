@@ -43,6 +43,7 @@ pub fn bench_gemm(
     layout: BLayout,
     timing: Timing,
 ) -> Result<Vec<Record>> {
+    gpu.check_fits("shape", shape.operand_elements(), 2)?;
     let mut rng = Rng::new(0x5eed ^ (shape.m * 31 + shape.n * 17 + shape.k) as u64);
     let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k))?;
     let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n))?;

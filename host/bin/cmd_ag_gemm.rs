@@ -103,6 +103,7 @@ fn to_f64<T: Copy>(v: &[T], f: impl Fn(T) -> f64) -> Vec<f64> {
 /// graph replays.
 pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
     let gpu = Gpu::new(world.device)?;
+    gpu.check_fits("--shape", a.shape.operand_elements(), 2)?;
     let timeout = Duration::from_millis(a.timeout_ms);
     let GemmShape { m, n, k } = a.shape;
     let w = world.world_size as usize;
@@ -219,6 +220,9 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
 fn bench_rank(ranks: &RanksArgs, shapes: &[GemmShape]) -> anyhow::Result<Option<(World, Gpu, Communicator)>> {
     let Some(world) = as_rank(ranks)? else { return Ok(None) };
     let gpu = Gpu::new(world.device)?;
+    for s in shapes {
+        gpu.check_fits("--shapes", s.operand_elements(), 2)?;
+    }
     let heap = shapes.iter().map(|s| s.m * s.k * 2).max().unwrap_or(0) + (64 << 20);
     let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     Ok(Some((world, gpu, comm)))

@@ -48,6 +48,7 @@ fn inputs(seed: u64, round: u32, r: u32, a_len: usize, b_len: usize) -> (Vec<bf1
 /// graph replays.
 pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Result<()> {
     let gpu = Gpu::new(world.device)?;
+    gpu.check_fits("--shape", a.shape.operand_elements(), 2)?;
     let GemmShape { m, n, k } = a.shape;
     let w = world.world_size as usize;
     ensure!(m % w == 0 && k % (8 * w) == 0, "--shape: M must be a multiple of {w} and K of {}", 8 * w);
@@ -155,6 +156,9 @@ pub fn bench(
 ) -> anyhow::Result<()> {
     let Some(world) = as_rank(ranks)? else { return Ok(()) };
     let gpu = Gpu::new(world.device)?;
+    for s in shapes {
+        gpu.check_fits("--shapes", s.operand_elements(), 2)?;
+    }
     let w = world.world_size as usize;
     let heap = shapes.iter().map(|s| 4 * s.m * s.n * 2).max().unwrap_or(0) + (64 << 20);
     let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;

@@ -39,6 +39,13 @@ pub struct MoeConfig {
 }
 
 impl MoeConfig {
+    /// Elements of the tokens and this rank's experts' weights at world `w` (`None` on overflow).
+    fn operand_elements(&self, w: usize) -> Option<usize> {
+        let s = self.shape;
+        let x = self.tokens.checked_mul(s.hidden)?;
+        x.checked_add(s.local_experts(w).checked_mul(s.hidden)?.checked_mul(s.inter)?)
+    }
+
     fn label(&self) -> String {
         let s = self.shape;
         format!("T{}xH{}xI{}xE{}xk{}", self.tokens, s.hidden, s.inter, s.experts, s.top_k)
@@ -173,6 +180,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
     let gpu = Gpu::new(world.device)?;
     let s = a.config.shape;
     let w = world.world_size as usize;
+    gpu.check_fits("--config", a.config.operand_elements(w), 2)?;
     let r = world.rank as usize;
     let t_of = |q: usize| a.config.tokens.saturating_sub(q * a.vary);
     let tokens = t_of(r);
@@ -387,6 +395,9 @@ fn moe_rank(ranks: &RanksArgs, configs: &[MoeConfig]) -> anyhow::Result<Option<(
     let Some(world) = as_rank(ranks)? else { return Ok(None) };
     let gpu = Gpu::new(world.device)?;
     let w = world.world_size as usize;
+    for c in configs {
+        gpu.check_fits("--configs", c.operand_elements(w), 2)?;
+    }
     let heap = configs.iter().map(|c| moe_heap_bytes(w, c)).max().unwrap_or(0);
     let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     Ok(Some((world, gpu, comm)))

@@ -268,6 +268,23 @@ impl Gpu {
         DeviceBuffer::uninit(len)
     }
 
+    /// Whether operands totalling `elements` of `elem_bytes` each (`None`: the count overflowed)
+    /// fit this device's memory: checked before the host generates data for them, so an
+    /// impossible size is a typed error naming `what`, not an allocation that aborts.
+    pub fn check_fits(&self, what: &'static str, elements: Option<usize>, elem_bytes: usize) -> Result<()> {
+        let have = self.info().total_memory;
+        match elements.and_then(|n| n.checked_mul(elem_bytes)) {
+            Some(bytes) if bytes <= have => Ok(()),
+            need => Err(GpuError::InvalidArgument {
+                arg: what,
+                rule: match need {
+                    Some(b) => format!("its operands need {b} bytes; the GPU has {have}"),
+                    None => "its operand sizes overflow a 64-bit byte count".to_string(),
+                },
+            }),
+        }
+    }
+
     /// Allocate and fill from the host.
     pub fn upload<T: Pod>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
         self.make_current()?;

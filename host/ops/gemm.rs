@@ -46,6 +46,13 @@ pub struct GemmShape {
 }
 
 impl GemmShape {
+    /// Elements of A, B and C together (`None` when the count overflows): what a run of this
+    /// shape allocates, for [`crate::Gpu::check_fits`] before any host data is made.
+    pub fn operand_elements(&self) -> Option<usize> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        m.checked_mul(k)?.checked_add(k.checked_mul(n)?)?.checked_add(m.checked_mul(n)?)
+    }
+
     /// Floating-point operations of one product.
     pub fn flops(&self) -> f64 {
         2.0 * self.m as f64 * self.n as f64 * self.k as f64
@@ -293,3 +300,15 @@ pub fn reference_row(a: &[bf16], b: &[bf16], shape: GemmShape, layout: BLayout, 
 
 // Keep the device's tile constants visible where the host sizes launches.
 const _: () = assert!(k::THREADS == 384 && k::TILE_M == 128 && k::TILE_N == 256);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operand_elements_count_a_b_and_c_and_never_overflow() {
+        assert_eq!(GemmShape { m: 2, n: 3, k: 4 }.operand_elements(), Some(8 + 12 + 6));
+        assert_eq!(GemmShape { m: usize::MAX / 2, n: 4, k: 4 }.operand_elements(), None);
+        assert_eq!(GemmShape { m: 1 << 40, n: 1 << 40, k: 1 }.operand_elements(), None);
+    }
+}
