@@ -1,7 +1,7 @@
 //! AllGather + GEMM on the command line: the per-rank correctness check the multi-process tests
 //! run (`rank-check ag-gemm`), the benchmark (`bench ag-gemm`) and the role-split sweep
 //! (`tune ag-gemm`).
-use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits, RepeatArgs, Sweep};
+use crate::cmd_rank::{agreed_seed, bench_rank, repeat_checks, same_bits, RepeatArgs, Sweep};
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -217,15 +217,11 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
 
 /// This process's rank of a bench or tune run (`None` in the launcher), its GPU and a communicator
 /// whose heap holds the largest gathered A with room to spare.
-fn bench_rank(ranks: &RanksArgs, shapes: &[GemmShape]) -> anyhow::Result<Option<(World, Gpu, Communicator)>> {
-    let Some(world) = as_rank(ranks)? else { return Ok(None) };
-    let gpu = Gpu::new(world.device)?;
-    for s in shapes {
-        gpu.check_fits("--shapes", s.operand_elements(), 2)?;
-    }
-    let heap = shapes.iter().map(|s| s.m * s.k * 2).max().unwrap_or(0) + (64 << 20);
-    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
-    Ok(Some((world, gpu, comm)))
+/// [`bench_rank`] for AllGather + GEMM shapes (the heap holds the gathered A).
+fn ag_rank(ranks: &RanksArgs, shapes: &[GemmShape]) -> anyhow::Result<Option<(World, Gpu, Communicator)>> {
+    let elements = |_: &World| shapes.iter().map(GemmShape::operand_elements).collect();
+    let heap = |_: &World| shapes.iter().map(|s| s.m * s.k * 2).max().unwrap_or(0) + (64 << 20);
+    bench_rank(ranks, "--shapes", elements, heap)
 }
 
 /// `bench ag-gemm`: fused, unfused, GEMM alone and the all-gather alone (the fused kernel's
@@ -240,7 +236,7 @@ pub fn bench(
     timing: Timing,
     json: Option<&FsPath>,
 ) -> anyhow::Result<()> {
-    let Some((world, gpu, comm)) = bench_rank(ranks, shapes)? else { return Ok(()) };
+    let Some((world, gpu, comm)) = ag_rank(ranks, shapes)? else { return Ok(()) };
     let w = world.world_size as usize;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
     let mut records = Vec::new();
@@ -358,7 +354,7 @@ pub fn tune(
     timing: Timing,
     out: &FsPath,
 ) -> anyhow::Result<()> {
-    let Some((world, gpu, comm)) = bench_rank(ranks, shapes)? else { return Ok(()) };
+    let Some((world, gpu, comm)) = ag_rank(ranks, shapes)? else { return Ok(()) };
     let w = world.world_size as usize;
     let mut lines = Vec::new();
     let bar = harness::progress((shapes.len() * push.len() * chunk_rows.len()) as u64, "tune ag-gemm");

@@ -1,7 +1,7 @@
 //! GEMM + ReduceScatter / AllReduce on the command line: the per-rank correctness check the
 //! multi-process tests run (`rank-check gemm-rs|gemm-ar`) and the benchmark (`bench
 //! gemm-rs|gemm-ar`).
-use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits, RepeatArgs};
+use crate::cmd_rank::{agreed_seed, bench_rank, repeat_checks, same_bits, RepeatArgs};
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -154,14 +154,10 @@ pub fn bench(
     timing: Timing,
     json: Option<&FsPath>,
 ) -> anyhow::Result<()> {
-    let Some(world) = as_rank(ranks)? else { return Ok(()) };
-    let gpu = Gpu::new(world.device)?;
-    for s in shapes {
-        gpu.check_fits("--shapes", s.operand_elements(), 2)?;
-    }
+    let elements = |_: &World| shapes.iter().map(GemmShape::operand_elements).collect();
+    let heap = |_: &World| shapes.iter().map(|s| 4 * s.m * s.n * 2).max().unwrap_or(0) + (64 << 20);
+    let Some((world, gpu, comm)) = bench_rank(ranks, "--shapes", elements, heap)? else { return Ok(()) };
     let w = world.world_size as usize;
-    let heap = shapes.iter().map(|s| 4 * s.m * s.n * 2).max().unwrap_or(0) + (64 << 20);
-    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
     let mut records = Vec::new();
     for &s in shapes {

@@ -1,6 +1,6 @@
 //! MoE dispatch + grouped GEMM on the command line: the per-rank correctness check the
 //! multi-process tests run (`rank-check moe`) and the benchmark (`bench moe`).
-use crate::cmd_rank::{agreed_seed, as_rank, repeat_checks, same_bits, RepeatArgs, Sweep};
+use crate::cmd_rank::{agreed_seed, bench_rank, repeat_checks, same_bits, RepeatArgs, Sweep};
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -251,8 +251,8 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
     };
     let mut check_round = |round: u32, what: &str| -> anyhow::Result<MoeLayout> {
         let lay = op.layout()?;
-        let topk: Vec<Vec<i32>> = (0..w).map(|q| routing(seed, round, q as u32, t_of(q), s, a.routing).0).collect();
-        let weights: Vec<Vec<f32>> = (0..w).map(|q| routing(seed, round, q as u32, t_of(q), s, a.routing).1).collect();
+        let (topk, weights): (Vec<Vec<i32>>, Vec<Vec<f32>>) =
+            (0..w).map(|q| routing(seed, round, q as u32, t_of(q), s, a.routing)).unzip();
         let want = reference_rows(&topk, k, s.experts, r);
         // Counts and offsets.
         let mut counts = vec![0u32; w * el];
@@ -392,15 +392,10 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
 /// One rank of a multi-rank MoE run (bench or tune): world, GPU and a communicator whose heap
 /// holds the largest config's buffers.
 fn moe_rank(ranks: &RanksArgs, configs: &[MoeConfig]) -> anyhow::Result<Option<(World, Gpu, Communicator)>> {
-    let Some(world) = as_rank(ranks)? else { return Ok(None) };
-    let gpu = Gpu::new(world.device)?;
-    let w = world.world_size as usize;
-    for c in configs {
-        gpu.check_fits("--configs", c.operand_elements(w), 2)?;
-    }
-    let heap = configs.iter().map(|c| moe_heap_bytes(w, c)).max().unwrap_or(0);
-    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
-    Ok(Some((world, gpu, comm)))
+    let w = |world: &World| world.world_size as usize;
+    let elements = |world: &World| configs.iter().map(|c| c.operand_elements(w(world))).collect();
+    let heap = |world: &World| configs.iter().map(|c| moe_heap_bytes(w(world), c)).max().unwrap_or(0);
+    bench_rank(ranks, "--configs", elements, heap)
 }
 
 /// Heap bytes a config's op takes at world `w` (tokens, inboxes, outbox, flags, other nodes'

@@ -253,6 +253,25 @@ fn allgather_check(
     Ok(())
 }
 
+/// One rank of a multi-rank bench or tune (`None`: this process started the ranks instead): its
+/// world, GPU and a communicator with a heap of `heap(world)` bytes, once every problem's operands
+/// (`elements(world)`, bf16 elements each, `None` on overflow) fit the GPU, else a typed error
+/// naming `flag` before anything is allocated.
+pub fn bench_rank(
+    ranks: &RanksArgs,
+    flag: &'static str,
+    elements: impl Fn(&World) -> Vec<Option<usize>>,
+    heap: impl Fn(&World) -> usize,
+) -> anyhow::Result<Option<(World, Gpu, Communicator)>> {
+    let Some(world) = as_rank(ranks)? else { return Ok(None) };
+    let gpu = Gpu::new(world.device)?;
+    for e in elements(&world) {
+        gpu.check_fits(flag, e, 2)?;
+    }
+    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap(&world), ..CommOptions::from_env()? })?;
+    Ok(Some((world, gpu, comm)))
+}
+
 /// A tuning sweep over two knobs of a two-path op: each point's fused and unfused times (the
 /// slowest rank's medians, interleaved), the fastest fused point, and the faster path there.
 pub struct Sweep {

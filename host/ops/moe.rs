@@ -524,12 +524,6 @@ impl<'a> MoeDispatchGemm<'a> {
         self.launch(gpu)?;
         self.wait(gpu)
     }
-
-    /// Useful flops of the last layout (2 x rows x H x I, padding excluded).
-    pub fn flops(layout: &MoeLayout, shape: MoeShape) -> f64 {
-        let rows: u64 = layout.expert_rows.iter().map(|&r| r as u64).sum();
-        2.0 * rows as f64 * shape.hidden as f64 * shape.inter as f64
-    }
 }
 
 impl super::TwoPathOp for MoeDispatchGemm<'_> {
