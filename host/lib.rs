@@ -4,6 +4,7 @@
 //! ## Modules
 //! - [`gpu`]: the host GPU runtime (context, module, buffers, tensor maps, typed launches).
 //! - [`gemm`]: the persistent warp-specialised TMA + wgmma GEMM.
+//! - [`attention`]: the flash-attention forward (wgmma, online softmax, TMA pipeline).
 //! - [`ops`]: every op (GEMM, all-gather, AllGather + GEMM, ...) with its unfused reference path.
 //! - [`comm`]: the communication runtime (world, bootstrap, launcher, communicator, FIFO, proxy,
 //!   transports).
@@ -22,4 +23,5 @@ pub use error::{DiagBuffers, Error, Result, WaitReport};
 pub use gpu::{Gpu, GpuError};
 pub use mkernel_device::abi;
 pub use mkernel_device::{sched, tile};
+pub use ops::attention;
 pub use ops::gemm;

@@ -8,6 +8,7 @@
 # world 2 and every GPU, one node and emulated nodes; MKERNEL_AGGEMM_ARGS adds options), rsar
 # (GEMM + ReduceScatter / AllReduce at world 2 and every GPU; MKERNEL_RSAR_ARGS), moe (MoE
 # dispatch + grouped GEMM beside torch_baselines.py moe at world 2 and every GPU; MKERNEL_MOE_ARGS),
+# attention (bench attention beside torch_baselines.py single's cuDNN / FA2; MKERNEL_ATTN_ARGS),
 # torch (torch_baselines.py multi at world 2 and every GPU, same call), all.
 # Logs go to $OUT (or ./gpu-out): one tests log, one bench log, JSON lines.
 set -uo pipefail
@@ -106,6 +107,16 @@ if want moe && [ "$ngpu" -ge 2 ]; then
       [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     fi
   done
+fi
+if want attention; then
+  echo "== mkernel bench attention" | tee -a "$out/bench.log"
+  "$here/bin/mkernel" bench attention ${MKERNEL_ATTN_ARGS:-} --json "$out/attention.jsonl" 2>> "$out/bench.log" | tee -a "$out/bench.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  if [ -f "$here/torch_baselines.py" ]; then
+    echo "== torch_baselines.py single (cuDNN / FA2 attention, cuBLAS)" | tee -a "$out/bench.log"
+    PYTHONUNBUFFERED=1 timeout 400 python3 "$here/torch_baselines.py" single --shapes 8192x8192x8192 --json "$out/torch-single.jsonl" 2>&1 | grep -E "attention|Error|error" | tee -a "$out/bench.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  fi
 fi
 if want torch && [ "$ngpu" -ge 2 ] && [ -f "$here/torch_baselines.py" ]; then
   for w in $worlds; do

@@ -959,3 +959,54 @@ impl MoeScratch {
     /// Word of the `x_heap` copy items' counter.
     pub const X_COUNTER: u32 = 2 * FLAG_STRIDE;
 }
+
+/// Attention tensors are `[batch, seq, heads, head_dim]` (the layout of a transformer's
+/// projections before any transpose).
+pub const ATTN_BSHD: u32 = 0;
+/// Attention tensors are `[batch, heads, seq, head_dim]` (torch SDPA's layout).
+pub const ATTN_BHSD: u32 = 1;
+
+abi_struct! {
+    /// Flash-attention forward: `O = softmax(scale * Q K^T + mask) V` per (batch, query head), and
+    /// the log-sum-exp of each query row. Query head `h` reads key/value head `h / (heads /
+    /// heads_kv)` (grouped-query attention). Tensor maps are rank 4 with dimensions ordered as
+    /// `layout` stores them, innermost first: `[D, H, S, B]` for [`ATTN_BSHD`], `[D, S, H, B]` for
+    /// [`ATTN_BHSD`]; Q, K and V boxes are 64 x 1 x 128 x 1 (64 x 128 x 1 x 1), O boxes 64 rows.
+    pub struct AttnParams [104] {
+        /// Device address of Q's tensor map (`seq_q` rows per head).
+        pub q_map: u64,
+        /// Device address of K's tensor map (`seq_k` rows per key/value head).
+        pub k_map: u64,
+        /// Device address of V's tensor map (as K's).
+        pub v_map: u64,
+        /// Device address of O's tensor map (as Q's, 64-row boxes).
+        pub o_map: u64,
+        /// Device address of the log-sum-exp, `[batch, heads, seq_q]` f32 (natural log); 0: not
+        /// written.
+        pub lse: u64,
+        /// Where a timed-out wait reports.
+        pub diag: Diag,
+        /// Bound on every device-side wait, in ns.
+        pub timeout_ns: u64,
+        /// Batch size.
+        pub batch: u32,
+        /// Query heads.
+        pub heads: u32,
+        /// Key/value heads (divides `heads`).
+        pub heads_kv: u32,
+        /// Query rows per head.
+        pub seq_q: u32,
+        /// Key/value rows per head.
+        pub seq_k: u32,
+        /// [`ATTN_BSHD`] or [`ATTN_BHSD`].
+        pub layout: u32,
+        /// 1: key `j` is visible to query `i` only when `j <= i + causal_shift`; 0: every key is.
+        pub causal: u32,
+        /// The causal diagonal's offset (0: top-left aligned, as torch's `is_causal`).
+        pub causal_shift: i32,
+        /// The softmax scale times log2(e) (the kernel works in base 2).
+        pub scale_log2: f32,
+        /// Padding up to the asserted size; always 0.
+        pub _pad: u32,
+    }
+}

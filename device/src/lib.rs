@@ -17,6 +17,8 @@ mod unroll;
 #[cfg(target_arch = "nvptx64")]
 pub mod arch;
 #[cfg(target_arch = "nvptx64")]
+pub mod attention;
+#[cfg(target_arch = "nvptx64")]
 pub mod comm;
 #[cfg(target_arch = "nvptx64")]
 pub mod gemm;
@@ -54,6 +56,36 @@ pub mod kernels_info {
         /// Dynamic shared memory the kernel needs.
         pub const SMEM_BYTES: u32 = SCRATCH_OFF + 16;
         const _: () = assert!(SMEM_BYTES <= 227 * 1024);
+    }
+
+    /// The flash-attention forward's tile and launch shape (per head dimension `d`, 64 or 128).
+    pub mod attention {
+        /// Query rows per tile (two consumer warpgroups of 64).
+        pub const BLOCK_M: u32 = 128;
+        /// Key/value rows per block.
+        pub const BLOCK_N: u32 = 128;
+        /// Depth of the K ring and of the V ring.
+        pub const STAGES: u32 = 2;
+        /// Threads per CTA: one producer and two consumer warpgroups.
+        pub const THREADS: u32 = 384;
+        /// Bytes of the Q tile (also the O staging tile).
+        pub const fn q_bytes(d: u32) -> u32 {
+            BLOCK_M * d * 2
+        }
+        /// Bytes of one K (or V) block.
+        pub const fn kv_bytes(d: u32) -> u32 {
+            BLOCK_N * d * 2
+        }
+        /// Offset of the barriers: Q, then the K stages, then the V stages.
+        pub const fn bar_off(d: u32) -> u32 {
+            q_bytes(d) + 2 * STAGES * kv_bytes(d)
+        }
+        /// Dynamic shared memory of a launch with head dimension `d`: the tiles, then a full and
+        /// an empty barrier per K stage, per V stage and for Q.
+        pub const fn smem_bytes(d: u32) -> u32 {
+            bar_off(d) + 16 * (2 * STAGES + 1)
+        }
+        const _: () = assert!(smem_bytes(128) <= 227 * 1024);
     }
 
     /// The all-gather's copy CTAs.

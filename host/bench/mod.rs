@@ -6,6 +6,7 @@ use crate::baseline::Cublas;
 use crate::comm::fifo::Fifo;
 use crate::comm::proxy::{Proxy, ProxyConfig};
 use crate::comm::transport::FnTransport;
+use crate::attention::{Attention, AttentionOptions, AttentionShape, AttnLayout};
 use crate::gemm::{BLayout, Gemm, GemmOptions, GemmShape, Output};
 use crate::gpu::{kernels, LaunchConfig};
 use crate::testing::Rng;
@@ -188,4 +189,49 @@ pub fn fifo_roundtrips(gpu: &Gpu, rounds: u32) -> crate::Result<Vec<u64>> {
 pub fn fifo_run(gpu: &Gpu, blocks: u32, threads: u32, per: u32, rounds: u32) -> crate::Result<(f64, Vec<u64>)> {
     let rate = fifo_throughput(gpu, FifoBench { blocks, threads, per_thread: per, ..Default::default() })?;
     Ok((rate, fifo_roundtrips(gpu, rounds)?))
+}
+
+impl AttentionShape {
+    /// `BxHxSxD` (`BxH/HkvxSqxSkxD` when heads or lengths differ), the shape's name in records.
+    pub fn label(&self) -> String {
+        if self.heads == self.heads_kv && self.seq_q == self.seq_k {
+            format!("{}x{}x{}x{}", self.batch, self.heads, self.seq_q, self.head_dim)
+        } else {
+            format!("{}x{}/{}x{}x{}x{}", self.batch, self.heads, self.heads_kv, self.seq_q, self.seq_k, self.head_dim)
+        }
+    }
+}
+
+impl AttnLayout {
+    /// The layout's name in records and on the command line (`bshd`, `bhsd`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AttnLayout::Bshd => "bshd",
+            AttnLayout::Bhsd => "bhsd",
+        }
+    }
+}
+
+/// mkernel's attention forward (with the log-sum-exp, as a ring or a backward pass needs it) on
+/// fresh random inputs: one record, TFLOP/s counted as torch and FlashAttention count them.
+/// cuDNN and FlashAttention-2 come from `torch_baselines.py single` in the same call.
+pub fn bench_attention(gpu: &Gpu, shape: AttentionShape, layout: AttnLayout, causal: bool, timing: Timing) -> Result<Record> {
+    let elems = shape.q_elements().checked_mul(2).and_then(|x| x.checked_add(2 * shape.kv_elements()));
+    gpu.check_fits("configs", elems, 2)?;
+    let mut rng = Rng::new(0xa77e ^ (shape.seq_q * 31 + shape.heads * 17 + shape.head_dim) as u64);
+    let q = gpu.upload(&rng.bf16_vec(shape.q_elements()))?;
+    let k = gpu.upload(&rng.bf16_vec(shape.kv_elements()))?;
+    let v = gpu.upload(&rng.bf16_vec(shape.kv_elements()))?;
+    let o = gpu.alloc::<half::bf16>(shape.q_elements())?;
+    let lse = gpu.alloc::<f32>(shape.lse_elements())?;
+    let opts = AttentionOptions { causal, ..Default::default() };
+    let attn = Attention::new(gpu, shape, layout, (&q, &k, &v), &o, Some(&lse), opts)?;
+    let ms = time_ms(gpu, &mut Solo, timing, || attn.launch(gpu))?;
+    attn.run(gpu)?;
+    let run = RunInfo::single(gpu);
+    Ok(run
+        .record("attention", shape.label(), &format!("{}{}", layout.name(), if causal { "/causal" } else { "" }), "mkernel", ms)
+        .with_flops(shape.flops(causal))
+        .with("causal", causal)
+        .with("ctas", attn.ctas()))
 }

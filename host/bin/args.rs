@@ -27,6 +27,49 @@ pub fn layout(s: &str) -> Result<BLayout, String> {
     }
 }
 
+/// An attention config `BxHxSxD` (batch, heads, sequence length, head dimension), every size at
+/// least 1 (the op itself checks the head dimension).
+pub fn attention(s: &str) -> Result<mkernel::attention::AttentionShape, String> {
+    let dims: Vec<&str> = s.split('x').collect();
+    let [b, h, sq, d] = dims[..] else {
+        return Err(format!("`{s}` is not BxHxSxD (four sizes joined by `x`, e.g. 4x16x8192x128)"));
+    };
+    let dim = |v: &str, name: &str| -> Result<usize, String> {
+        match v.parse::<usize>() {
+            Ok(0) => Err(format!("`{s}`: {name} must be at least 1")),
+            Ok(x) => Ok(x),
+            Err(_) => Err(format!("`{s}`: {name} = `{v}` is not a whole number")),
+        }
+    };
+    let (heads, seq) = (dim(h, "H")?, dim(sq, "S")?);
+    Ok(mkernel::attention::AttentionShape {
+        batch: dim(b, "B")?,
+        heads,
+        heads_kv: heads,
+        seq_q: seq,
+        seq_k: seq,
+        head_dim: dim(d, "D")?,
+    })
+}
+
+/// An attention layout: `bhsd` or `bshd`.
+pub fn attn_layout(s: &str) -> Result<mkernel::attention::AttnLayout, String> {
+    match s {
+        "bhsd" => Ok(mkernel::attention::AttnLayout::Bhsd),
+        "bshd" => Ok(mkernel::attention::AttnLayout::Bshd),
+        _ => Err(format!("`{s}`: an attention layout is `bhsd` ([B, H, S, D]) or `bshd` ([B, S, H, D])")),
+    }
+}
+
+/// An attention mask: `causal` (true) or `full` (false).
+pub fn mask(s: &str) -> Result<bool, String> {
+    match s {
+        "causal" => Ok(true),
+        "full" => Ok(false),
+        _ => Err(format!("`{s}`: a mask is `causal` or `full`")),
+    }
+}
+
 /// A byte count at least 1: a whole number with an optional binary suffix (`K`, `M`, `G`, with or
 /// without `iB`), e.g. `1048576`, `16M`, `256MiB`.
 pub fn size(s: &str) -> Result<usize, String> {

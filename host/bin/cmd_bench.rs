@@ -44,6 +44,35 @@ pub fn gemm(shapes: &[GemmShape], layouts: &[BLayout], timing: Timing, json: Opt
     finish(&records, Some("cublas"), json)
 }
 
+/// `bench attention`: mkernel's attention forward per config, layout and mask.
+pub fn attention(
+    configs: &[mkernel::attention::AttentionShape],
+    layouts: &[mkernel::attention::AttnLayout],
+    masks: &[bool],
+    timing: Timing,
+    json: Option<&Path>,
+) -> anyhow::Result<()> {
+    let g = Gpu::new(0)?;
+    let bar = harness::progress((configs.len() * layouts.len() * masks.len()) as u64, "bench attention");
+    let mut records = Vec::new();
+    for &s in configs {
+        s.validate().with_context(|| format!("--configs {}", s.label()))?;
+        for &l in layouts {
+            for &causal in masks {
+                records.push(bench::bench_attention(&g, s, l, causal, timing)?);
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    println!(
+        "attention forward (bf16, with log-sum-exp) on {}, median of {} launches (CUDA events); cuDNN / FA2: torch_baselines.py single",
+        g.info().name,
+        timing.reps
+    );
+    finish(&records, None, json)
+}
+
 /// `bench allgather`, as ranks: the GPU-driven all-gather, and (one node) the copy engine moving
 /// the same shard into a peer.
 pub fn allgather(

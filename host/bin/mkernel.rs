@@ -123,6 +123,25 @@ enum BenchCmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// The flash-attention forward on one GPU (cuDNN and FlashAttention-2 beside it come from
+    /// torch_baselines.py single, run in the same call).
+    Attention {
+        /// Configs BxHxSxD (batch, heads, sequence, head dim), comma-separated.
+        #[arg(long, value_delimiter = ',', value_parser = args::attention,
+              default_value = "4x16x8192x128,1x16x32768x128,4x32x8192x64")]
+        configs: Vec<mkernel::attention::AttentionShape>,
+        /// Layouts: bhsd ([B, H, S, D], as torch) and/or bshd.
+        #[arg(long, value_delimiter = ',', value_parser = args::attn_layout, default_value = "bhsd")]
+        layouts: Vec<mkernel::attention::AttnLayout>,
+        /// Masks to time: causal and/or full.
+        #[arg(long, value_delimiter = ',', value_parser = args::mask, default_value = "full,causal")]
+        masks: Vec<bool>,
+        #[command(flatten)]
+        timing: TimingArgs,
+        /// Also write JSON lines here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// The GPU-driven all-gather beside the copy engine (run on several ranks).
     Allgather {
         /// Output sizes (bytes, or with K/M/G), comma-separated.
@@ -401,6 +420,9 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
     match b {
         BenchCmd::Gemm { shapes, layouts, timing, json } => {
             cmd_bench::gemm(&shapes, &layouts, timing.timing(), json.as_deref())
+        }
+        BenchCmd::Attention { configs, layouts, masks, timing, json } => {
+            cmd_bench::attention(&configs, &layouts, &masks, timing.timing(), json.as_deref())
         }
         BenchCmd::Allgather { sizes, intra_ctas, copy, in_place, ranks, timing, json } => {
             cmd_bench::allgather(&sizes, intra_ctas, copy, in_place, &ranks, timing.timing(), json.as_deref())

@@ -61,6 +61,10 @@ pub const REDUCE_PULL: Kernel<ReduceParams> = Kernel::new("mk_reduce_pull");
 pub const MOE_KN: Kernel<MoeParams> = Kernel::new("mk_moe_kn");
 /// MoE dispatch + grouped GEMM, experts' weights `[E/W, I, H]`.
 pub const MOE_NK: Kernel<MoeParams> = Kernel::new("mk_moe_nk");
+/// Flash-attention forward, head dimension 64 (launched by [`crate::ops::attention::Attention`]).
+pub const ATTENTION_D64: Kernel<AttnParams> = Kernel::new("mk_attention_d64");
+/// Flash-attention forward, head dimension 128.
+pub const ATTENTION_D128: Kernel<AttnParams> = Kernel::new("mk_attention_d128");
 /// FIFO exercise: every thread pushes commands (throughput), or thread 0 ping-pongs with the
 /// proxy (round trips); see [`crate::bench::fifo_throughput`] and
 /// [`crate::bench::fifo_roundtrips`].
@@ -83,5 +87,7 @@ pub const ALL: &[&str] = &[
     REDUCE_PULL.name,
     MOE_KN.name,
     MOE_NK.name,
+    ATTENTION_D64.name,
+    ATTENTION_D128.name,
     FIFO_PUSH_TEST.name,
 ];

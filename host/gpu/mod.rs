@@ -11,7 +11,7 @@ pub mod topology;
 pub use error::{GpuError, Result};
 pub use kernels::Kernel;
 pub use memory::{take_drop_errors, DeviceBuffer, DeviceSlice, MappedBuffer};
-pub use tensor_map::{Swizzle, TensorMap, Tile2d, TmaDtype};
+pub use tensor_map::{EncodeTensorMap, Swizzle, TensorMap, Tile2d, Tile4d, TmaDtype};
 
 use bytemuck::Pod;
 use cust::context::Context;
@@ -298,9 +298,9 @@ impl Gpu {
     }
 
     /// Encode tensor maps and copy them to device memory (kernels take `addr() + 128 * i`).
-    pub fn upload_tensor_maps(&self, tiles: &[Tile2d]) -> Result<DeviceBuffer<TensorMap>> {
+    pub fn upload_tensor_maps<T: EncodeTensorMap>(&self, tiles: &[T]) -> Result<DeviceBuffer<TensorMap>> {
         self.make_current()?;
-        let maps = tiles.iter().map(|t| t.encode()).collect::<Result<Vec<_>>>()?;
+        let maps = tiles.iter().map(|t| t.encode_map()).collect::<Result<Vec<_>>>()?;
         DeviceBuffer::from_slice(&maps)
     }
 

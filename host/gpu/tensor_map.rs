@@ -160,27 +160,121 @@ impl Tile2d {
     /// Validate and encode. The driver must be initialised (any `Gpu` exists).
     pub fn encode(&self) -> Result<TensorMap> {
         self.validate()?;
-        let api = cuda12()?;
-        let mut map = TensorMap::zeroed();
-        let strides = [self.row_stride_bytes];
-        let elem_strides = [1u32, 1];
-        // SAFETY: every pointer refers to a live local array of the size rank 2 requires.
-        check("cuTensorMapEncodeTiled", unsafe {
-            (api.tensor_map_encode_tiled)(
-                (&mut map as *mut TensorMap).cast(),
-                self.dtype.code(),
-                2,
-                self.base as *mut _,
-                self.dims.as_ptr(),
-                strides.as_ptr(),
-                self.box_dims.as_ptr(),
-                elem_strides.as_ptr(),
-                0, // no interleave
-                self.swizzle.code(),
-                2, // L2 promotion: 128 bytes
-                0, // out-of-bounds elements read as zero
-            )
-        })?;
-        Ok(map)
+        encode_tiled(self.base, self.dtype, &self.dims, &[self.row_stride_bytes], &self.box_dims, self.swizzle)
     }
+}
+
+/// A rank-4 tensor in global memory (dimension 0 contiguous, the others at any 16-byte-multiple
+/// strides, in any order) and the box TMA moves: what attention's `[B, S, H, D]` and
+/// `[B, H, S, D]` tensors are, so that a box never crosses a head or a batch entry.
+#[derive(Clone, Copy, Debug)]
+pub struct Tile4d {
+    /// Device address of element (0, 0, 0, 0): 16-byte aligned.
+    pub base: u64,
+    /// Element type.
+    pub dtype: TmaDtype,
+    /// Tensor size per dimension, innermost (contiguous) first.
+    pub dims: [u64; 4],
+    /// Bytes between consecutive indices of dimensions 1, 2 and 3.
+    pub strides_bytes: [u64; 3],
+    /// Box size per dimension (each 1..=256).
+    pub box_dims: [u32; 4],
+    /// How the box is laid out in shared memory; it bounds the inner box's bytes.
+    pub swizzle: Swizzle,
+}
+
+impl Tile4d {
+    /// Check TMA's rules, naming the broken one.
+    pub fn validate(&self) -> Result<()> {
+        // The two innermost dimensions follow the rank-2 rules (alignment, inner box, swizzle).
+        Tile2d {
+            base: self.base,
+            dtype: self.dtype,
+            dims: [self.dims[0], self.dims[1]],
+            row_stride_bytes: self.strides_bytes[0],
+            box_dims: [self.box_dims[0], self.box_dims[1]],
+            swizzle: self.swizzle,
+        }
+        .validate()?;
+        for i in 2..4 {
+            let (d, st, b) = (self.dims[i], self.strides_bytes[i - 1], self.box_dims[i]);
+            if d == 0 || d > (1 << 32) {
+                return Err(bad("tensor_map.dims", format!("dimension {i} is {d}; must be in 1..=2^32")));
+            }
+            if !st.is_multiple_of(16) || st >= (1 << 40) {
+                return Err(bad(
+                    "tensor_map.strides_bytes",
+                    format!("stride of dimension {i} is {st}; must be a multiple of 16 below 2^40"),
+                ));
+            }
+            if b == 0 || b > 256 {
+                return Err(bad("tensor_map.box_dims", format!("box dimension {i} is {b}; must be in 1..=256")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of one box in shared memory.
+    pub fn box_bytes(&self) -> u32 {
+        self.box_dims.iter().product::<u32>() * self.dtype.bytes() as u32
+    }
+
+    /// Validate and encode. The driver must be initialised (any `Gpu` exists).
+    pub fn encode(&self) -> Result<TensorMap> {
+        self.validate()?;
+        encode_tiled(self.base, self.dtype, &self.dims, &self.strides_bytes, &self.box_dims, self.swizzle)
+    }
+}
+
+/// Something [`crate::Gpu::upload_tensor_maps`] can encode.
+pub trait EncodeTensorMap {
+    /// Validate and encode.
+    fn encode_map(&self) -> Result<TensorMap>;
+}
+
+impl EncodeTensorMap for Tile2d {
+    fn encode_map(&self) -> Result<TensorMap> {
+        self.encode()
+    }
+}
+
+impl EncodeTensorMap for Tile4d {
+    fn encode_map(&self) -> Result<TensorMap> {
+        self.encode()
+    }
+}
+
+/// `cuTensorMapEncodeTiled` for a validated tensor of rank `dims.len()` (`strides` has one entry
+/// fewer), element strides 1, no interleave, 128-byte L2 promotion, zero fill out of bounds.
+fn encode_tiled(
+    base: u64,
+    dtype: TmaDtype,
+    dims: &[u64],
+    strides: &[u64],
+    box_dims: &[u32],
+    swizzle: Swizzle,
+) -> Result<TensorMap> {
+    debug_assert!(strides.len() + 1 == dims.len() && box_dims.len() == dims.len());
+    let api = cuda12()?;
+    let mut map = TensorMap::zeroed();
+    let elem_strides = [1u32; 5];
+    // SAFETY: every pointer refers to a live local array of at least `dims.len()` (strides: one
+    // fewer) entries, the rank the call names.
+    check("cuTensorMapEncodeTiled", unsafe {
+        (api.tensor_map_encode_tiled)(
+            (&mut map as *mut TensorMap).cast(),
+            dtype.code(),
+            dims.len() as u32,
+            base as *mut _,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            box_dims.as_ptr(),
+            elem_strides.as_ptr(),
+            0, // no interleave
+            swizzle.code(),
+            2, // L2 promotion: 128 bytes
+            0, // out-of-bounds elements read as zero
+        )
+    })?;
+    Ok(map)
 }

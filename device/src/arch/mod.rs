@@ -5,6 +5,7 @@
 
 mod barrier;
 mod ids;
+mod math;
 mod mbarrier;
 mod memory;
 mod regs;
@@ -16,6 +17,7 @@ pub mod wgmma;
 
 pub use barrier::*;
 pub use ids::*;
+pub use math::*;
 pub use mbarrier::*;
 pub use memory::*;
 pub use regs::*;

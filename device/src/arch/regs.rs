@@ -35,3 +35,14 @@ macro_rules! launch_bounds {
         }
     };
 }
+
+/// `x`, hidden from the optimiser: values derived from it are computed where they are used
+/// instead of being hoisted out of a loop and held in registers all along (how a mainloop keeps
+/// its wgmma descriptors from eating the accumulators' registers).
+#[inline(always)]
+pub fn opaque_u32(x: u32) -> u32 {
+    let r: u32;
+    // Not `pure`: the optimiser must assume a side effect, so it neither hoists nor merges it.
+    unsafe { core::arch::asm!("mov.b32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(nomem, nostack)) };
+    r
+}

@@ -37,6 +37,35 @@ pub unsafe fn tma_store_2d(tmap: u64, src: u32, c0: i32, c1: i32) {
     )
 }
 
+/// Load the 4-D box at element coordinates (`c0` innermost .. `c3`) into shared memory at `dst`,
+/// completing on `bar` as [`tma_load_2d`] does (out-of-bounds elements zero-filled, the full box
+/// credited).
+///
+/// # Safety
+/// As [`tma_load_2d`], for a rank-4 tensor map.
+#[inline(always)]
+pub unsafe fn tma_load_4d(dst: u32, tmap: u64, bar: u32, [c0, c1, c2, c3]: [i32; 4]) {
+    asm!(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [{d}], [{m}, {{{x}, {y}, {z}, {w}}}], [{b}];",
+        d = in(reg32) dst, m = in(reg64) tmap, x = in(reg32) c0, y = in(reg32) c1, z = in(reg32) c2,
+        w = in(reg32) c3, b = in(reg32) bar, options(nostack)
+    )
+}
+
+/// Store the 4-D box at shared address `src` to the tensor at (`c0` .. `c3`), clipped to the
+/// tensor, as part of the current bulk async-group.
+///
+/// # Safety
+/// As [`tma_store_2d`], for a rank-4 tensor map.
+#[inline(always)]
+pub unsafe fn tma_store_4d(tmap: u64, src: u32, [c0, c1, c2, c3]: [i32; 4]) {
+    asm!(
+        "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [{m}, {{{x}, {y}, {z}, {w}}}], [{s}];",
+        m = in(reg64) tmap, x = in(reg32) c0, y = in(reg32) c1, z = in(reg32) c2, w = in(reg32) c3,
+        s = in(reg32) src, options(nostack)
+    )
+}
+
 /// Close the current group of bulk stores.
 #[inline(always)]
 pub fn bulk_commit_group() {

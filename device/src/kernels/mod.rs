@@ -24,6 +24,7 @@ macro_rules! b_layout_entry_points {
 }
 
 pub mod ag_gemm;
+pub mod attention;
 pub mod allgather;
 pub mod gemm;
 pub mod gemm_rs;

@@ -1,0 +1,608 @@
+//! The flash-attention forward's pieces: where Q, K and V live in shared memory, which tiles a
+//! CTA takes, how the producer streams K/V blocks (TMA, 128-byte swizzle, the framework's
+//! [`Pipeline`]), and how a consumer warpgroup runs `S = Q K^T` (wgmma from shared memory), the
+//! online softmax in fp32 and base 2, and `O += P V` (wgmma with P from registers).
+//!
+//! A tile is 128 query rows of one (batch, head); consumer warpgroup `cwg` owns rows
+//! `64 cwg .. 64 cwg + 64`. Accumulators follow the wgmma layout (`arch::wgmma`): thread `t` of a
+//! warpgroup holds rows `r = 16 (t / 32) + (t % 32) / 4` and `r + 8`; `s[4j + i]` is row
+//! `r + 8 (i / 2)`, column `8j + 2 (t % 4) + i % 2`. Row statistics (max, sum) are therefore
+//! shared by the 4 threads of a quad.
+use crate::abi::{AttnParams, ATTN_BSHD};
+use crate::arch::*;
+use crate::kernels_info::attention::*;
+use crate::pipeline::{PipeState, Pipeline};
+use crate::sync::Bound;
+use crate::tile::*;
+
+/// Consumer warps that release each K and V block (every warp after its own `wgmma.wait_group`).
+const KV_RELEASES: u32 = 8;
+/// Releases of the Q tile: one per consumer warpgroup, after its O rows left shared memory.
+const Q_RELEASES: u32 = 2;
+
+/// Shared memory of an attention CTA with head dimension `D`.
+#[derive(Clone, Copy)]
+pub struct Smem<const D: u32> {
+    /// Shared-memory address of the dynamic shared memory.
+    pub base: u32,
+}
+
+impl<const D: u32> Smem<D> {
+    /// The Q tile: `D / 64` boxes of 128 rows x 64 columns (swizzled), box `c` at `c * 16 KiB`.
+    /// A consumer warpgroup stages its O rows in its own rows of it once Q is no longer needed.
+    #[inline(always)]
+    pub const fn q(&self) -> u32 {
+        self.base
+    }
+    /// K block of stage `s` (laid out as Q).
+    #[inline(always)]
+    pub const fn k(&self, s: u32) -> u32 {
+        self.base + q_bytes(D) + s * kv_bytes(D)
+    }
+    /// V block of stage `s` (laid out as Q).
+    #[inline(always)]
+    pub const fn v(&self, s: u32) -> u32 {
+        self.base + q_bytes(D) + (STAGES + s) * kv_bytes(D)
+    }
+    /// The K ring.
+    #[inline(always)]
+    pub const fn k_pipe(&self) -> Pipeline<STAGES> {
+        Pipeline::at(self.base + bar_off(D))
+    }
+    /// The V ring.
+    #[inline(always)]
+    pub const fn v_pipe(&self) -> Pipeline<STAGES> {
+        Pipeline::at(self.base + bar_off(D) + 16 * STAGES)
+    }
+    /// The Q tile's one-slot ring (full: Q landed; empty: both warpgroups stored their O rows).
+    #[inline(always)]
+    pub const fn q_pipe(&self) -> Pipeline<1> {
+        Pipeline::at(self.base + bar_off(D) + 32 * STAGES)
+    }
+
+    /// Initialise every barrier (one thread; a block barrier must follow).
+    ///
+    /// # Safety
+    /// The shared memory is this CTA's and holds [`smem_bytes`]`(D)` bytes.
+    #[inline(always)]
+    pub unsafe fn init(&self) {
+        self.k_pipe().init(KV_RELEASES);
+        self.v_pipe().init(KV_RELEASES);
+        self.q_pipe().init(Q_RELEASES);
+    }
+}
+
+/// One tile of work: query rows `mb * BLOCK_M ..` of head `h` of batch entry `b`.
+#[derive(Clone, Copy)]
+pub struct Work {
+    /// Query block.
+    pub mb: u32,
+    /// Query head.
+    pub h: u32,
+    /// Batch entry.
+    pub b: u32,
+}
+
+/// The problem's shape as the kernel walks it: tile order, visible key blocks, masks and tensor
+/// coordinates. Pure integer logic shared by the producer and the consumers.
+#[derive(Clone, Copy)]
+pub struct Geometry {
+    heads: u32,
+    group: u32,
+    batch: u32,
+    seq_q: u32,
+    seq_k: u32,
+    m_blocks: u32,
+    bshd: bool,
+    causal: bool,
+    shift: i32,
+}
+
+impl Geometry {
+    /// The geometry of the launch `p`.
+    #[inline(always)]
+    pub fn new(p: &AttnParams) -> Self {
+        Self {
+            heads: p.heads,
+            // `max(1)`: the host checked both are at least 1; saying so keeps a panic (a call,
+            // which costs the consumers registers) out of the kernel.
+            group: p.heads / p.heads_kv.max(1),
+            batch: p.batch,
+            seq_q: p.seq_q,
+            seq_k: p.seq_k,
+            m_blocks: p.seq_q.div_ceil(BLOCK_M).max(1),
+            bshd: p.layout == ATTN_BSHD,
+            causal: p.causal != 0,
+            shift: p.causal_shift,
+        }
+    }
+
+    /// Tiles of the launch.
+    #[inline(always)]
+    pub const fn tiles(&self) -> u32 {
+        self.m_blocks * self.heads * self.batch
+    }
+
+    /// Tile `i`: (batch, head) pairs in turn, each one's query blocks last first. CTAs running
+    /// at the same time then share a head's keys and values in L2 (each pair's K and V are read
+    /// once from memory, not once per CTA), and under a causal mask a head's longest tiles start
+    /// first.
+    #[inline(always)]
+    pub const fn work(&self, i: u32) -> Work {
+        let pair = i / self.m_blocks;
+        let mb = self.m_blocks - 1 - i % self.m_blocks;
+        let heads = if self.heads == 0 { 1 } else { self.heads };
+        Work { mb, h: pair % heads, b: pair / heads }
+    }
+
+    /// The key/value head query head `h` reads.
+    #[inline(always)]
+    pub const fn kv_head(&self, h: u32) -> u32 {
+        h / if self.group == 0 { 1 } else { self.group }
+    }
+
+    /// Key blocks query block `mb` sees: all of them, or under a causal mask those up to the
+    /// diagonal of its last real row.
+    #[inline(always)]
+    pub const fn kv_blocks(&self, mb: u32) -> u32 {
+        let all = self.seq_k.div_ceil(BLOCK_N);
+        if !self.causal {
+            return all;
+        }
+        let last_row = min_u32(mb * BLOCK_M + BLOCK_M, self.seq_q) as i64 - 1;
+        let last_key = last_row + self.shift as i64;
+        if last_key < 0 {
+            0
+        } else {
+            min_u32(all, (last_key as u32) / BLOCK_N + 1)
+        }
+    }
+
+    /// Whether key block `j` of query block `mb` has masked entries: it runs past `seq_k`, or
+    /// (causal) some of its keys lie right of the diagonal for the block's first row.
+    #[inline(always)]
+    pub const fn needs_mask(&self, mb: u32, j: u32) -> bool {
+        let past_end = (j + 1) * BLOCK_N > self.seq_k;
+        let diagonal = self.causal && ((j * BLOCK_N + BLOCK_N - 1) as i64) > (mb * BLOCK_M) as i64 + self.shift as i64;
+        past_end || diagonal
+    }
+
+    /// Tensor-map coordinates of element `d` of row `row` of head `head` of batch entry `b`.
+    #[inline(always)]
+    pub const fn coords(&self, d: u32, head: u32, row: u32, b: u32) -> [i32; 4] {
+        if self.bshd {
+            [d as i32, head as i32, row as i32, b as i32]
+        } else {
+            [d as i32, row as i32, head as i32, b as i32]
+        }
+    }
+}
+
+#[inline(always)]
+const fn min_u32(a: u32, b: u32) -> u32 {
+    if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Producer: load `D / 64` boxes of 128 rows starting at `row` of `map` into the tile at `dst`,
+/// completing on `full`.
+///
+/// # Safety
+/// `map` is a valid rank-4 tensor map with 64 x 128 boxes; `full` expects the tile's bytes.
+#[inline(always)]
+unsafe fn load_tile<const D: u32>(g: &Geometry, dst: u32, map: u64, full: u32, (head, row, b): (u32, u32, u32)) {
+    for c in 0..D / 64 {
+        tma_load_4d(dst + c * BLOCK_M * SW128_ROW_BYTES, map, full, g.coords(64 * c, head, row, b));
+    }
+}
+
+/// The producer thread: for each tile of this CTA, Q, then each visible K and V block.
+///
+/// # Safety
+/// One thread of a CTA launched as [`run_cta`] says; the maps are valid.
+#[inline(always)]
+unsafe fn produce<const D: u32>(p: &AttnParams, g: &Geometry, smem: &Smem<D>, b: &Bound<'_>) {
+    for map in [p.q_map, p.k_map, p.v_map] {
+        prefetch_tensormap(map);
+    }
+    let (kp, vp, qp) = (smem.k_pipe(), smem.v_pipe(), smem.q_pipe());
+    let (mut kst, mut vst, mut qst) = (PipeState::start(), PipeState::start(), PipeState::start());
+    let mut i = block_idx_x();
+    while i < g.tiles() {
+        let w = g.work(i);
+        if qp.acquire(qst, b, i).is_err() {
+            trap();
+        }
+        qp.expect(qst, q_bytes(D));
+        load_tile::<D>(g, smem.q(), p.q_map, qp.full(0), (w.h, w.mb * BLOCK_M, w.b));
+        qst.advance();
+        let hk = g.kv_head(w.h);
+        for j in 0..g.kv_blocks(w.mb) {
+            let origin = (hk, j * BLOCK_N, w.b);
+            if kp.acquire(kst, b, i).is_err() {
+                trap();
+            }
+            kp.expect(kst, kv_bytes(D));
+            load_tile::<D>(g, smem.k(kst.slot), p.k_map, kp.full(kst.slot), origin);
+            kst.advance();
+            if vp.acquire(vst, b, i).is_err() {
+                trap();
+            }
+            vp.expect(vst, kv_bytes(D));
+            load_tile::<D>(g, smem.v(vst.slot), p.v_map, vp.full(vst.slot), origin);
+            vst.advance();
+        }
+        i += grid_dim_x();
+    }
+}
+
+/// `s = Q[cwg's rows] K^T` over `D / 16` k-slices (the first overwrites `s`).
+///
+/// # Safety
+/// All 128 threads of the warpgroup, after `wgmma::fence`; Q and the K block are loaded.
+#[inline(always)]
+unsafe fn qk<const D: u32>(s: &mut [f32; 64], q: u32, k: u32) {
+    let (q, k) = (opaque_u32(q), opaque_u32(k));
+    for ks in 0..D / 16 {
+        let box_ = ks / 4;
+        let step = (ks % 4) * K16_STEP_K_MAJOR;
+        let da = SmemDesc::k_major(q + box_ * BLOCK_M * SW128_ROW_BYTES).advance(step).0;
+        let db = SmemDesc::k_major(k + box_ * BLOCK_N * SW128_ROW_BYTES).advance(step).0;
+        wgmma::mma_m64n128k16_bf16::<0>(s, da, db, (ks > 0) as u32);
+    }
+}
+
+/// `o (+)= P V` over the block's 128 keys: `p` holds P as eight k-slices of wgmma A fragments;
+/// V's `D / 64` boxes are read N-major (rows are keys).
+///
+/// # Safety
+/// All 128 threads of the warpgroup, after `wgmma::fence`; the V block is loaded.
+#[inline(always)]
+unsafe fn pv<const D: u32>(o: &mut [f32; 64], p: &[u32; 32], v: u32, accumulate: bool) {
+    let desc = SmemDesc::mn_major(opaque_u32(v), BLOCK_N * SW128_ROW_BYTES);
+    macro_rules! slice {
+        ($kk:expr) => {
+            if $kk < BLOCK_N / 16 {
+                let db = desc.advance($kk * K16_STEP_MN_MAJOR).0;
+                let a = [p[4 * $kk], p[4 * $kk + 1], p[4 * $kk + 2], p[4 * $kk + 3]];
+                let scale_d = (accumulate || $kk > 0) as u32;
+                if D == 128 {
+                    wgmma::mma_m64n128k16_bf16_rs::<1>(o, &a, db, scale_d);
+                } else {
+                    // SAFETY: the first 32 accumulators of `o` as an array (D = 64 uses only them).
+                    let o64 = &mut *(o.as_mut_ptr() as *mut [f32; 32]);
+                    wgmma::mma_m64n64k16_bf16_rs::<1>(o64, &a, db, scale_d);
+                }
+            }
+        };
+    }
+    unroll16!(slice);
+}
+
+/// Max of `x` over the 4 threads of a quad (the threads sharing a row).
+#[inline(always)]
+fn quad_max(x: f32) -> f32 {
+    let x = x.max(f32::from_bits(shfl_xor(x.to_bits(), 1)));
+    x.max(f32::from_bits(shfl_xor(x.to_bits(), 2)))
+}
+
+/// Sum of `x` over the 4 threads of a quad.
+#[inline(always)]
+fn quad_sum(x: f32) -> f32 {
+    let x = x + f32::from_bits(shfl_xor(x.to_bits(), 1));
+    x + f32::from_bits(shfl_xor(x.to_bits(), 2))
+}
+
+/// One query row pair's running softmax state: the running max of the raw scores (`-inf` before
+/// any visible key) and this thread's share of the running sum of `2^(scale_log2 (s - max))`.
+#[derive(Clone, Copy)]
+pub struct RowStats {
+    /// Running max per row half (rows `r`, `r + 8`).
+    pub max: [f32; 2],
+    /// This thread's partial sums per row half (the quad's sum is the row's).
+    pub sum: [f32; 2],
+}
+
+impl RowStats {
+    /// Before the first block.
+    #[inline(always)]
+    pub const fn new() -> Self {
+        Self { max: [f32::NEG_INFINITY; 2], sum: [0.0; 2] }
+    }
+
+    /// Fold a block of scores `s` into the running state: `s` becomes the probabilities
+    /// `2^(scale_log2 s - scaled max)`; returns, per row half, the factor by which everything
+    /// accumulated before this block must shrink (the old max's weight under the new one).
+    #[inline(always)]
+    pub fn softmax(&mut self, s: &mut [f32; 64], scale_log2: f32) -> [f32; 2] {
+        [self.softmax_half::<0>(s, scale_log2), self.softmax_half::<1>(s, scale_log2)]
+    }
+
+    /// [`RowStats::softmax`] for row half `H` (rows `r + 8 H`).
+    #[inline(always)]
+    fn softmax_half<const H: usize>(&mut self, s: &mut [f32; 64], scale_log2: f32) -> f32 {
+        let mut mx = f32::NEG_INFINITY;
+        macro_rules! mx {
+            ($j:expr) => {
+                mx = mx.max(s[4 * $j + 2 * H]).max(s[4 * $j + 2 * H + 1]);
+            };
+        }
+        unroll16!(mx);
+        let new_max = self.max[H].max(quad_max(mx));
+        // A row with nothing visible yet keeps max -inf; subtracting 0 then keeps its
+        // probabilities at 2^-inf = 0 instead of NaN.
+        let scaled = if new_max == f32::NEG_INFINITY { 0.0 } else { new_max * scale_log2 };
+        let alpha = ex2_approx(self.max[H] * scale_log2 - scaled);
+        self.max[H] = new_max;
+        let mut sum = 0.0;
+        macro_rules! ex {
+            ($j:expr) => {
+                let x0 = ex2_approx(s[4 * $j + 2 * H] * scale_log2 - scaled);
+                let x1 = ex2_approx(s[4 * $j + 2 * H + 1] * scale_log2 - scaled);
+                s[4 * $j + 2 * H] = x0;
+                s[4 * $j + 2 * H + 1] = x1;
+                sum += x0 + x1;
+            };
+        }
+        unroll16!(ex);
+        self.sum[H] = self.sum[H] * alpha + sum;
+        alpha
+    }
+}
+
+/// Shrink the first `d` columns of the output accumulators by `alpha` (per row half).
+#[inline(always)]
+fn rescale(o: &mut [f32; 64], alpha: [f32; 2], d: u32) {
+    macro_rules! r {
+        ($j:expr) => {
+            if $j < d / 8 {
+                o[4 * $j] *= alpha[0];
+                o[4 * $j + 1] *= alpha[0];
+                o[4 * $j + 2] *= alpha[1];
+                o[4 * $j + 3] *= alpha[1];
+            }
+        };
+    }
+    unroll16!(r);
+}
+
+/// Round the probabilities to bf16 pairs: the A fragments of `P V` (see `arch::wgmma`).
+#[inline(always)]
+fn pack(s: &[f32; 64], p: &mut [u32; 32]) {
+    macro_rules! pk {
+        ($j:expr) => {
+            p[2 * $j] = pack_bf16x2(s[4 * $j], s[4 * $j + 1]);
+            p[2 * $j + 1] = pack_bf16x2(s[4 * $j + 2], s[4 * $j + 3]);
+        };
+    }
+    unroll16!(pk);
+}
+
+impl Default for RowStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Set the scores of invisible keys to `-inf`: keys at or past `seq_k`, and (causal) keys right of
+/// the diagonal. `row` is the thread's first row in the sequence, `col0` its first column.
+#[inline(always)]
+fn mask(s: &mut [f32; 64], g: &Geometry, row: u32, col0: u32) {
+    let limit = |r: u32| -> i64 {
+        // Columns at or past this one are hidden for row `r`.
+        let causal_end = if g.causal { r as i64 + g.shift as i64 + 1 } else { i64::MAX };
+        if (g.seq_k as i64) < causal_end {
+            g.seq_k as i64
+        } else {
+            causal_end
+        }
+    };
+    let (end0, end1) = (limit(row), limit(row + 8));
+    macro_rules! m {
+        ($j:expr) => {
+            let c = (col0 + 8 * $j) as i64;
+            if c >= end0 {
+                s[4 * $j] = f32::NEG_INFINITY;
+            }
+            if c + 1 >= end0 {
+                s[4 * $j + 1] = f32::NEG_INFINITY;
+            }
+            if c >= end1 {
+                s[4 * $j + 2] = f32::NEG_INFINITY;
+            }
+            if c + 1 >= end1 {
+                s[4 * $j + 3] = f32::NEG_INFINITY;
+            }
+        };
+    }
+    unroll16!(m);
+}
+
+/// A consumer warpgroup: for each tile, the online-softmax mainloop over the visible key blocks,
+/// then O (normalised, bf16) through shared memory and TMA, and the log-sum-exp.
+///
+/// # Safety
+/// All 128 threads of consumer warpgroup `cwg` of a CTA launched as [`run_cta`] says.
+#[inline(always)]
+unsafe fn consume<const D: u32>(p: &AttnParams, g: &Geometry, smem: &Smem<D>, b: &Bound<'_>, cwg: u32, t: u32) {
+    let (kp, vp, qp) = (smem.k_pipe(), smem.v_pipe(), smem.q_pipe());
+    let (mut kst, mut vst, mut qst) = (PipeState::start(), PipeState::start(), PipeState::start());
+    let lane = t % 32;
+    let rows = cwg * 64 + 16 * (t / 32) + lane / 4;
+    let q_rows = smem.q() + cwg * 64 * SW128_ROW_BYTES;
+    let mut i = block_idx_x();
+    while i < g.tiles() {
+        let w = g.work(i);
+        let row = w.mb * BLOCK_M + rows;
+        if qp.wait(qst, b, i).is_err() {
+            trap();
+        }
+        let mut o = [0f32; 64];
+        let mut stats = RowStats::new();
+        // Block j's S = Q K_j^T is issued together with block j-1's O += P V, and block j's
+        // softmax runs while that product is in flight (FlashAttention-3's intra-warpgroup
+        // pipelining); O is rescaled and P repacked only once the product reading them is done.
+        let blocks = g.kv_blocks(w.mb);
+        let mut pfrag = [0u32; 32];
+        // One block: `$pv` says whether block j-1's product rides along (not for block 0). The
+        // first block is peeled off so that no branch sits between in-flight wgmmas.
+        macro_rules! block {
+            ($j:expr, $pv:expr) => {{
+                let j = $j;
+                let mut s = [0f32; 64];
+                // Both waits come before the first wgmma: a (divergent) wait loop between two
+                // in-flight wgmmas would make ptxas serialise them.
+                if kp.wait(kst, b, i).is_err() || ($pv && vp.wait(vst, b, i).is_err()) {
+                    trap();
+                }
+                wgmma::fence();
+                qk::<D>(&mut s, q_rows, smem.k(kst.slot));
+                wgmma::commit_group();
+                if $pv {
+                    pv::<D>(&mut o, &pfrag, smem.v(vst.slot), j > 1);
+                    wgmma::commit_group();
+                    wgmma::wait_group::<1>();
+                } else {
+                    wgmma::wait_group::<0>();
+                }
+                if lane == 0 {
+                    kp.release(kst.slot);
+                }
+                kst.advance();
+                if g.needs_mask(w.mb, j) {
+                    mask(&mut s, g, row, j * BLOCK_N + 2 * (t % 4));
+                }
+                let alpha = stats.softmax(&mut s, p.scale_log2);
+                if $pv {
+                    wgmma::wait_group::<0>();
+                    if lane == 0 {
+                        vp.release(vst.slot);
+                    }
+                    vst.advance();
+                    rescale(&mut o, alpha, D);
+                }
+                pack(&s, &mut pfrag);
+            }};
+        }
+        if blocks > 0 {
+            block!(0, false);
+        }
+        for j in 1..blocks {
+            block!(j, true);
+        }
+        if blocks > 0 {
+            if vp.wait(vst, b, i).is_err() {
+                trap();
+            }
+            wgmma::fence();
+            pv::<D>(&mut o, &pfrag, smem.v(vst.slot), blocks > 1);
+            wgmma::commit_group();
+            wgmma::wait_group::<0>();
+            if lane == 0 {
+                vp.release(vst.slot);
+            }
+            vst.advance();
+        }
+        finish_tile::<D>(p, g, smem, &o, &stats, w, (cwg, t, row));
+        qst.advance();
+        i += grid_dim_x();
+    }
+    if t == 0 {
+        bulk_wait_group::<0>();
+    }
+}
+
+/// Normalise O, stage it (bf16) in the warpgroup's rows of the Q tile, TMA-store it, write the
+/// log-sum-exp, and release the Q tile once the stores have read shared memory.
+///
+/// # Safety
+/// As [`consume`]; this warpgroup's wgmmas reading Q have completed.
+#[inline(always)]
+unsafe fn finish_tile<const D: u32>(
+    p: &AttnParams,
+    g: &Geometry,
+    smem: &Smem<D>,
+    o: &[f32; 64],
+    stats: &RowStats,
+    w: Work,
+    (cwg, t, row): (u32, u32, u32),
+) {
+    let lane = t % 32;
+    // A row that saw no key (a fully masked causal row) outputs zeros and lse = -inf.
+    let finish = |max: f32, partial: f32| {
+        let l = quad_sum(partial);
+        if l > 0.0 {
+            (rcp_approx(l), (max * p.scale_log2 + lg2_approx(l)) * core::f32::consts::LN_2)
+        } else {
+            (0.0, f32::NEG_INFINITY)
+        }
+    };
+    let (inv0, lse0) = finish(stats.max[0], stats.sum[0]);
+    let (inv1, lse1) = finish(stats.max[1], stats.sum[1]);
+    let r = 16 * (t / 32) + lane / 4;
+    let q_rows = smem.q() + cwg * 64 * SW128_ROW_BYTES;
+    macro_rules! put {
+        ($j:expr) => {
+            if $j < D / 8 {
+                let col = 8 * $j + 2 * (t % 4);
+                let chunk = q_rows + (col / 64) * BLOCK_M * SW128_ROW_BYTES;
+                let byte = (col % 64) * 2;
+                st_shared_u32(chunk + swizzle128(r, byte), pack_bf16x2(o[4 * $j] * inv0, o[4 * $j + 1] * inv0));
+                st_shared_u32(chunk + swizzle128(r + 8, byte), pack_bf16x2(o[4 * $j + 2] * inv1, o[4 * $j + 3] * inv1));
+            }
+        };
+    }
+    unroll16!(put);
+    if p.lse != 0 && t % 4 == 0 {
+        let base = ((w.b * g.heads + w.h) as usize) * g.seq_q as usize;
+        let lse = (p.lse as *mut f32).add(base);
+        if row < g.seq_q {
+            *lse.add(row as usize) = lse0;
+        }
+        if row + 8 < g.seq_q {
+            *lse.add(row as usize + 8) = lse1;
+        }
+    }
+    fence_proxy_async_shared();
+    named_barrier_sync(1 + cwg, 128);
+    if t == 0 {
+        let row0 = w.mb * BLOCK_M + cwg * 64;
+        if row0 < g.seq_q {
+            for c in 0..D / 64 {
+                tma_store_4d(p.o_map, q_rows + c * BLOCK_M * SW128_ROW_BYTES, g.coords(64 * c, w.h, row0, w.b));
+            }
+        }
+        bulk_commit_group();
+        bulk_wait_group_read::<0>();
+        smem.q_pipe().release(0);
+    }
+}
+
+/// Run one attention CTA (every thread calls it): warpgroup 0's first thread produces, warpgroups
+/// 1 and 2 consume. The CTA takes tiles `blockIdx.x, blockIdx.x + gridDim.x, ...`.
+///
+/// # Safety
+/// Launched with [`THREADS`] threads and [`smem_bytes`]`(D)` of dynamic shared memory; `D` is 64
+/// or 128; the parameters describe valid tensors (the host checked them).
+#[inline(always)]
+pub unsafe fn run_cta<const D: u32>(p: &AttnParams, b: Bound<'_>) {
+    let smem = Smem::<D> { base: dyn_smem_base() };
+    let tid = thread_idx_x();
+    if tid == 0 {
+        smem.init();
+    }
+    sync_threads();
+    let g = Geometry::new(p);
+    if tid / 128 == 0 {
+        setmaxnreg_dec::<40>();
+        if tid == 0 {
+            produce::<D>(p, &g, &smem, &b);
+        }
+    } else {
+        setmaxnreg_inc::<232>();
+        consume::<D>(p, &g, &smem, &b, tid / 128 - 1, tid % 128);
+    }
+}

@@ -1,0 +1,26 @@
+//! Flash-attention forward (one GPU): the attention pieces' persistent CTA, one entry point per
+//! head dimension.
+use crate::abi::AttnParams;
+use crate::attention::run_cta;
+use crate::sched::Role;
+use crate::sync::Bound;
+
+#[inline(always)]
+unsafe fn attention<const D: u32>(p: &AttnParams) {
+    let b = Bound { timeout_ns: p.timeout_ns, diag: &p.diag, rank: 0, role: Role::Compute as u32 };
+    run_cta::<D>(p, b);
+}
+
+/// Attention forward, head dimension 64.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_attention_d64(p: AttnParams) {
+    crate::launch_bounds!(384, 1);
+    attention::<64>(&p);
+}
+
+/// Attention forward, head dimension 128.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_attention_d128(p: AttnParams) {
+    crate::launch_bounds!(384, 1);
+    attention::<128>(&p);
+}
