@@ -9,6 +9,8 @@
 # (GEMM + ReduceScatter / AllReduce at world 2 and every GPU; MKERNEL_RSAR_ARGS), moe (MoE
 # dispatch + grouped GEMM beside torch_baselines.py moe at world 2 and every GPU; MKERNEL_MOE_ARGS),
 # attention (bench attention beside torch_baselines.py single's cuDNN / FA2; MKERNEL_ATTN_ARGS),
+# ring (bench ring-attention at world 2 and every GPU, 1 and 2 nodes, beside torch_baselines.py
+# ring; MKERNEL_RING_ARGS),
 # torch (torch_baselines.py multi at world 2 and every GPU, same call), all.
 # Logs go to $OUT (or ./gpu-out): one tests log, one bench log, JSON lines.
 set -uo pipefail
@@ -117,6 +119,20 @@ if want attention; then
     PYTHONUNBUFFERED=1 timeout 400 python3 "$here/torch_baselines.py" single --shapes 8192x8192x8192 --json "$out/torch-single.jsonl" 2>&1 | grep -E "attention|Error|error" | tee -a "$out/bench.log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   fi
+fi
+if want ring && [ "$ngpu" -ge 2 ]; then
+  for w in $worlds; do
+    for nodes in 1 2; do
+      echo "== mkernel bench ring-attention, world $w, $nodes node(s)" | tee -a "$out/bench.log"
+      "$here/bin/mkernel" bench ring-attention --world "$w" --nodes "$nodes" ${MKERNEL_RING_ARGS:-} --json "$out/ring-w$w-n$nodes.jsonl" 2>&1 | tee -a "$out/bench.log"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    done
+    if [ -f "$here/torch_baselines.py" ]; then
+      echo "== torch_baselines.py ring, world $w" | tee -a "$out/bench.log"
+      CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((w - 1))) PYTHONUNBUFFERED=1 timeout 400 python3 "$here/torch_baselines.py" ring --json "$out/torch-ring-w$w.jsonl" 2>&1 | grep -vE "^\s*$" | tee -a "$out/bench.log"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    fi
+  done
 fi
 if want torch && [ "$ngpu" -ge 2 ] && [ -f "$here/torch_baselines.py" ]; then
   for w in $worlds; do

@@ -972,7 +972,7 @@ abi_struct! {
     /// heads_kv)` (grouped-query attention). Tensor maps are rank 4 with dimensions ordered as
     /// `layout` stores them, innermost first: `[D, H, S, B]` for [`ATTN_BSHD`], `[D, S, H, B]` for
     /// [`ATTN_BHSD`]; Q, K and V boxes are 64 x 1 x 128 x 1 (64 x 128 x 1 x 1), O boxes 64 rows.
-    pub struct AttnParams [104] {
+    pub struct AttnParams [136] {
         /// Device address of Q's tensor map (`seq_q` rows per head).
         pub q_map: u64,
         /// Device address of K's tensor map (`seq_k` rows per key/value head).
@@ -1000,13 +1000,162 @@ abi_struct! {
         pub seq_k: u32,
         /// [`ATTN_BSHD`] or [`ATTN_BHSD`].
         pub layout: u32,
-        /// 1: key `j` is visible to query `i` only when `j <= i + causal_shift`; 0: every key is.
+        /// 1: key row `j` is visible to query row `i` only when `k_pos(j) <= q_pos(i)`; 0: every
+        /// key is.
         pub causal: u32,
-        /// The causal diagonal's offset (0: top-left aligned, as torch's `is_causal`).
-        pub causal_shift: i32,
         /// The softmax scale times log2(e) (the kernel works in base 2).
         pub scale_log2: f32,
-        /// Padding up to the asserted size; always 0.
-        pub _pad: u32,
+        /// Sequence positions of the query rows (for the causal mask).
+        pub q_pos: SeqPos,
+        /// Sequence positions of the key rows (a ring sets them per step).
+        pub k_pos: SeqPos,
+        /// Several steps (a ring): device address of the running output, `[batch, heads, seq_q,
+        /// head_dim]` f32, normalised; 0 for one step.
+        pub o_acc: u64,
+        /// Several steps: device address of the running log-sum-exp, `[batch, heads, seq_q]` f32.
+        pub lse_acc: u64,
+    }
+}
+
+abi_struct! {
+    /// Where a tensor's rows sit in the whole sequence: row `x` is at position `base + x`, plus
+    /// `jump` once `x >= split`. One contiguous shard: `split = u32::MAX`; a zigzag shard (two
+    /// chunks of `c` rows, chunks `r` and `2W - 1 - r`): `base = r c`, `split = c`,
+    /// `jump = (2W - 2 - 2r) c`. Positions only grow with `x`.
+    pub struct SeqPos [12] {
+        /// Position of row 0.
+        pub base: u32,
+        /// First row after the jump.
+        pub split: u32,
+        /// Positions skipped at `split`.
+        pub jump: u32,
+    }
+}
+
+impl SeqPos {
+    /// Rows `0..` at positions `0..`.
+    pub const IDENTITY: SeqPos = SeqPos { base: 0, split: u32::MAX, jump: 0 };
+
+    /// The position of row `x`.
+    #[inline(always)]
+    pub const fn at(&self, x: u32) -> u32 {
+        self.base + x + if x >= self.split { self.jump } else { 0 }
+    }
+
+    /// How many of the first `rows` rows sit at or before position `limit` (positions only grow,
+    /// so they are a prefix).
+    #[inline(always)]
+    pub const fn rows_at_or_before(&self, limit: u32, rows: u32) -> u32 {
+        if limit < self.base {
+            return 0;
+        }
+        let before_split = limit - self.base + 1; // rows x < split with base + x <= limit
+        let split = if self.split < rows { self.split } else { rows };
+        if before_split < split {
+            return before_split;
+        }
+        // All rows before the split; after it, base + x + jump <= limit.
+        let after = if limit >= self.base + self.jump { limit - self.base - self.jump + 1 } else { 0 };
+        let after = if after > rows { rows } else { after };
+        if after > split {
+            after
+        } else {
+            split
+        }
+    }
+}
+
+abi_struct! {
+    /// Ring attention (sequence parallelism) in one persistent launch: rank `r` holds Q, K and V
+    /// of its shard of the sequence; in step `s` its attention CTAs attend Q to the K/V of rank
+    /// `(r - s) mod W` while its comm CTAs pass that K/V on to rank `r + 1`'s receive slot
+    /// `(s + 1) % 2` (over NVLink, or through the FIFO and proxy to another node). Partial outputs
+    /// merge by log-sum-exp into `attn.o_acc` / `attn.lse_acc`.
+    ///
+    /// Flags (`u32` words of each rank's `flags`, never reset, each raised to the launch epoch):
+    /// [`RingAttnParams::READY`] is raised by rank `r + 1` when it enters the launch;
+    /// `data(s)` by rank `r - 1` when step `s`'s K/V landed in slot `s % 2`; `free(s)` by rank
+    /// `r + 1` when it finished reading its slot of step `s`.
+    pub struct RingAttnParams [312] {
+        /// The attention (Q, O, LSE maps, shape, mask, running output); its K/V maps are unused.
+        pub attn: AttnParams,
+        /// Device address of six K/V tensor maps: local K, local V, slot 0 K, slot 0 V, slot 1 K,
+        /// slot 1 V.
+        pub kv_maps: u64,
+        /// The proxy FIFO (several nodes).
+        pub fifo: FifoParams,
+        /// This rank's flags.
+        pub flags: u64,
+        /// Rank `r - 1`'s flags mapped over NVLink; 0 when it is on another node.
+        pub prev_flags: u64,
+        /// Rank `r + 1`'s flags mapped over NVLink; 0 when it is on another node.
+        pub next_flags: u64,
+        /// This rank's K then V (heap), `kv_bytes` in all.
+        pub kv_local: u64,
+        /// This rank's two receive slots (heap), `kv_bytes` each.
+        pub slots: u64,
+        /// Rank `r + 1`'s receive slots mapped over NVLink; 0 when it is on another node.
+        pub next_slots: u64,
+        /// Heap offsets of `kv_local`, `slots` and `flags` (the same on every rank).
+        pub kv_local_heap_off: u64,
+        /// Heap offset of `slots`.
+        pub slots_heap_off: u64,
+        /// Heap offset of `flags`.
+        pub flags_heap_off: u64,
+        /// Device address of the launch counter (`u64`, the epoch's source).
+        pub launches: u64,
+        /// Device address of `2 * world` `u32` counters: attention CTAs done with step `s`, then
+        /// comm CTAs done sending step `s`.
+        pub counters: u64,
+        /// Bytes of K and V together (one slot).
+        pub kv_bytes: u64,
+        /// This rank.
+        pub rank: u32,
+        /// Ranks in the ring.
+        pub world: u32,
+        /// Rank `r + 1`.
+        pub next: u32,
+        /// Rank `r - 1`.
+        pub prev: u32,
+        /// Attention CTAs (the first of the grid).
+        pub attn_ctas: u32,
+        /// Comm CTAs (the rest).
+        pub comm_ctas: u32,
+        /// 1: shards are zigzag (chunks `r` and `2W - 1 - r` of `chunk` rows); 0: contiguous.
+        pub zigzag: u32,
+        /// Rows of one zigzag chunk (`seq / 2`), or of the shard when contiguous.
+        pub chunk: u32,
+    }
+}
+
+impl RingAttnParams {
+    /// Flag word raised by rank `r + 1` when it entered the launch.
+    pub const READY: u32 = 0;
+    /// Flag word of step `s`'s data (raised by rank `r - 1`).
+    pub const fn data(s: u32) -> u32 {
+        1 + s
+    }
+    /// Flag word of rank `r + 1` having read its slot of step `s`.
+    pub const fn free(&self, s: u32) -> u32 {
+        1 + self.world + s
+    }
+    /// Flag words per rank.
+    pub const fn flag_words(world: u32) -> u32 {
+        1 + 2 * world
+    }
+    /// The rank whose K/V this rank holds in step `s`.
+    pub const fn source(&self, s: u32) -> u32 {
+        // A zero world never launches; the guard keeps a division panic out of the kernel.
+        let w = if self.world == 0 { 1 } else { self.world };
+        (self.rank + w - s % w) % w
+    }
+    /// Positions of rank `src`'s rows in the whole sequence.
+    pub const fn positions(&self, src: u32) -> SeqPos {
+        if self.zigzag != 0 {
+            let c = self.chunk;
+            SeqPos { base: src * c, split: c, jump: (2 * self.world - 2 - 2 * src) * c }
+        } else {
+            SeqPos { base: src * self.chunk, split: u32::MAX, jump: 0 }
+        }
     }
 }

@@ -8,7 +8,8 @@
 //! warpgroup holds rows `r = 16 (t / 32) + (t % 32) / 4` and `r + 8`; `s[4j + i]` is row
 //! `r + 8 (i / 2)`, column `8j + 2 (t % 4) + i % 2`. Row statistics (max, sum) are therefore
 //! shared by the 4 threads of a quad.
-use crate::abi::{AttnParams, ATTN_BSHD};
+use crate::abi::{AttnParams, SeqPos, ATTN_BSHD};
+use crate::sync::WaitResult;
 use crate::arch::*;
 use crate::kernels_info::attention::*;
 use crate::pipeline::{PipeState, Pipeline};
@@ -19,6 +20,9 @@ use crate::tile::*;
 const KV_RELEASES: u32 = 8;
 /// Releases of the Q tile: one per consumer warpgroup, after its O rows left shared memory.
 const Q_RELEASES: u32 = 2;
+/// Named barrier where both consumer warpgroups meet at the end of a step (1 and 2 are the
+/// warpgroups' own O-staging barriers).
+const STEP_BARRIER: u32 = 3;
 
 /// Shared memory of an attention CTA with head dimension `D`.
 #[derive(Clone, Copy)]
@@ -95,7 +99,8 @@ pub struct Geometry {
     m_blocks: u32,
     bshd: bool,
     causal: bool,
-    shift: i32,
+    q_pos: SeqPos,
+    k_pos: SeqPos,
 }
 
 impl Geometry {
@@ -113,8 +118,16 @@ impl Geometry {
             m_blocks: p.seq_q.div_ceil(BLOCK_M).max(1),
             bshd: p.layout == ATTN_BSHD,
             causal: p.causal != 0,
-            shift: p.causal_shift,
+            q_pos: p.q_pos,
+            k_pos: p.k_pos,
         }
+    }
+
+    /// This geometry with the key positions of a ring step.
+    #[inline(always)]
+    pub const fn with_keys(mut self, k_pos: SeqPos) -> Self {
+        self.k_pos = k_pos;
+        self
     }
 
     /// Tiles of the launch.
@@ -141,30 +154,23 @@ impl Geometry {
         h / if self.group == 0 { 1 } else { self.group }
     }
 
-    /// Key blocks query block `mb` sees: all of them, or under a causal mask those up to the
-    /// diagonal of its last real row.
+    /// Key blocks query block `mb` sees: all of them, or under a causal mask those holding a
+    /// key at or before its last real row's position (a prefix: positions only grow).
     #[inline(always)]
     pub const fn kv_blocks(&self, mb: u32) -> u32 {
-        let all = self.seq_k.div_ceil(BLOCK_N);
         if !self.causal {
-            return all;
+            return self.seq_k.div_ceil(BLOCK_N);
         }
-        let last_row = min_u32(mb * BLOCK_M + BLOCK_M, self.seq_q) as i64 - 1;
-        let last_key = last_row + self.shift as i64;
-        if last_key < 0 {
-            0
-        } else {
-            min_u32(all, (last_key as u32) / BLOCK_N + 1)
-        }
+        let last_row = min_u32(mb * BLOCK_M + BLOCK_M, self.seq_q) - 1;
+        self.k_pos.rows_at_or_before(self.q_pos.at(last_row), self.seq_k).div_ceil(BLOCK_N)
     }
 
     /// Whether key block `j` of query block `mb` has masked entries: it runs past `seq_k`, or
-    /// (causal) some of its keys lie right of the diagonal for the block's first row.
+    /// (causal) its last key lies after the position of the block's first row.
     #[inline(always)]
     pub const fn needs_mask(&self, mb: u32, j: u32) -> bool {
         let past_end = (j + 1) * BLOCK_N > self.seq_k;
-        let diagonal = self.causal && ((j * BLOCK_N + BLOCK_N - 1) as i64) > (mb * BLOCK_M) as i64 + self.shift as i64;
-        past_end || diagonal
+        past_end || (self.causal && self.k_pos.at(j * BLOCK_N + BLOCK_N - 1) > self.q_pos.at(mb * BLOCK_M))
     }
 
     /// Tensor-map coordinates of element `d` of row `row` of head `head` of batch entry `b`.
@@ -199,43 +205,105 @@ unsafe fn load_tile<const D: u32>(g: &Geometry, dst: u32, map: u64, full: u32, (
     }
 }
 
-/// The producer thread: for each tile of this CTA, Q, then each visible K and V block.
+/// What changes from one step of a launch to the next: one step for plain attention; a ring's
+/// steps each bring another rank's K and V. Each CTA walks every step's tiles (the same tiles in
+/// every step, so a tile's running output is only ever touched by the same threads).
+pub trait KvSteps {
+    /// Steps of the launch (at least 1).
+    fn count(&self) -> u32;
+    /// Device addresses of step `s`'s K and V tensor maps.
+    fn maps(&self, s: u32) -> (u64, u64);
+    /// Positions of step `s`'s key rows.
+    fn k_pos(&self, s: u32) -> SeqPos;
+    /// The producer thread, before its first K/V load of step `s`: wait until the step's K and V
+    /// may be read.
+    ///
+    /// # Safety
+    /// Called once per step by the producer thread.
+    unsafe fn wait_ready(&self, s: u32, b: &Bound<'_>) -> WaitResult;
+    /// One thread of the CTA, once both consumer warpgroups finished step `s`'s tiles (every K/V
+    /// load of the step has been consumed).
+    ///
+    /// # Safety
+    /// Called once per step and CTA.
+    unsafe fn step_done(&self, s: u32);
+}
+
+/// Plain attention: one step, K and V from the parameter block.
+pub struct OneStep<'a>(pub &'a AttnParams);
+
+impl KvSteps for OneStep<'_> {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        1
+    }
+    #[inline(always)]
+    fn maps(&self, _: u32) -> (u64, u64) {
+        (self.0.k_map, self.0.v_map)
+    }
+    #[inline(always)]
+    fn k_pos(&self, _: u32) -> SeqPos {
+        self.0.k_pos
+    }
+    #[inline(always)]
+    unsafe fn wait_ready(&self, _: u32, _: &Bound<'_>) -> WaitResult {
+        Ok(())
+    }
+    #[inline(always)]
+    unsafe fn step_done(&self, _: u32) {}
+}
+
+/// This CTA's place among the attention CTAs: tiles `index, index + ctas, ...` of every step.
+#[derive(Clone, Copy)]
+pub struct CtaSlot {
+    /// This CTA's index among the attention CTAs.
+    pub index: u32,
+    /// Attention CTAs of the launch.
+    pub ctas: u32,
+}
+
+/// The producer thread: for each step, and each tile of this CTA, Q, then each visible K and V
+/// block.
 ///
 /// # Safety
 /// One thread of a CTA launched as [`run_cta`] says; the maps are valid.
 #[inline(always)]
-unsafe fn produce<const D: u32>(p: &AttnParams, g: &Geometry, smem: &Smem<D>, b: &Bound<'_>) {
-    for map in [p.q_map, p.k_map, p.v_map] {
-        prefetch_tensormap(map);
-    }
+unsafe fn produce<const D: u32, S: KvSteps>(p: &AttnParams, g0: &Geometry, steps: &S, cta: CtaSlot, smem: &Smem<D>, b: &Bound<'_>) {
+    prefetch_tensormap(p.q_map);
     let (kp, vp, qp) = (smem.k_pipe(), smem.v_pipe(), smem.q_pipe());
     let (mut kst, mut vst, mut qst) = (PipeState::start(), PipeState::start(), PipeState::start());
-    let mut i = block_idx_x();
-    while i < g.tiles() {
-        let w = g.work(i);
-        if qp.acquire(qst, b, i).is_err() {
-            trap();
-        }
-        qp.expect(qst, q_bytes(D));
-        load_tile::<D>(g, smem.q(), p.q_map, qp.full(0), (w.h, w.mb * BLOCK_M, w.b));
-        qst.advance();
-        let hk = g.kv_head(w.h);
-        for j in 0..g.kv_blocks(w.mb) {
-            let origin = (hk, j * BLOCK_N, w.b);
-            if kp.acquire(kst, b, i).is_err() {
+    for step in 0..steps.count() {
+        let (k_map, v_map) = steps.maps(step);
+        let g = g0.with_keys(steps.k_pos(step));
+        // A step whose K/V never came already reported; loading anyway lets the CTA finish.
+        let _ = steps.wait_ready(step, b);
+        let mut i = cta.index;
+        while i < g.tiles() {
+            let w = g.work(i);
+            if qp.acquire(qst, b, i).is_err() {
                 trap();
             }
-            kp.expect(kst, kv_bytes(D));
-            load_tile::<D>(g, smem.k(kst.slot), p.k_map, kp.full(kst.slot), origin);
-            kst.advance();
-            if vp.acquire(vst, b, i).is_err() {
-                trap();
+            qp.expect(qst, q_bytes(D));
+            load_tile::<D>(&g, smem.q(), p.q_map, qp.full(0), (w.h, w.mb * BLOCK_M, w.b));
+            qst.advance();
+            let hk = g.kv_head(w.h);
+            for j in 0..g.kv_blocks(w.mb) {
+                let origin = (hk, j * BLOCK_N, w.b);
+                if kp.acquire(kst, b, i).is_err() {
+                    trap();
+                }
+                kp.expect(kst, kv_bytes(D));
+                load_tile::<D>(&g, smem.k(kst.slot), k_map, kp.full(kst.slot), origin);
+                kst.advance();
+                if vp.acquire(vst, b, i).is_err() {
+                    trap();
+                }
+                vp.expect(vst, kv_bytes(D));
+                load_tile::<D>(&g, smem.v(vst.slot), v_map, vp.full(vst.slot), origin);
+                vst.advance();
             }
-            vp.expect(vst, kv_bytes(D));
-            load_tile::<D>(g, smem.v(vst.slot), p.v_map, vp.full(vst.slot), origin);
-            vst.advance();
+            i += cta.ctas;
         }
-        i += grid_dim_x();
     }
 }
 
@@ -324,30 +392,34 @@ impl RowStats {
     /// [`RowStats::softmax`] for row half `H` (rows `r + 8 H`).
     #[inline(always)]
     fn softmax_half<const H: usize>(&mut self, s: &mut [f32; 64], scale_log2: f32) -> f32 {
-        let mut mx = f32::NEG_INFINITY;
+        // Tree reductions: four independent chains instead of one 32-deep chain of dependent
+        // max (and below, add) instructions.
+        let mut m4 = [f32::NEG_INFINITY; 4];
         macro_rules! mx {
             ($j:expr) => {
-                mx = mx.max(s[4 * $j + 2 * H]).max(s[4 * $j + 2 * H + 1]);
+                m4[$j % 4] = m4[$j % 4].max(s[4 * $j + 2 * H]).max(s[4 * $j + 2 * H + 1]);
             };
         }
         unroll16!(mx);
+        let mx = m4[0].max(m4[1]).max(m4[2].max(m4[3]));
         let new_max = self.max[H].max(quad_max(mx));
         // A row with nothing visible yet keeps max -inf; subtracting 0 then keeps its
         // probabilities at 2^-inf = 0 instead of NaN.
         let scaled = if new_max == f32::NEG_INFINITY { 0.0 } else { new_max * scale_log2 };
         let alpha = ex2_approx(self.max[H] * scale_log2 - scaled);
         self.max[H] = new_max;
-        let mut sum = 0.0;
+        let mut sum4 = [0f32; 4];
         macro_rules! ex {
             ($j:expr) => {
                 let x0 = ex2_approx(s[4 * $j + 2 * H] * scale_log2 - scaled);
                 let x1 = ex2_approx(s[4 * $j + 2 * H + 1] * scale_log2 - scaled);
                 s[4 * $j + 2 * H] = x0;
                 s[4 * $j + 2 * H + 1] = x1;
-                sum += x0 + x1;
+                sum4[$j % 4] += x0 + x1;
             };
         }
         unroll16!(ex);
+        let sum = (sum4[0] + sum4[1]) + (sum4[2] + sum4[3]);
         self.sum[H] = self.sum[H] * alpha + sum;
         alpha
     }
@@ -391,29 +463,22 @@ impl Default for RowStats {
 /// the diagonal. `row` is the thread's first row in the sequence, `col0` its first column.
 #[inline(always)]
 fn mask(s: &mut [f32; 64], g: &Geometry, row: u32, col0: u32) {
-    let limit = |r: u32| -> i64 {
-        // Columns at or past this one are hidden for row `r`.
-        let causal_end = if g.causal { r as i64 + g.shift as i64 + 1 } else { i64::MAX };
-        if (g.seq_k as i64) < causal_end {
-            g.seq_k as i64
-        } else {
-            causal_end
-        }
-    };
-    let (end0, end1) = (limit(row), limit(row + 8));
+    // A key is visible to a row when it exists and (causal) sits at or before the row's position.
+    let (q0, q1) = (g.q_pos.at(row), g.q_pos.at(row + 8));
+    let hidden = |col: u32, q: u32| col >= g.seq_k || (g.causal && g.k_pos.at(col) > q);
     macro_rules! m {
         ($j:expr) => {
-            let c = (col0 + 8 * $j) as i64;
-            if c >= end0 {
+            let c = col0 + 8 * $j;
+            if hidden(c, q0) {
                 s[4 * $j] = f32::NEG_INFINITY;
             }
-            if c + 1 >= end0 {
+            if hidden(c + 1, q0) {
                 s[4 * $j + 1] = f32::NEG_INFINITY;
             }
-            if c >= end1 {
+            if hidden(c, q1) {
                 s[4 * $j + 2] = f32::NEG_INFINITY;
             }
-            if c + 1 >= end1 {
+            if hidden(c + 1, q1) {
                 s[4 * $j + 3] = f32::NEG_INFINITY;
             }
         };
@@ -427,13 +492,26 @@ fn mask(s: &mut [f32; 64], g: &Geometry, row: u32, col0: u32) {
 /// # Safety
 /// All 128 threads of consumer warpgroup `cwg` of a CTA launched as [`run_cta`] says.
 #[inline(always)]
-unsafe fn consume<const D: u32>(p: &AttnParams, g: &Geometry, smem: &Smem<D>, b: &Bound<'_>, cwg: u32, t: u32) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn consume<const D: u32, S: KvSteps>(
+    p: &AttnParams,
+    g0: &Geometry,
+    steps: &S,
+    cta: CtaSlot,
+    smem: &Smem<D>,
+    b: &Bound<'_>,
+    cwg: u32,
+    t: u32,
+) {
     let (kp, vp, qp) = (smem.k_pipe(), smem.v_pipe(), smem.q_pipe());
     let (mut kst, mut vst, mut qst) = (PipeState::start(), PipeState::start(), PipeState::start());
     let lane = t % 32;
     let rows = cwg * 64 + 16 * (t / 32) + lane / 4;
     let q_rows = smem.q() + cwg * 64 * SW128_ROW_BYTES;
-    let mut i = block_idx_x();
+    let count = steps.count();
+    for step in 0..count {
+    let g = &g0.with_keys(steps.k_pos(step));
+    let mut i = cta.index;
     while i < g.tiles() {
         let w = g.work(i);
         let row = w.mb * BLOCK_M + rows;
@@ -506,21 +584,31 @@ unsafe fn consume<const D: u32>(p: &AttnParams, g: &Geometry, smem: &Smem<D>, b:
             }
             vst.advance();
         }
-        finish_tile::<D>(p, g, smem, &o, &stats, w, (cwg, t, row));
+        finish_tile::<D>(p, g, smem, &o, &stats, w, (step == 0, step + 1 == count), (cwg, t, row));
         qst.advance();
-        i += grid_dim_x();
+        i += cta.ctas;
+    }
+    // Both warpgroups are done with this step's K and V; one thread says so.
+    named_barrier_sync(STEP_BARRIER, 256);
+    if cwg == 0 && t == 0 {
+        steps.step_done(step);
+    }
     }
     if t == 0 {
         bulk_wait_group::<0>();
     }
 }
 
-/// Normalise O, stage it (bf16) in the warpgroup's rows of the Q tile, TMA-store it, write the
-/// log-sum-exp, and release the Q tile once the stores have read shared memory.
+/// Normalise O and finish the tile: with one step (or at a ring's last), stage O (bf16) in the
+/// warpgroup's rows of the Q tile, TMA-store it and write the log-sum-exp; at a ring's other
+/// steps, fold the tile into the running f32 output and log-sum-exp (`o_acc`, `lse_acc`): the
+/// same threads touch the same elements at every step, so no synchronisation is needed. The Q
+/// tile is released once nothing reads it any more.
 ///
 /// # Safety
 /// As [`consume`]; this warpgroup's wgmmas reading Q have completed.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn finish_tile<const D: u32>(
     p: &AttnParams,
     g: &Geometry,
@@ -528,6 +616,7 @@ unsafe fn finish_tile<const D: u32>(
     o: &[f32; 64],
     stats: &RowStats,
     w: Work,
+    (first, last): (bool, bool),
     (cwg, t, row): (u32, u32, u32),
 ) {
     let lane = t % 32;
@@ -540,8 +629,71 @@ unsafe fn finish_tile<const D: u32>(
             (0.0, f32::NEG_INFINITY)
         }
     };
-    let (inv0, lse0) = finish(stats.max[0], stats.sum[0]);
-    let (inv1, lse1) = finish(stats.max[1], stats.sum[1]);
+    let (mut w0, mut lse0) = finish(stats.max[0], stats.sum[0]);
+    let (mut w1, mut lse1) = finish(stats.max[1], stats.sum[1]);
+    let pair_row = ((w.b * g.heads + w.h) as usize) * g.seq_q as usize;
+    let (live0, live1) = (row < g.seq_q, row + 8 < g.seq_q);
+    // Several steps: out = w * o + wp * previous, with lse the log-sum-exp of both.
+    let (mut wp0, mut wp1) = (0f32, 0f32);
+    let acc = (p.o_acc as *mut [f32; 2]).add((pair_row + row as usize) * D as usize / 2);
+    if !first {
+        let lse_acc = (p.lse_acc as *const f32).add(pair_row + row as usize);
+        let merge = |lse: f32, prev: f32| -> (f32, f32, f32) {
+            let m = lse.max(prev);
+            if m == f32::NEG_INFINITY {
+                return (0.0, 0.0, m);
+            }
+            let (a, c) = (ex2_approx((lse - m) * core::f32::consts::LOG2_E), ex2_approx((prev - m) * core::f32::consts::LOG2_E));
+            let inv = rcp_approx(a + c);
+            (a * inv, c * inv, m + lg2_approx(a + c) * core::f32::consts::LN_2)
+        };
+        let prev0 = if live0 { *lse_acc } else { f32::NEG_INFINITY };
+        let prev1 = if live1 { *lse_acc.add(8) } else { f32::NEG_INFINITY };
+        let (a0, c0, n0) = merge(lse0, prev0);
+        let (a1, c1, n1) = merge(lse1, prev1);
+        (w0, wp0, lse0) = (w0 * a0, c0, n0);
+        (w1, wp1, lse1) = (w1 * a1, c1, n1);
+    }
+    // Row r's pair of columns `col, col + 1` of the running output.
+    let prev = |r8: usize, col: u32| -> [f32; 2] {
+        if first {
+            [0.0; 2]
+        } else {
+            *acc.add(r8 * 4 * D as usize + col as usize / 2)
+        }
+    };
+    if !last {
+        macro_rules! keep {
+            ($j:expr) => {
+                if $j < D / 8 {
+                    let col = 8 * $j + 2 * (t % 4);
+                    if live0 {
+                        let q = prev(0, col);
+                        *acc.add(col as usize / 2) = [o[4 * $j] * w0 + q[0] * wp0, o[4 * $j + 1] * w0 + q[1] * wp0];
+                    }
+                    if live1 {
+                        let q = prev(1, col);
+                        *acc.add(4 * D as usize + col as usize / 2) =
+                            [o[4 * $j + 2] * w1 + q[0] * wp1, o[4 * $j + 3] * w1 + q[1] * wp1];
+                    }
+                }
+            };
+        }
+        unroll16!(keep);
+        if t % 4 == 0 {
+            let lse = (p.lse_acc as *mut f32).add(pair_row + row as usize);
+            if live0 {
+                *lse = lse0;
+            }
+            if live1 {
+                *lse.add(8) = lse1;
+            }
+        }
+        if t == 0 {
+            smem.q_pipe().release(0);
+        }
+        return;
+    }
     let r = 16 * (t / 32) + lane / 4;
     let q_rows = smem.q() + cwg * 64 * SW128_ROW_BYTES;
     macro_rules! put {
@@ -550,19 +702,21 @@ unsafe fn finish_tile<const D: u32>(
                 let col = 8 * $j + 2 * (t % 4);
                 let chunk = q_rows + (col / 64) * BLOCK_M * SW128_ROW_BYTES;
                 let byte = (col % 64) * 2;
-                st_shared_u32(chunk + swizzle128(r, byte), pack_bf16x2(o[4 * $j] * inv0, o[4 * $j + 1] * inv0));
-                st_shared_u32(chunk + swizzle128(r + 8, byte), pack_bf16x2(o[4 * $j + 2] * inv1, o[4 * $j + 3] * inv1));
+                let (q0, q1) = if first { ([0.0; 2], [0.0; 2]) } else { (prev(0, col), prev(1, col)) };
+                let (x0, x1) = (o[4 * $j] * w0 + q0[0] * wp0, o[4 * $j + 1] * w0 + q0[1] * wp0);
+                let (y0, y1) = (o[4 * $j + 2] * w1 + q1[0] * wp1, o[4 * $j + 3] * w1 + q1[1] * wp1);
+                st_shared_u32(chunk + swizzle128(r, byte), pack_bf16x2(x0, x1));
+                st_shared_u32(chunk + swizzle128(r + 8, byte), pack_bf16x2(y0, y1));
             }
         };
     }
     unroll16!(put);
     if p.lse != 0 && t % 4 == 0 {
-        let base = ((w.b * g.heads + w.h) as usize) * g.seq_q as usize;
-        let lse = (p.lse as *mut f32).add(base);
-        if row < g.seq_q {
+        let lse = (p.lse as *mut f32).add(pair_row);
+        if live0 {
             *lse.add(row as usize) = lse0;
         }
-        if row + 8 < g.seq_q {
+        if live1 {
             *lse.add(row as usize + 8) = lse1;
         }
     }
@@ -582,13 +736,13 @@ unsafe fn finish_tile<const D: u32>(
 }
 
 /// Run one attention CTA (every thread calls it): warpgroup 0's first thread produces, warpgroups
-/// 1 and 2 consume. The CTA takes tiles `blockIdx.x, blockIdx.x + gridDim.x, ...`.
+/// 1 and 2 consume, over every step of `steps` and this CTA's tiles of each.
 ///
 /// # Safety
-/// Launched with [`THREADS`] threads and [`smem_bytes`]`(D)` of dynamic shared memory; `D` is 64
-/// or 128; the parameters describe valid tensors (the host checked them).
+/// Launched with at least [`THREADS`] threads and [`smem_bytes`]`(D)` of dynamic shared memory;
+/// `D` is 64 or 128; the parameters describe valid tensors (the host checked them).
 #[inline(always)]
-pub unsafe fn run_cta<const D: u32>(p: &AttnParams, b: Bound<'_>) {
+pub unsafe fn run_cta<const D: u32, S: KvSteps>(p: &AttnParams, steps: &S, cta: CtaSlot, b: Bound<'_>) {
     let smem = Smem::<D> { base: dyn_smem_base() };
     let tid = thread_idx_x();
     if tid == 0 {
@@ -599,10 +753,10 @@ pub unsafe fn run_cta<const D: u32>(p: &AttnParams, b: Bound<'_>) {
     if tid / 128 == 0 {
         setmaxnreg_dec::<40>();
         if tid == 0 {
-            produce::<D>(p, &g, &smem, &b);
+            produce::<D, S>(p, &g, steps, cta, &smem, &b);
         }
     } else {
         setmaxnreg_inc::<232>();
-        consume::<D>(p, &g, &smem, &b, tid / 128 - 1, tid % 128);
+        consume::<D, S>(p, &g, steps, cta, &smem, &b, tid / 128 - 1, tid % 128);
     }
 }

@@ -86,6 +86,14 @@ pub mod kernels_info {
             bar_off(d) + 16 * (2 * STAGES + 1)
         }
         const _: () = assert!(smem_bytes(128) <= 227 * 1024);
+        /// Dynamic shared memory of a ring-attention launch: the attention CTAs' or the comm
+        /// CTAs' bulk-copy ring, whichever is larger, then 16 bytes for the launch epoch.
+        pub const fn ring_smem_bytes(d: u32) -> u32 {
+            let a = smem_bytes(d);
+            let b = super::allgather::BULK_SMEM_BYTES;
+            (if a > b { a } else { b }).next_multiple_of(16) + 16
+        }
+        const _: () = assert!(ring_smem_bytes(128) <= 227 * 1024);
     }
 
     /// The all-gather's copy CTAs.

@@ -17,6 +17,7 @@ mod cmd_gemm_rs;
 mod cmd_info;
 mod cmd_moe;
 mod cmd_rank;
+mod cmd_ring;
 mod plot;
 
 /// Exit code of a command that needs a CUDA device where none is usable.
@@ -210,6 +211,24 @@ enum BenchCmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Ring attention (run on several ranks) beside the single-GPU kernel on one rank's block;
+    /// torch_baselines.py ring is the baseline.
+    RingAttention {
+        /// Per-rank shards BxHxSxD (S: rows per rank), comma-separated (torch_baselines.py ring's).
+        #[arg(long, value_delimiter = ',', value_parser = args::attention,
+              default_value = "1x32x16384x128,4x16x8192x128")]
+        configs: Vec<mkernel::attention::AttentionShape>,
+        /// Masks to time: causal (zigzag shards) and/or full.
+        #[arg(long, value_delimiter = ',', value_parser = args::mask, default_value = "full,causal")]
+        masks: Vec<bool>,
+        #[command(flatten)]
+        ranks: RanksArgs,
+        #[command(flatten)]
+        timing: TimingArgs,
+        /// Also write JSON lines here (rank 0).
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// The GPU -> CPU command FIFO: commands per second and round-trip latency on one GPU.
     Fifo {
         /// Pushing CTAs.
@@ -365,6 +384,9 @@ pub enum RankCheckCmd {
     /// MoE dispatch + grouped GEMM: layout row by row, dispatched rows bit for bit, outputs
     /// against the unfused path and a host reference.
     Moe(cmd_moe::CheckArgs),
+    /// Ring attention: every rank's rows against the single-GPU kernel on the whole sequence and
+    /// an f64 reference, then back-to-back launches.
+    RingAttention(cmd_ring::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -434,6 +456,9 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::GemmAr(a) => a.run(mkernel::ops::gemm_rs::Collective::AllReduce),
         BenchCmd::Moe { configs, layouts, knobs, ranks, timing, json } => {
             cmd_moe::bench(&configs, &layouts, &knobs, &ranks, timing.timing(), json.as_deref())
+        }
+        BenchCmd::RingAttention { configs, masks, ranks, timing, json } => {
+            cmd_ring::bench(&configs, &masks, &ranks, timing.timing(), json.as_deref())
         }
         BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
             cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)

@@ -65,6 +65,11 @@ pub const MOE_NK: Kernel<MoeParams> = Kernel::new("mk_moe_nk");
 pub const ATTENTION_D64: Kernel<AttnParams> = Kernel::new("mk_attention_d64");
 /// Flash-attention forward, head dimension 128.
 pub const ATTENTION_D128: Kernel<AttnParams> = Kernel::new("mk_attention_d128");
+/// Ring attention, head dimension 64 (launched by
+/// [`crate::ops::ring_attention::RingAttention`]).
+pub const RING_ATTENTION_D64: Kernel<RingAttnParams> = Kernel::new("mk_ring_attention_d64");
+/// Ring attention, head dimension 128.
+pub const RING_ATTENTION_D128: Kernel<RingAttnParams> = Kernel::new("mk_ring_attention_d128");
 /// FIFO exercise: every thread pushes commands (throughput), or thread 0 ping-pongs with the
 /// proxy (round trips); see [`crate::bench::fifo_throughput`] and
 /// [`crate::bench::fifo_roundtrips`].
@@ -89,5 +94,7 @@ pub const ALL: &[&str] = &[
     MOE_NK.name,
     ATTENTION_D64.name,
     ATTENTION_D128.name,
+    RING_ATTENTION_D64.name,
+    RING_ATTENTION_D128.name,
     FIFO_PUSH_TEST.name,
 ];

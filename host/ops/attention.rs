@@ -19,7 +19,7 @@
 //! attn.run(&gpu)?;
 //! # Ok(()) }
 //! ```
-use crate::abi::{AttnParams, ATTN_BHSD, ATTN_BSHD};
+use crate::abi::{AttnParams, SeqPos, ATTN_BHSD, ATTN_BSHD};
 use crate::error::{invalid, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, Gpu, LaunchConfig, Swizzle, TensorMap, Tile4d, TmaDtype};
 use half::bf16;
@@ -204,9 +204,11 @@ impl<'a> Attention<'a> {
             seq_k: shape.seq_k as u32,
             layout: if layout == AttnLayout::Bshd { ATTN_BSHD } else { ATTN_BHSD },
             causal: opts.causal as u32,
-            causal_shift: 0,
             scale_log2: scale * std::f32::consts::LOG2_E,
-            _pad: 0,
+            q_pos: SeqPos::IDENTITY,
+            k_pos: SeqPos::IDENTITY,
+            o_acc: 0,
+            lse_acc: 0,
         };
         let kernel = if shape.head_dim == 64 { kernels::ATTENTION_D64 } else { kernels::ATTENTION_D128 };
         Ok(Self { shape, params, ctas, kernel, _maps: maps, diag, _bufs: PhantomData })

@@ -8,6 +8,7 @@ pub mod allgather;
 pub mod gemm;
 pub mod gemm_rs;
 pub mod moe;
+pub mod ring_attention;
 pub mod tuned;
 
 use crate::Gpu;

@@ -30,4 +30,5 @@ pub mod gemm;
 pub mod gemm_rs;
 pub mod moe;
 pub mod reduce;
+pub mod ring_attention;
 pub mod selftest;

@@ -1,0 +1,180 @@
+//! Ring attention in one persistent launch (see [`RingAttnParams`] for the protocol): attention
+//! CTAs run the flash-attention pieces over `world` steps, each step's K/V read from where it
+//! lies (this rank's own, then the receive slots in turn); comm CTAs pass each step's K/V on to
+//! the next rank while the attention CTAs work on it. A slot is rewritten only after its reader
+//! said it is done (`free`), and read only after its writer said it landed (`data`).
+use crate::abi::*;
+use crate::arch::*;
+use crate::attention::{run_cta, CtaSlot, KvSteps};
+use crate::comm::fifo_push;
+use crate::comm::nvlink::{copy_block, BulkRing};
+use crate::comm::signal::{last_arriver, launch_epoch, signal};
+use crate::sched::Role;
+use crate::sync::{Bound, WaitResult};
+
+/// The attention CTAs' view of the ring.
+struct RingSteps<'a> {
+    p: &'a RingAttnParams,
+    epoch: u32,
+    b: Bound<'a>,
+}
+
+impl RingSteps<'_> {
+    /// Raise flag word `idx` of rank `to` (a neighbour): a store over NVLink when its flags are
+    /// mapped here, else a SIGNAL through the proxy.
+    #[inline(always)]
+    unsafe fn raise(&self, mapped: u64, to: u32, idx: u32) {
+        raise(self.p, mapped, to, idx, self.epoch, &self.b);
+    }
+}
+
+/// Raise flag word `idx` of neighbour `to` to `epoch`: `mapped` is its flags over NVLink, or 0
+/// when it is on another node (then a SIGNAL through the proxy).
+#[inline(always)]
+unsafe fn raise(p: &RingAttnParams, mapped: u64, to: u32, idx: u32, epoch: u32, b: &Bound<'_>) {
+    if mapped != 0 {
+        signal((mapped as *mut u32).add(idx as usize), epoch);
+    } else {
+        let cmd = FifoCmd {
+            header: FifoCmd::header_word(OP_SIGNAL, 0, to, 0),
+            flag: FifoCmd::loc(BUF_HEAP, p.flags_heap_off + 4 * idx as u64),
+            flag_value: epoch as u64,
+            ..Default::default()
+        };
+        // A full FIFO that never drains already reported; nothing more to do here.
+        let _ = fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(to, WAIT_FLAG));
+    }
+}
+
+impl KvSteps for RingSteps<'_> {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        self.p.world
+    }
+
+    #[inline(always)]
+    fn maps(&self, s: u32) -> (u64, u64) {
+        let pair = if s == 0 { 0 } else { 1 + s % 2 };
+        (self.p.kv_maps + 256 * pair as u64, self.p.kv_maps + 256 * pair as u64 + 128)
+    }
+
+    #[inline(always)]
+    fn k_pos(&self, s: u32) -> SeqPos {
+        self.p.positions(self.p.source(s))
+    }
+
+    #[inline(always)]
+    unsafe fn wait_ready(&self, s: u32, b: &Bound<'_>) -> WaitResult {
+        if s == 0 {
+            return Ok(());
+        }
+        let r = b.flag((self.p.flags as *const u32).add(RingAttnParams::data(s) as usize), self.epoch, s);
+        // The slot was written by a peer's bulk copies or the proxy; TMA reads it next.
+        fence_proxy_async_global();
+        r
+    }
+
+    #[inline(always)]
+    unsafe fn step_done(&self, s: u32) {
+        // Step 0 read this rank's own K/V, which nobody rewrites during the launch.
+        if s > 0 && last_arriver((self.p.counters as *mut u32).add(s as usize), self.p.attn_ctas, self.epoch) {
+            self.raise(self.p.prev_flags, self.p.prev, self.p.free(s));
+        }
+    }
+}
+
+/// Comm CTA `idx` of `ctas`: for each step but the last, wait until the K/V in hand is here and
+/// the next rank's slot is free, then send it there (a share of it per CTA over NVLink; all of it
+/// in one proxy WRITE to another node), and raise the next rank's `data` flag.
+#[inline(always)]
+unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_>) {
+    let tid = thread_idx_x();
+    let flags = p.flags as *const u32;
+    let mut ring = if tid == 0 { Some(BulkRing::new(dyn_smem_base())) } else { None };
+    let mut failed = false;
+    if idx == 0 && tid == 0 {
+        raise(p, p.prev_flags, p.prev, RingAttnParams::READY, epoch, b);
+    }
+    for s in 0..p.world - 1 {
+        let slot = (s + 1) % 2;
+        if tid == 0 && !failed {
+            // What we send has arrived (step 0 sends our own K/V) ...
+            if s > 0 {
+                failed |= b.flag(flags.add(RingAttnParams::data(s) as usize), epoch, s).is_err();
+                fence_proxy_async_global();
+            }
+            // ... and the next rank no longer reads the slot: it entered this launch (for the
+            // first use of each slot), or it finished the step that last read it.
+            let free = if s < 2 { RingAttnParams::READY } else { p.free(s - 1) };
+            failed |= b.flag(flags.add(free as usize), epoch, p.next).is_err();
+        }
+        sync_threads(); // nobody writes before thread 0 saw the slot free
+        let (src, src_off) = if s == 0 {
+            (p.kv_local, p.kv_local_heap_off)
+        } else {
+            (p.slots + (s % 2) as u64 * p.kv_bytes, p.slots_heap_off + (s % 2) as u64 * p.kv_bytes)
+        };
+        let dst_off = slot as u64 * p.kv_bytes;
+        if p.next_slots != 0 {
+            // Over NVLink: this CTA's share, 16-byte aligned.
+            let share = (p.kv_bytes / ctas.max(1) as u64).div_ceil(16) * 16;
+            let lo = (share * idx as u64).min(p.kv_bytes);
+            let hi = (lo + share).min(p.kv_bytes);
+            let ring_ref = if failed { None } else { ring.as_mut() };
+            let ok = copy_block(src, p.next_slots + dst_off, (lo, hi), true, ring_ref, b, s, (tid, block_dim_x()));
+            failed |= !ok;
+            let counter = (p.counters as *mut u32).add((p.world + s) as usize);
+            if tid == 0 && !failed && last_arriver(counter, ctas, epoch) {
+                signal((p.next_flags as *mut u32).add(RingAttnParams::data(s + 1) as usize), epoch);
+            }
+        } else if idx == 0 && tid == 0 && !failed {
+            let cmd = FifoCmd {
+                header: FifoCmd::header_word(OP_WRITE, 1, p.next, 0),
+                src: FifoCmd::loc(BUF_HEAP, src_off),
+                dst: FifoCmd::loc(BUF_HEAP, p.slots_heap_off + dst_off),
+                bytes: p.kv_bytes,
+                flag: FifoCmd::loc(BUF_HEAP, p.flags_heap_off + 4 * RingAttnParams::data(s + 1) as u64),
+                flag_value: epoch as u64,
+                ..Default::default()
+            };
+            failed |= fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(p.next, WAIT_FLAG)).is_err();
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn ring_attention<const D: u32>(p: &RingAttnParams) {
+    let tid = thread_idx_x();
+    let total = p.attn_ctas + p.comm_ctas;
+    // Every thread that waits on or raises a flag needs the epoch: the producer and consumer
+    // thread 0s and the comm CTAs' thread 0. One CTA-wide read of the counter per CTA.
+    let epoch_slot = dyn_smem_base() + crate::kernels_info::attention::ring_smem_bytes(D) - 16;
+    if tid == 0 {
+        st_shared_u32(epoch_slot, launch_epoch(p.launches as *mut u64, total));
+    }
+    sync_threads();
+    let epoch = ld_shared_u32(epoch_slot);
+    let bound = |role: Role| Bound { timeout_ns: p.attn.timeout_ns, diag: &p.attn.diag, rank: p.rank, role: role as u32 };
+    let cta = block_idx_x();
+    if cta < p.attn_ctas {
+        let steps = RingSteps { p, epoch, b: bound(Role::Compute) };
+        run_cta::<D, _>(&p.attn, &steps, CtaSlot { index: cta, ctas: p.attn_ctas }, bound(Role::Compute));
+    } else {
+        let role = if p.next_slots != 0 { Role::IntraComm } else { Role::InterSend };
+        send(p, epoch, cta - p.attn_ctas, p.comm_ctas, &bound(role));
+    }
+}
+
+/// Ring attention, head dimension 64.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_ring_attention_d64(p: RingAttnParams) {
+    crate::launch_bounds!(384, 1);
+    ring_attention::<64>(&p);
+}
+
+/// Ring attention, head dimension 128.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_ring_attention_d128(p: RingAttnParams) {
+    crate::launch_bounds!(384, 1);
+    ring_attention::<128>(&p);
+}

@@ -1,0 +1,200 @@
+//! `mkernel rank-check ring-attention` and `mkernel bench ring-attention`.
+use crate::cmd_rank::bench_rank;
+use crate::RanksArgs;
+use anyhow::{ensure, Context};
+use clap::Args;
+use half::bf16;
+use mkernel::attention::{index, reference_row, Attention, AttentionOptions, AttentionShape, AttnLayout};
+use mkernel::bench::{harness, RunInfo, Solo, Timing};
+use mkernel::comm::communicator::{CommOptions, Communicator};
+use mkernel::comm::world::World;
+use mkernel::ops::ring_attention::{shard_position, zigzag_shard, RingAttention, RingOptions};
+use mkernel::testing::{rel_err, Rng, POISON_BYTE};
+use mkernel::Gpu;
+use std::path::Path;
+use std::time::Duration;
+
+/// `rank-check ring-attention`.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// This rank's shard: BxHxSxD (batch, heads, rows per rank, head dim).
+    #[arg(long, value_parser = crate::args::attention, default_value = "2x4x300x128")]
+    pub config: AttentionShape,
+    /// Key/value heads (divides the heads; default: as many).
+    #[arg(long = "heads-kv")]
+    pub heads_kv: Option<usize>,
+    /// Layout: bhsd or bshd.
+    #[arg(long, value_parser = crate::args::attn_layout, default_value = "bhsd")]
+    pub layout: AttnLayout,
+    /// Causal mask (zigzag shards).
+    #[arg(long)]
+    pub causal: bool,
+    /// Launches back to back (no host sync) after the checked one; each must give the same bits.
+    #[arg(long, default_value_t = 20)]
+    pub repeat: u32,
+    /// Query rows per (batch, head) checked against the f64 host reference.
+    #[arg(long = "reference-rows", default_value_t = 24)]
+    pub reference_rows: usize,
+    /// Bound on each bootstrap step and device wait.
+    #[arg(long = "timeout-ms", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
+}
+
+/// Every rank makes the whole sequence's Q, K and V from one seed (the same on every rank), takes
+/// its shard, runs the ring (poisoned outputs), and checks its rows against the single-GPU kernel
+/// on the whole sequence (on this rank's GPU) and, on sampled rows, against the f64 reference;
+/// then back-to-back launches must repeat the first one's bits.
+pub fn check(a: CheckArgs) -> anyhow::Result<()> {
+    let world = World::from_env()?;
+    let gpu = Gpu::new(world.device)?;
+    let (w, rank) = (world.world_size as usize, world.rank as usize);
+    let local = AttentionShape { heads_kv: a.heads_kv.unwrap_or(a.config.heads), ..a.config };
+    let full = AttentionShape { seq_q: local.seq_q * w, seq_k: local.seq_k * w, ..local };
+    let heap = 3 * 4 * local.kv_elements() + (16 << 20);
+    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
+    let timeout = Duration::from_millis(a.timeout_ms);
+    let opts = RingOptions { causal: a.causal, timeout, ..Default::default() };
+    let zigzag = opts.causal && opts.zigzag;
+    // One seed for all ranks (agreed through the bootstrap), fresh per run.
+    let proposal = Rng::fresh("ring-attention").next_u64().to_le_bytes();
+    let all = comm.bootstrap().all_gather(&proposal)?;
+    let seed = u64::from_le_bytes(all[0][..8].try_into().context("rank 0's seed")?);
+    let mut rng = Rng::new(seed);
+    let (q, k, v) = (rng.bf16_vec(full.q_elements()), rng.bf16_vec(full.kv_elements()), rng.bf16_vec(full.kv_elements()));
+    let dims = |heads| (full.batch, full.seq_q, heads, full.head_dim);
+    let mine = |x: &[bf16], heads| zigzag_shard(x, a.layout, dims(heads), (w, rank), zigzag);
+    let (q_r, k_r, v_r) = (mine(&q, full.heads), mine(&k, full.heads_kv), mine(&v, full.heads_kv));
+
+    let dq = gpu.upload(&q_r)?;
+    let o = gpu.alloc::<bf16>(local.q_elements())?;
+    let lse = gpu.alloc::<f32>(local.lse_elements())?;
+    o.fill_bytes(POISON_BYTE)?;
+    lse.fill_bytes(POISON_BYTE)?;
+    let ring = RingAttention::new(&comm, &gpu, local, a.layout, &dq, &o, Some(&lse), opts)?;
+    ring.k().copy_from(&k_r)?;
+    ring.v().copy_from(&v_r)?;
+    comm.barrier()?;
+    ring.run(&gpu)?;
+    let (got, got_lse) = (o.to_vec()?, lse.to_vec()?);
+    ensure!(got.iter().all(|x| x.to_f32().is_finite()), "rank {rank}: O has unwritten (NaN) elements");
+    ensure!(got_lse.iter().all(|x| !x.is_nan()), "rank {rank}: lse has unwritten (NaN) elements");
+
+    // The single-GPU kernel on the whole sequence, on this GPU.
+    let (fq, fk, fv) = (gpu.upload(&q)?, gpu.upload(&k)?, gpu.upload(&v)?);
+    let (fo, flse) = (gpu.alloc::<bf16>(full.q_elements())?, gpu.alloc::<f32>(full.lse_elements())?);
+    let single_opts = AttentionOptions { causal: a.causal, timeout, ..Default::default() };
+    Attention::new(&gpu, full, a.layout, (&fq, &fk, &fv), &fo, Some(&flse), single_opts)?.run(&gpu)?;
+    let (want, want_lse) = (fo.to_vec()?, flse.to_vec()?);
+    let d = local.head_dim;
+    let scale = 1.0 / (d as f64).sqrt();
+    let (mut worst, mut worst_lse, mut worst_ref) = (0f64, 0f64, 0f64);
+    for b in 0..local.batch {
+        for h in 0..local.heads {
+            for x in 0..local.seq_q {
+                let pos = shard_position(x, local.seq_q, (w, rank), zigzag);
+                let row = |buf: &[bf16], seq, r| -> Vec<f64> {
+                    (0..d).map(|e| buf[index(a.layout, (b, h, r, e), seq, local.heads, d)].to_f64()).collect()
+                };
+                let (mine_row, theirs) = (row(&got, local.seq_q, x), row(&want, full.seq_q, pos));
+                let err = rel_err(&mine_row, &theirs);
+                let l_err = (got_lse[(b * local.heads + h) * local.seq_q + x] - want_lse[(b * full.heads + h) * full.seq_q + pos]).abs();
+                ensure!(
+                    err < 1e-2 && l_err < 2e-3,
+                    "rank {rank}: b {b} h {h} row {x} (position {pos}): O rel err {err:.2e} vs the single-GPU kernel, lse off by {l_err:.2e}"
+                );
+                worst = worst.max(err);
+                worst_lse = worst_lse.max(l_err as f64);
+            }
+            let rows: Vec<usize> = (0..a.reference_rows.min(local.seq_q))
+                .map(|i| if i < 2 { i * (local.seq_q - 1) } else { rng.next_u64() as usize % local.seq_q })
+                .collect();
+            for x in rows {
+                let pos = shard_position(x, local.seq_q, (w, rank), zigzag);
+                let (r, _) = reference_row((&q, &k, &v), full, a.layout, a.causal, scale, (b, h, pos));
+                let mine_row: Vec<f64> = (0..d).map(|e| got[index(a.layout, (b, h, x, e), local.seq_q, local.heads, d)].to_f64()).collect();
+                let err = rel_err(&mine_row, &r);
+                ensure!(err < 1e-2, "rank {rank}: b {b} h {h} row {x} (position {pos}): O rel err {err:.2e} vs the f64 reference");
+                worst_ref = worst_ref.max(err);
+            }
+        }
+    }
+    // Back to back, no host sync: every launch must give the same bits.
+    o.fill_bytes(POISON_BYTE)?;
+    for _ in 0..a.repeat {
+        ring.launch(&gpu)?;
+    }
+    ring.wait(&gpu)?;
+    ensure!(a.repeat == 0 || o.to_vec()? == got, "rank {rank}: {} back-to-back launches changed O", a.repeat);
+    comm.barrier()?;
+    println!(
+        "ring-attention ok: rank {rank} of {w} ({} node(s)), shard {:?} {:?} causal {} zigzag {zigzag}: vs single-GPU worst row rel err {worst:.2e}, lse {worst_lse:.2e}; vs f64 reference {worst_ref:.2e}; {} back-to-back launches identical",
+        world.nodes, local, a.layout, a.causal, a.repeat
+    );
+    Ok(())
+}
+
+/// `bench ring-attention`: the ring (slowest rank's median, a barrier before each launch) and,
+/// on the same GPU, the single-GPU kernel on one rank's block (the per-GPU rate the ring should
+/// keep), per config and mask.
+pub fn bench(configs: &[AttentionShape], masks: &[bool], ranks: &RanksArgs, timing: Timing, json: Option<&Path>) -> anyhow::Result<()> {
+    let most = configs.iter().map(|c| c.kv_elements()).max().unwrap_or(0);
+    let Some((world, gpu, comm)) =
+        bench_rank(ranks, "configs", |_| configs.iter().map(|c| Some(6 * c.q_elements())).collect(), |_| 3 * 4 * most + (16 << 20))?
+    else {
+        return Ok(());
+    };
+    let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
+    let mut records = Vec::new();
+    for &s in configs {
+        s.validate().with_context(|| format!("--configs {}", s.label()))?;
+        for &causal in masks {
+            let mut rng = Rng::new(0x717e ^ world.rank as u64);
+            let q = gpu.upload(&rng.bf16_vec(s.q_elements()))?;
+            let o = gpu.alloc::<bf16>(s.q_elements())?;
+            let lse = gpu.alloc::<f32>(s.lse_elements())?;
+            let ring = RingAttention::new(&comm, &gpu, s, AttnLayout::Bhsd, &q, &o, Some(&lse), RingOptions { causal, ..Default::default() })?;
+            ring.k().copy_from(&rng.bf16_vec(s.kv_elements()))?;
+            ring.v().copy_from(&rng.bf16_vec(s.kv_elements()))?;
+            let ms = harness::time_ms(&gpu, &mut &comm, timing, || ring.launch(&gpu))?;
+            ring.wait(&gpu)?;
+            // One rank's block alone on this GPU (causal: the diagonal block's mask).
+            let (k, v) = (gpu.upload(&rng.bf16_vec(s.kv_elements()))?, gpu.upload(&rng.bf16_vec(s.kv_elements()))?);
+            let one = Attention::new(&gpu, s, AttnLayout::Bhsd, (&q, &k, &v), &o, Some(&lse), AttentionOptions { causal, ..Default::default() })?;
+            let one_ms = harness::time_ms(&gpu, &mut Solo, timing, || one.launch(&gpu))?;
+            one.run(&gpu)?;
+            let ring_tf = ring.flops_per_rank() / ms / 1e9;
+            let one_tf = s.flops(causal) / one_ms / 1e9;
+            let mask = if causal { "bhsd/causal" } else { "bhsd" };
+            records.push(
+                run.record("ring_attention", s.label(), mask, "mkernel", ms)
+                    .with_flops(ring.flops_per_rank())
+                    .with("one_block_ms", one_ms)
+                    .with("one_block_tflops", one_tf)
+                    .with("ring_vs_one_block", ring_tf / one_tf)
+                    .with("ctas", format!("{:?}", ring.ctas())),
+            );
+            comm.barrier()?;
+        }
+    }
+    if world.rank == 0 {
+        println!(
+            "ring attention, {} ranks on {} node(s), per-rank shard BxHxSxD; slowest rank's median of {} launches; TFLOP/s per GPU (torch_baselines.py ring's count)",
+            world.world_size, world.nodes, timing.reps
+        );
+        harness::print_table(&records, None);
+        for r in &records {
+            println!(
+                "  {} {}: ring {:.1} TFLOP/s per GPU, one block alone {:.1} -> {:.3}x",
+                r.shape,
+                r.layout,
+                r.tflops.unwrap_or(0.0),
+                r.extra["one_block_tflops"].as_f64().unwrap_or(0.0),
+                r.extra["ring_vs_one_block"].as_f64().unwrap_or(0.0)
+            );
+        }
+        if let Some(path) = json {
+            harness::write_json(path, &records).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    Ok(())
+}

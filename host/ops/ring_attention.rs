@@ -1,0 +1,433 @@
+//! Ring attention (sequence / context parallelism): rank `r` of `W` holds Q, K and V for its
+//! shard of the sequence and gets O (and the log-sum-exp) for its query rows attending to the
+//! whole sequence. ONE persistent launch per call (`device/src/kernels/ring_attention.rs`):
+//! attention CTAs run the flash-attention pieces step by step, step `s` on the K/V of rank
+//! `(r - s) mod W`, merging the partial outputs by log-sum-exp in the kernel; comm CTAs pass each
+//! step's K/V on to rank `r + 1` while it is being used (NVLink inside a node; FIFO + proxy to
+//! another node), into one of two receive slots. No host involvement between steps.
+//!
+//! Causal attention runs load-balanced on a **zigzag** layout: the sequence is cut into `2W`
+//! chunks and rank `r` holds chunks `r` and `2W - 1 - r` (its first `seq / 2` rows, then its last
+//! `seq / 2`), so every rank does the same work. [`zigzag_shard`] / [`zigzag_unshard`] convert
+//! a whole sequence to and from that layout; non-causal attention (or `zigzag: false`) uses plain
+//! contiguous shards (rank `r` holds rows `r S/W .. (r+1) S/W`).
+//!
+//! ```no_run
+//! # fn main() -> Result<(), mkernel::Error> {
+//! use mkernel::attention::{AttentionShape, AttnLayout};
+//! use mkernel::comm::{communicator::{CommOptions, Communicator}, world::World};
+//! use mkernel::ops::ring_attention::{RingAttention, RingOptions};
+//! let world = World::from_env()?;
+//! let gpu = mkernel::Gpu::new(world.device)?;
+//! let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: 1 << 30, ..Default::default() })?;
+//! // This rank's shard: 8192 of the sequence's 8192 * W rows.
+//! let shape = AttentionShape { batch: 1, heads: 32, heads_kv: 32, seq_q: 8192, seq_k: 8192, head_dim: 128 };
+//! let q = gpu.alloc::<half::bf16>(shape.q_elements())?;
+//! let o = gpu.alloc::<half::bf16>(shape.q_elements())?;
+//! let ring = RingAttention::new(&comm, &gpu, shape, AttnLayout::Bhsd, &q, &o, None, RingOptions::default())?;
+//! let kv = vec![half::bf16::ONE; shape.kv_elements()];
+//! ring.k().copy_from(&kv)?; // K and V live in the communicator's heap
+//! ring.v().copy_from(&kv)?;
+//! ring.run(&gpu)?;
+//! # Ok(()) }
+//! ```
+use super::attention::{AttentionShape, AttnLayout};
+use crate::abi::{AttnParams, RingAttnParams, SeqPos, ATTN_BHSD, ATTN_BSHD};
+use crate::comm::communicator::{Communicator, HeapRegion};
+use crate::error::{invalid, DiagBuffers, Result};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, Swizzle, TensorMap, Tile4d, TmaDtype};
+use half::bf16;
+use mkernel_device::kernels_info::attention::{ring_smem_bytes, BLOCK_M, BLOCK_N, THREADS};
+use std::time::Duration;
+
+/// Options of a ring attention.
+#[derive(Clone, Copy, Debug)]
+pub struct RingOptions {
+    /// Causal mask over the whole sequence's positions.
+    pub causal: bool,
+    /// Shards are zigzag (see the module docs); only meaningful with `causal` (the default there).
+    pub zigzag: bool,
+    /// Softmax scale (default `1 / sqrt(head_dim)`).
+    pub scale: Option<f32>,
+    /// CTAs passing K/V on over NVLink (default 4; one when the next rank is on another node,
+    /// where the proxy moves the data).
+    pub comm_ctas: Option<u32>,
+    /// Bound on every device-side wait.
+    pub timeout: Duration,
+}
+
+impl Default for RingOptions {
+    fn default() -> Self {
+        Self { causal: false, zigzag: true, scale: None, comm_ctas: None, timeout: Duration::from_secs(10) }
+    }
+}
+
+/// A ring attention bound to its buffers, launched many times.
+pub struct RingAttention<'a> {
+    comm: &'a Communicator,
+    shape: AttentionShape,
+    params: RingAttnParams,
+    kernel: kernels::Kernel<RingAttnParams>,
+    kv_local: HeapRegion<'a>,
+    _slots: HeapRegion<'a>,
+    _flags: HeapRegion<'a>,
+    _maps: DeviceBuffer<TensorMap>,
+    _launches: DeviceBuffer<u64>,
+    _counters: DeviceBuffer<u32>,
+    _o_acc: DeviceBuffer<f32>,
+    _lse_acc: DeviceBuffer<f32>,
+    diag: DiagBuffers,
+}
+
+impl<'a> RingAttention<'a> {
+    /// Collective: validate (typed errors before anything runs), agree on the shape and options
+    /// across ranks, allocate K/V and two receive slots in the communicator's heap, encode the
+    /// tensor maps. `shape` is this rank's shard (`seq_q == seq_k`, the same on every rank); the
+    /// caller writes its K and V into [`RingAttention::k`] and [`RingAttention::v`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        comm: &'a Communicator,
+        gpu: &Gpu,
+        shape: AttentionShape,
+        layout: AttnLayout,
+        q: &'a DeviceBuffer<bf16>,
+        o: &'a DeviceBuffer<bf16>,
+        lse: Option<&'a DeviceBuffer<f32>>,
+        opts: RingOptions,
+    ) -> Result<Self> {
+        let world = comm.world().clone();
+        shape.validate()?;
+        if shape.seq_q != shape.seq_k {
+            return Err(invalid(
+                "seq_k",
+                format!("{} differs from seq_q = {}: every rank holds the same rows of Q, K and V", shape.seq_k, shape.seq_q),
+            ));
+        }
+        let zigzag = opts.causal && opts.zigzag;
+        if zigzag && !shape.seq_q.is_multiple_of(2) {
+            return Err(invalid(
+                "seq_q",
+                format!("{} is odd: a zigzag shard is two chunks of seq / 2 rows", shape.seq_q),
+            ));
+        }
+        let total = shape.seq_q as u128 * world.world_size as u128;
+        if total > i32::MAX as u128 {
+            return Err(invalid("seq_q", format!("the whole sequence ({total} rows) exceeds 2^31 - 1")));
+        }
+        for (arg, have, want) in [("q", q.len(), shape.q_elements()), ("o", o.len(), shape.q_elements())] {
+            if have < want {
+                return Err(invalid(arg, format!("holds {have} elements; the shape needs {want}")));
+            }
+        }
+        if let Some(l) = lse {
+            if l.len() < shape.lse_elements() {
+                return Err(invalid("lse", format!("holds {} elements; the shape needs {}", l.len(), shape.lse_elements())));
+            }
+        }
+        let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
+        if !scale.is_finite() || scale == 0.0 {
+            return Err(invalid("scale", format!("{scale} must be finite and non-zero")));
+        }
+        let next = (world.rank + 1) % world.world_size;
+        let prev = (world.rank + world.world_size - 1) % world.world_size;
+        let next_local = world.is_local(next);
+        let comm_ctas = match (world.world_size, opts.comm_ctas) {
+            (1, _) => 0,
+            (_, Some(0)) => return Err(invalid("comm_ctas", "must be at least 1 with several ranks")),
+            (_, Some(c)) => c,
+            (_, None) if next_local => 4,
+            (_, None) => 1,
+        };
+        let sms = gpu.info().sm_count;
+        if comm_ctas >= sms {
+            return Err(invalid("comm_ctas", format!("{comm_ctas} leaves no attention CTA on {sms} SMs")));
+        }
+        comm.agree(
+            "shape",
+            &format!(
+                "ring_attention {shape:?} {layout:?} causal {} zigzag {zigzag} scale {scale} comm_ctas {comm_ctas}",
+                opts.causal
+            ),
+        )?;
+
+        let kv_bytes = 2 * 2 * shape.kv_elements();
+        let kv_local = comm.alloc(kv_bytes)?;
+        let slots = comm.alloc(2 * kv_bytes)?;
+        let flags = comm.alloc(4 * RingAttnParams::flag_words(world.world_size) as usize)?;
+        let (s, hk) = (shape.seq_k, shape.heads_kv);
+        let half = kv_bytes as u64 / 2;
+        let kv = |base: u64| [map(base, shape, s, hk, layout, BLOCK_N), map(base + half, shape, s, hk, layout, BLOCK_N)];
+        let mut tiles = vec![
+            map(q.addr(), shape, shape.seq_q, shape.heads, layout, BLOCK_M),
+            map(o.addr(), shape, shape.seq_q, shape.heads, layout, 64),
+        ];
+        tiles.extend(kv(kv_local.addr()));
+        tiles.extend(kv(slots.addr()));
+        tiles.extend(kv(slots.addr() + kv_bytes as u64));
+        let maps = gpu.upload_tensor_maps(&tiles)?;
+        let launches = gpu.upload(&[0u64])?;
+        let counters = gpu.upload(&vec![0u32; 2 * world.world_size as usize])?;
+        let o_acc = gpu.alloc::<f32>(shape.q_elements())?;
+        let lse_acc = gpu.alloc::<f32>(shape.lse_elements())?;
+        let diag = DiagBuffers::new(gpu)?;
+        let tiles_per_step = (shape.seq_q.div_ceil(BLOCK_M as usize) * shape.heads * shape.batch) as u32;
+        let attn_ctas = (sms - comm_ctas).min(tiles_per_step);
+        let chunk = if zigzag { shape.seq_q / 2 } else { shape.seq_q } as u32;
+        let mut params = RingAttnParams {
+            attn: AttnParams {
+                q_map: maps.addr(),
+                k_map: 0,
+                v_map: 0,
+                o_map: maps.addr() + 128,
+                lse: lse.map_or(0, |l| l.addr()),
+                diag: diag.abi(),
+                timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
+                batch: shape.batch as u32,
+                heads: shape.heads as u32,
+                heads_kv: shape.heads_kv as u32,
+                seq_q: shape.seq_q as u32,
+                seq_k: shape.seq_k as u32,
+                layout: if layout == AttnLayout::Bshd { ATTN_BSHD } else { ATTN_BHSD },
+                causal: opts.causal as u32,
+                scale_log2: scale * std::f32::consts::LOG2_E,
+                q_pos: SeqPos::IDENTITY,
+                k_pos: SeqPos::IDENTITY,
+                o_acc: o_acc.addr(),
+                lse_acc: lse_acc.addr(),
+            },
+            kv_maps: maps.addr() + 256,
+            fifo: comm.fifo_params(),
+            flags: flags.addr(),
+            prev_flags: if world.is_local(prev) { flags.peer(prev).unwrap_or(0) } else { 0 },
+            next_flags: if next_local { flags.peer(next).unwrap_or(0) } else { 0 },
+            kv_local: kv_local.addr(),
+            slots: slots.addr(),
+            next_slots: if next_local { slots.peer(next).unwrap_or(0) } else { 0 },
+            kv_local_heap_off: kv_local.offset(),
+            slots_heap_off: slots.offset(),
+            flags_heap_off: flags.offset(),
+            launches: launches.addr(),
+            counters: counters.addr(),
+            kv_bytes: kv_bytes as u64,
+            rank: world.rank,
+            world: world.world_size,
+            next,
+            prev,
+            attn_ctas,
+            comm_ctas,
+            zigzag: zigzag as u32,
+            chunk,
+        };
+        if world.world_size > 1 && next_local && (params.next_flags == 0 || params.next_slots == 0) {
+            return Err(invalid("world", format!("rank {next} is on this node but its heap is not mapped here")));
+        }
+        if world.world_size > 1 && world.is_local(prev) && params.prev_flags == 0 {
+            return Err(invalid("world", format!("rank {prev} is on this node but its heap is not mapped here")));
+        }
+        params.attn.q_pos = params.positions(world.rank);
+        let kernel = if shape.head_dim == 64 { kernels::RING_ATTENTION_D64 } else { kernels::RING_ATTENTION_D128 };
+        comm.barrier()?;
+        Ok(Self {
+            comm,
+            shape,
+            params,
+            kernel,
+            kv_local,
+            _slots: slots,
+            _flags: flags,
+            _maps: maps,
+            _launches: launches,
+            _counters: counters,
+            _o_acc: o_acc,
+            _lse_acc: lse_acc,
+            diag,
+        })
+    }
+
+    /// This rank's shard.
+    pub fn shape(&self) -> AttentionShape {
+        self.shape
+    }
+
+    /// This rank's K (in the communicator's heap): the caller fills it before launching.
+    pub fn k(&self) -> DeviceSlice<'_, bf16> {
+        // SAFETY: the first half of `kv_local` (owned by self) holds the shard's K.
+        unsafe { DeviceSlice::from_raw(self.kv_local.addr(), self.shape.kv_elements()) }
+    }
+
+    /// This rank's V (in the communicator's heap).
+    pub fn v(&self) -> DeviceSlice<'_, bf16> {
+        let off = 2 * self.shape.kv_elements() as u64;
+        // SAFETY: the second half of `kv_local` (owned by self) holds the shard's V.
+        unsafe { DeviceSlice::from_raw(self.kv_local.addr() + off, self.shape.kv_elements()) }
+    }
+
+    /// Attention CTAs and comm CTAs of a launch.
+    pub fn ctas(&self) -> (u32, u32) {
+        (self.params.attn_ctas, self.params.comm_ctas)
+    }
+
+    /// Enqueue one ring attention on `gpu`'s stream (asynchronous). Every rank launches.
+    pub fn launch(&self, gpu: &Gpu) -> Result<()> {
+        let p = &self.params;
+        let cfg = LaunchConfig::linear(p.attn_ctas + p.comm_ctas, THREADS, ring_smem_bytes(self.shape.head_dim as u32));
+        // SAFETY: every address in the parameters belongs to buffers this op owns or borrows for
+        // 'a (peers' heaps stay mapped while the communicator lives); the caller synchronises
+        // before dropping them (run / wait).
+        unsafe { gpu.launch(self.kernel, &cfg, p)? };
+        Ok(())
+    }
+
+    /// Wait for this rank's launches; report a device-side timeout or a proxy error.
+    pub fn wait(&self, gpu: &Gpu) -> Result<()> {
+        let sync = gpu.synchronize();
+        self.diag.check()?;
+        self.comm.check()?;
+        Ok(sync?)
+    }
+
+    /// Launch and wait.
+    pub fn run(&self, gpu: &Gpu) -> Result<()> {
+        self.launch(gpu)?;
+        self.wait(gpu)
+    }
+
+    /// Positions of rank `r`'s rows in the whole sequence, as this op lays shards out.
+    pub fn positions(&self, r: u32) -> SeqPos {
+        self.params.positions(r)
+    }
+
+    /// Floating-point operations one rank performs per call, counted as torch_baselines.py counts
+    /// a ring (`4 b h s^2 d` per visible block of `s` rows, half for the diagonal; the same for a
+    /// zigzag causal ring): what TFLOP/s per GPU divides.
+    pub fn flops_per_rank(&self) -> f64 {
+        let s = self.shape;
+        let w = self.params.world as f64;
+        let block = 4.0 * (s.batch * s.heads) as f64 * (s.seq_q as f64).powi(2) * s.head_dim as f64;
+        if self.params.attn.causal != 0 {
+            block * ((w * (w - 1.0) / 2.0) / w + 0.5)
+        } else {
+            block * w
+        }
+    }
+}
+
+/// The rank-4 tensor map of one `[batch, seq, heads, D]` / `[batch, heads, seq, D]` bf16 tensor
+/// with boxes of 64 elements x `rows` rows (as the single-GPU op encodes them).
+fn map(base: u64, s: AttentionShape, seq: usize, heads: usize, layout: AttnLayout, rows: u32) -> Tile4d {
+    let (d, seq, heads, batch) = (s.head_dim as u64, seq as u64, heads as u64, s.batch as u64);
+    let (dims, strides, box_dims) = match layout {
+        AttnLayout::Bshd => ([d, heads, seq, batch], [2 * d, 2 * d * heads, 2 * d * heads * seq], [64, 1, rows, 1]),
+        AttnLayout::Bhsd => ([d, seq, heads, batch], [2 * d, 2 * d * seq, 2 * d * seq * heads], [64, rows, 1, 1]),
+    };
+    Tile4d { base, dtype: TmaDtype::Bf16, dims, strides_bytes: strides, box_dims, swizzle: Swizzle::B128 }
+}
+
+/// Rank `rank`'s shard of a whole-sequence tensor `full` (`[batch, S, heads, d]` or `[batch,
+/// heads, S, d]` per `layout`, `S = world * shard`): zigzag chunks `rank` and `2W - 1 - rank`
+/// when `zigzag`, else rows `rank * shard ..`.
+pub fn zigzag_shard<T: Copy>(
+    full: &[T],
+    layout: AttnLayout,
+    (batch, seq, heads, d): (usize, usize, usize, usize),
+    (world, rank): (usize, usize),
+    zigzag: bool,
+) -> Vec<T> {
+    let shard = seq / world;
+    let pos = |x: usize| shard_position(x, shard, (world, rank), zigzag);
+    let mut out = Vec::with_capacity(full.len() / world);
+    // Walk the shard in its own layout order, reading each element from its place in `full`.
+    let idx = |b: usize, h: usize, row: usize, e: usize, rows: usize| super::attention::index(layout, (b, h, row, e), rows, heads, d);
+    out.resize(batch * shard * heads * d, full[0]);
+    for b in 0..batch {
+        for h in 0..heads {
+            for x in 0..shard {
+                let (src, dst) = (idx(b, h, pos(x), 0, seq), idx(b, h, x, 0, shard));
+                out[dst..dst + d].copy_from_slice(&full[src..src + d]);
+            }
+        }
+    }
+    out
+}
+
+/// The whole-sequence tensor from every rank's shard (`shards[r]` is rank `r`'s), the inverse of
+/// [`zigzag_shard`].
+pub fn zigzag_unshard<T: Copy>(
+    shards: &[Vec<T>],
+    layout: AttnLayout,
+    (batch, seq, heads, d): (usize, usize, usize, usize),
+    zigzag: bool,
+) -> Vec<T> {
+    let world = shards.len();
+    let shard = seq / world;
+    let mut full = vec![shards[0][0]; batch * seq * heads * d];
+    let idx = |b: usize, h: usize, row: usize, rows: usize| super::attention::index(layout, (b, h, row, 0), rows, heads, d);
+    for (rank, part) in shards.iter().enumerate() {
+        for b in 0..batch {
+            for h in 0..heads {
+                for x in 0..shard {
+                    let (dst, src) = (idx(b, h, shard_position(x, shard, (world, rank), zigzag), seq), idx(b, h, x, shard));
+                    full[dst..dst + d].copy_from_slice(&part[src..src + d]);
+                }
+            }
+        }
+    }
+    full
+}
+
+/// Position in the whole sequence of row `x` of rank `rank`'s shard of `shard` rows.
+pub fn shard_position(x: usize, shard: usize, (world, rank): (usize, usize), zigzag: bool) -> usize {
+    if zigzag {
+        let c = shard / 2;
+        if x < c {
+            rank * c + x
+        } else {
+            (2 * world - 1 - rank) * c + (x - c)
+        }
+    } else {
+        rank * shard + x
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zigzag_round_trips_and_balances_chunks() {
+        let (batch, seq, heads, d, world) = (2, 24, 3, 4, 3);
+        let full: Vec<u32> = (0..(batch * seq * heads * d) as u32).collect();
+        for layout in [AttnLayout::Bshd, AttnLayout::Bhsd] {
+            for zigzag in [false, true] {
+                let shards: Vec<Vec<u32>> = (0..world)
+                    .map(|r| zigzag_shard(&full, layout, (batch, seq, heads, d), (world, r), zigzag))
+                    .collect();
+                assert_eq!(zigzag_unshard(&shards, layout, (batch, seq, heads, d), zigzag), full);
+            }
+        }
+        // Rank 0 of 3 holds chunks 0 and 5 (of 4 rows each).
+        let rows: Vec<usize> = (0..8).map(|x| shard_position(x, 8, (3, 0), true)).collect();
+        assert_eq!(rows, [0, 1, 2, 3, 20, 21, 22, 23]);
+    }
+
+    #[test]
+    fn device_positions_match_the_host_layout() {
+        for world in 1..=8u32 {
+            for rank in 0..world {
+                for zigzag in [false, true] {
+                    let p = RingAttnParams { world, rank, zigzag: zigzag as u32, chunk: if zigzag { 5 } else { 10 }, ..Default::default() };
+                    let pos = p.positions(rank);
+                    for x in 0..10u32 {
+                        let want = shard_position(x as usize, 10, (world as usize, rank as usize), zigzag) as u32;
+                        assert_eq!(pos.at(x), want);
+                    }
+                    // The visible prefix for every limit agrees with counting.
+                    for limit in 0..(20 * world) {
+                        let count = (0..10).filter(|&x| pos.at(x) <= limit).count() as u32;
+                        assert_eq!(pos.rows_at_or_before(limit, 10), count, "w{world} r{rank} zz{zigzag} limit {limit}");
+                    }
+                }
+            }
+        }
+    }
+}
