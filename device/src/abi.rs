@@ -972,7 +972,7 @@ abi_struct! {
     /// heads_kv)` (grouped-query attention). Tensor maps are rank 4 with dimensions ordered as
     /// `layout` stores them, innermost first: `[D, H, S, B]` for [`ATTN_BSHD`], `[D, S, H, B]` for
     /// [`ATTN_BHSD`]; Q, K and V boxes are 64 x 1 x 128 x 1 (64 x 128 x 1 x 1), O boxes 64 rows.
-    pub struct AttnParams [136] {
+    pub struct AttnParams [152] {
         /// Device address of Q's tensor map (`seq_q` rows per head).
         pub q_map: u64,
         /// Device address of K's tensor map (`seq_k` rows per key/value head).
@@ -1014,6 +1014,14 @@ abi_struct! {
         pub o_acc: u64,
         /// Several steps: device address of the running log-sum-exp, `[batch, heads, seq_q]` f32.
         pub lse_acc: u64,
+        /// Device address of the tile scheduler's words, zero before the first launch: a `u64`
+        /// launch counter (the epoch), then the `u32` ticket counter CTAs claim units of work
+        /// from (never reset: each launch hands out `units + ctas` tickets).
+        pub sched: u64,
+        /// Several steps: device address of one `u32` per (tile, consumer warpgroup), raised
+        /// when that half tile's running output for a step is written (a later step's merge,
+        /// possibly on another CTA, waits for it); 0 for one step.
+        pub tile_flags: u64,
     }
 }
 
@@ -1076,7 +1084,7 @@ abi_struct! {
     /// [`RingAttnParams::READY`] is raised by rank `r + 1` when it enters the launch;
     /// `data(s)` by rank `r - 1` when step `s`'s K/V landed in slot `s % 2`; `free(s)` by rank
     /// `r + 1` when it finished reading its slot of step `s`.
-    pub struct RingAttnParams [312] {
+    pub struct RingAttnParams [328] {
         /// The attention (Q, O, LSE maps, shape, mask, running output); its K/V maps are unused.
         pub attn: AttnParams,
         /// Device address of six K/V tensor maps: local K, local V, slot 0 K, slot 0 V, slot 1 K,

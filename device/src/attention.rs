@@ -13,6 +13,7 @@ use crate::sync::WaitResult;
 use crate::arch::*;
 use crate::kernels_info::attention::*;
 use crate::pipeline::{PipeState, Pipeline};
+use crate::sched::{div_nz, rem_nz};
 use crate::sync::Bound;
 use crate::tile::*;
 
@@ -20,9 +21,6 @@ use crate::tile::*;
 const KV_RELEASES: u32 = 8;
 /// Releases of the Q tile: one per consumer warpgroup, after its O rows left shared memory.
 const Q_RELEASES: u32 = 2;
-/// Named barrier where both consumer warpgroups meet at the end of a step (1 and 2 are the
-/// warpgroups' own O-staging barriers).
-const STEP_BARRIER: u32 = 3;
 
 /// Shared memory of an attention CTA with head dimension `D`.
 #[derive(Clone, Copy)]
@@ -62,6 +60,12 @@ impl<const D: u32> Smem<D> {
     #[inline(always)]
     pub const fn q_pipe(&self) -> Pipeline<1> {
         Pipeline::at(self.base + bar_off(D) + 32 * STAGES)
+    }
+
+    /// The word naming the unit of work (see [`Units`]) of the Q tile in hand.
+    #[inline(always)]
+    pub const fn unit(&self) -> u32 {
+        self.base + unit_off(D)
     }
 
     /// Initialise every barrier (one thread; a block barrier must follow).
@@ -206,11 +210,12 @@ unsafe fn load_tile<const D: u32>(g: &Geometry, dst: u32, map: u64, full: u32, (
 }
 
 /// What changes from one step of a launch to the next: one step for plain attention; a ring's
-/// steps each bring another rank's K and V. Each CTA walks every step's tiles (the same tiles in
-/// every step, so a tile's running output is only ever touched by the same threads).
+/// steps each bring another rank's K and V.
 pub trait KvSteps {
     /// Steps of the launch (at least 1).
     fn count(&self) -> u32;
+    /// This launch's epoch (1, 2, ...; read by the producer thread only).
+    fn epoch(&self) -> u32;
     /// Device addresses of step `s`'s K and V tensor maps.
     fn maps(&self, s: u32) -> (u64, u64);
     /// Positions of step `s`'s key rows.
@@ -219,18 +224,35 @@ pub trait KvSteps {
     /// may be read.
     ///
     /// # Safety
-    /// Called once per step by the producer thread.
+    /// Called by the producer thread.
     unsafe fn wait_ready(&self, s: u32, b: &Bound<'_>) -> WaitResult;
-    /// One thread of the CTA, once both consumer warpgroups finished step `s`'s tiles (every K/V
-    /// load of the step has been consumed).
+    /// Thread 0 of consumer warpgroup `cwg`, before it reads its half of `tile`'s running output
+    /// at step `s > 0`: wait until step `s - 1` wrote it (perhaps on another CTA).
     ///
     /// # Safety
-    /// Called once per step and CTA.
-    unsafe fn step_done(&self, s: u32);
+    /// Called by one thread per warpgroup and half tile.
+    unsafe fn before_merge(&self, s: u32, tile: u32, cwg: u32, b: &Bound<'_>) -> WaitResult;
+    /// Thread 0 of consumer warpgroup `cwg`, after its warpgroup wrote its half of `tile`'s
+    /// running output at step `s` (and met at a barrier): announce it.
+    ///
+    /// # Safety
+    /// As [`KvSteps::before_merge`].
+    unsafe fn after_store(&self, s: u32, tile: u32, cwg: u32);
+    /// Thread 0 of a consumer warpgroup, once its half of a tile of step `s` is finished (every
+    /// K/V load it waited for has landed, so the step's K and V were read).
+    ///
+    /// # Safety
+    /// Called once per half tile.
+    unsafe fn half_tile_done(&self, s: u32);
 }
 
 /// Plain attention: one step, K and V from the parameter block.
-pub struct OneStep<'a>(pub &'a AttnParams);
+pub struct OneStep<'a> {
+    /// The launch's parameters.
+    pub p: &'a AttnParams,
+    /// The launch's epoch (valid on the producer thread).
+    pub epoch: u32,
+}
 
 impl KvSteps for OneStep<'_> {
     #[inline(always)]
@@ -238,71 +260,111 @@ impl KvSteps for OneStep<'_> {
         1
     }
     #[inline(always)]
+    fn epoch(&self) -> u32 {
+        self.epoch
+    }
+    #[inline(always)]
     fn maps(&self, _: u32) -> (u64, u64) {
-        (self.0.k_map, self.0.v_map)
+        (self.p.k_map, self.p.v_map)
     }
     #[inline(always)]
     fn k_pos(&self, _: u32) -> SeqPos {
-        self.0.k_pos
+        self.p.k_pos
     }
     #[inline(always)]
     unsafe fn wait_ready(&self, _: u32, _: &Bound<'_>) -> WaitResult {
         Ok(())
     }
     #[inline(always)]
-    unsafe fn step_done(&self, _: u32) {}
+    unsafe fn before_merge(&self, _: u32, _: u32, _: u32, _: &Bound<'_>) -> WaitResult {
+        Ok(())
+    }
+    #[inline(always)]
+    unsafe fn after_store(&self, _: u32, _: u32, _: u32) {}
+    #[inline(always)]
+    unsafe fn half_tile_done(&self, _: u32) {}
 }
 
-/// This CTA's place among the attention CTAs: tiles `index, index + ctas, ...` of every step.
+/// Units of work: unit `u` is tile `u % tiles` of step `u / tiles`. CTAs claim them in order from
+/// a ticket counter (the next free unit goes to whichever CTA is free first, so tiles of unequal
+/// length, as under a causal mask, balance out); a ticket past the last unit is [`Units::END`].
 #[derive(Clone, Copy)]
-pub struct CtaSlot {
-    /// This CTA's index among the attention CTAs.
-    pub index: u32,
-    /// Attention CTAs of the launch.
-    pub ctas: u32,
+pub struct Units {
+    /// Tiles per step.
+    pub tiles: u32,
+    /// Units of the launch (`steps * tiles`).
+    pub total: u32,
 }
 
-/// The producer thread: for each step, and each tile of this CTA, Q, then each visible K and V
-/// block.
+impl Units {
+    /// What the producer hands the consumers when no work is left.
+    pub const END: u32 = u32::MAX;
+
+    /// The unit behind ticket `ticket` of launch `epoch` for a grid of `ctas` claiming CTAs:
+    /// every launch hands out `total + ctas` tickets (each CTA's last one is past the end).
+    #[inline(always)]
+    pub const fn of_ticket(&self, ticket: u32, epoch: u32, ctas: u32) -> u32 {
+        let u = ticket.wrapping_sub(epoch.wrapping_sub(1).wrapping_mul(self.total + ctas));
+        if u < self.total {
+            u
+        } else {
+            Self::END
+        }
+    }
+}
+
+/// The producer thread: claim units of work until none is left; for each, Q, then each visible
+/// K and V block of its step.
 ///
 /// # Safety
 /// One thread of a CTA launched as [`run_cta`] says; the maps are valid.
 #[inline(always)]
-unsafe fn produce<const D: u32, S: KvSteps>(p: &AttnParams, g0: &Geometry, steps: &S, cta: CtaSlot, smem: &Smem<D>, b: &Bound<'_>) {
+unsafe fn produce<const D: u32, S: KvSteps>(p: &AttnParams, g0: &Geometry, steps: &S, ctas: u32, smem: &Smem<D>, b: &Bound<'_>) {
     prefetch_tensormap(p.q_map);
     let (kp, vp, qp) = (smem.k_pipe(), smem.v_pipe(), smem.q_pipe());
     let (mut kst, mut vst, mut qst) = (PipeState::start(), PipeState::start(), PipeState::start());
-    for step in 0..steps.count() {
+    let units = Units { tiles: g0.tiles(), total: g0.tiles() * steps.count() };
+    let tickets = (p.sched + 8) as *mut u32;
+    let epoch = steps.epoch();
+    let mut ready = 0; // steps whose K/V may be read
+    loop {
+        let u = units.of_ticket(atom_add_relaxed_gpu_u32(tickets, 1), epoch, ctas);
+        if qp.acquire(qst, b, u).is_err() {
+            trap();
+        }
+        st_shared_u32(smem.unit(), u);
+        if u == Units::END {
+            // No tile: a plain arrival completes the phase; the consumers read END and stop.
+            mbarrier_arrive(qp.full(0));
+            return;
+        }
+        let (step, i) = (div_nz(u, units.tiles), rem_nz(u, units.tiles));
+        while ready <= step {
+            // A step whose K/V never came already reported; loading anyway lets the CTA finish.
+            let _ = steps.wait_ready(ready, b);
+            ready += 1;
+        }
         let (k_map, v_map) = steps.maps(step);
         let g = g0.with_keys(steps.k_pos(step));
-        // A step whose K/V never came already reported; loading anyway lets the CTA finish.
-        let _ = steps.wait_ready(step, b);
-        let mut i = cta.index;
-        while i < g.tiles() {
-            let w = g.work(i);
-            if qp.acquire(qst, b, i).is_err() {
+        let w = g.work(i);
+        qp.expect(qst, q_bytes(D));
+        load_tile::<D>(&g, smem.q(), p.q_map, qp.full(0), (w.h, w.mb * BLOCK_M, w.b));
+        qst.advance();
+        let hk = g.kv_head(w.h);
+        for j in 0..g.kv_blocks(w.mb) {
+            let origin = (hk, j * BLOCK_N, w.b);
+            if kp.acquire(kst, b, u).is_err() {
                 trap();
             }
-            qp.expect(qst, q_bytes(D));
-            load_tile::<D>(&g, smem.q(), p.q_map, qp.full(0), (w.h, w.mb * BLOCK_M, w.b));
-            qst.advance();
-            let hk = g.kv_head(w.h);
-            for j in 0..g.kv_blocks(w.mb) {
-                let origin = (hk, j * BLOCK_N, w.b);
-                if kp.acquire(kst, b, i).is_err() {
-                    trap();
-                }
-                kp.expect(kst, kv_bytes(D));
-                load_tile::<D>(&g, smem.k(kst.slot), k_map, kp.full(kst.slot), origin);
-                kst.advance();
-                if vp.acquire(vst, b, i).is_err() {
-                    trap();
-                }
-                vp.expect(vst, kv_bytes(D));
-                load_tile::<D>(&g, smem.v(vst.slot), v_map, vp.full(vst.slot), origin);
-                vst.advance();
+            kp.expect(kst, kv_bytes(D));
+            load_tile::<D>(&g, smem.k(kst.slot), k_map, kp.full(kst.slot), origin);
+            kst.advance();
+            if vp.acquire(vst, b, u).is_err() {
+                trap();
             }
-            i += cta.ctas;
+            vp.expect(vst, kv_bytes(D));
+            load_tile::<D>(&g, smem.v(vst.slot), v_map, vp.full(vst.slot), origin);
+            vst.advance();
         }
     }
 }
@@ -497,7 +559,7 @@ unsafe fn consume<const D: u32, S: KvSteps>(
     p: &AttnParams,
     g0: &Geometry,
     steps: &S,
-    cta: CtaSlot,
+    ctas: u32,
     smem: &Smem<D>,
     b: &Bound<'_>,
     cwg: u32,
@@ -509,15 +571,19 @@ unsafe fn consume<const D: u32, S: KvSteps>(
     let rows = cwg * 64 + 16 * (t / 32) + lane / 4;
     let q_rows = smem.q() + cwg * 64 * SW128_ROW_BYTES;
     let count = steps.count();
-    for step in 0..count {
-    let g = &g0.with_keys(steps.k_pos(step));
-    let mut i = cta.index;
-    while i < g.tiles() {
-        let w = g.work(i);
-        let row = w.mb * BLOCK_M + rows;
-        if qp.wait(qst, b, i).is_err() {
+    let tiles = g0.tiles();
+    loop {
+        if qp.wait(qst, b, 0).is_err() {
             trap();
         }
+        let u = ld_shared_u32(smem.unit());
+        if u == Units::END {
+            break;
+        }
+        let (step, i) = (div_nz(u, tiles), rem_nz(u, tiles));
+        let g = &g0.with_keys(steps.k_pos(step));
+        let w = g.work(i);
+        let row = w.mb * BLOCK_M + rows;
         let mut o = [0f32; 64];
         let mut stats = RowStats::new();
         // Block j's S = Q K_j^T is issued together with block j-1's O += P V, and block j's
@@ -584,15 +650,24 @@ unsafe fn consume<const D: u32, S: KvSteps>(
             }
             vst.advance();
         }
-        finish_tile::<D>(p, g, smem, &o, &stats, w, (step == 0, step + 1 == count), (cwg, t, row));
+        if t == 0 {
+            steps.half_tile_done(step);
+        }
+        let last = step + 1 == count;
+        if step > 0 {
+            if t == 0 && steps.before_merge(step, i, cwg, b).is_err() {
+                trap();
+            }
+            named_barrier_sync(1 + cwg, 128); // the running output is ready for everyone
+        }
+        finish_tile::<D>(p, g, smem, &o, &stats, w, (step == 0, last), (cwg, t, row));
+        if !last {
+            named_barrier_sync(1 + cwg, 128); // every thread wrote its part
+            if t == 0 {
+                steps.after_store(step, i, cwg);
+            }
+        }
         qst.advance();
-        i += cta.ctas;
-    }
-    // Both warpgroups are done with this step's K and V; one thread says so.
-    named_barrier_sync(STEP_BARRIER, 256);
-    if cwg == 0 && t == 0 {
-        steps.step_done(step);
-    }
     }
     if t == 0 {
         bulk_wait_group::<0>();
@@ -647,8 +722,9 @@ unsafe fn finish_tile<const D: u32>(
             let inv = rcp_approx(a + c);
             (a * inv, c * inv, m + lg2_approx(a + c) * core::f32::consts::LN_2)
         };
-        let prev0 = if live0 { *lse_acc } else { f32::NEG_INFINITY };
-        let prev1 = if live1 { *lse_acc.add(8) } else { f32::NEG_INFINITY };
+        // Volatile: written by another CTA (another SM's L1) since this SM may last have seen it.
+        let prev0 = if live0 { lse_acc.read_volatile() } else { f32::NEG_INFINITY };
+        let prev1 = if live1 { lse_acc.add(8).read_volatile() } else { f32::NEG_INFINITY };
         let (a0, c0, n0) = merge(lse0, prev0);
         let (a1, c1, n1) = merge(lse1, prev1);
         (w0, wp0, lse0) = (w0 * a0, c0, n0);
@@ -659,7 +735,7 @@ unsafe fn finish_tile<const D: u32>(
         if first {
             [0.0; 2]
         } else {
-            *acc.add(r8 * 4 * D as usize + col as usize / 2)
+            acc.add(r8 * 4 * D as usize + col as usize / 2).read_volatile()
         }
     };
     if !last {
@@ -735,14 +811,14 @@ unsafe fn finish_tile<const D: u32>(
     }
 }
 
-/// Run one attention CTA (every thread calls it): warpgroup 0's first thread produces, warpgroups
-/// 1 and 2 consume, over every step of `steps` and this CTA's tiles of each.
+/// Run one attention CTA, one of `ctas` claiming units of work (every thread calls it): warpgroup
+/// 0's first thread claims units and produces, warpgroups 1 and 2 consume.
 ///
 /// # Safety
 /// Launched with at least [`THREADS`] threads and [`smem_bytes`]`(D)` of dynamic shared memory;
 /// `D` is 64 or 128; the parameters describe valid tensors (the host checked them).
 #[inline(always)]
-pub unsafe fn run_cta<const D: u32, S: KvSteps>(p: &AttnParams, steps: &S, cta: CtaSlot, b: Bound<'_>) {
+pub unsafe fn run_cta<const D: u32, S: KvSteps>(p: &AttnParams, steps: &S, ctas: u32, b: Bound<'_>) {
     let smem = Smem::<D> { base: dyn_smem_base() };
     let tid = thread_idx_x();
     if tid == 0 {
@@ -753,10 +829,10 @@ pub unsafe fn run_cta<const D: u32, S: KvSteps>(p: &AttnParams, steps: &S, cta: 
     if tid / 128 == 0 {
         setmaxnreg_dec::<40>();
         if tid == 0 {
-            produce::<D, S>(p, &g, steps, cta, &smem, &b);
+            produce::<D, S>(p, &g, steps, ctas, &smem, &b);
         }
     } else {
         setmaxnreg_inc::<232>();
-        consume::<D, S>(p, &g, steps, cta, &smem, &b, tid / 128 - 1, tid % 128);
+        consume::<D, S>(p, &g, steps, ctas, &smem, &b, tid / 128 - 1, tid % 128);
     }
 }

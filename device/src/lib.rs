@@ -80,10 +80,15 @@ pub mod kernels_info {
         pub const fn bar_off(d: u32) -> u32 {
             q_bytes(d) + 2 * STAGES * kv_bytes(d)
         }
-        /// Dynamic shared memory of a launch with head dimension `d`: the tiles, then a full and
-        /// an empty barrier per K stage, per V stage and for Q.
-        pub const fn smem_bytes(d: u32) -> u32 {
+        /// Offset of the word through which the producer tells the consumers which unit of work
+        /// (step and tile) the Q tile in hand belongs to: after the barriers.
+        pub const fn unit_off(d: u32) -> u32 {
             bar_off(d) + 16 * (2 * STAGES + 1)
+        }
+        /// Dynamic shared memory of a launch with head dimension `d`: the tiles, a full and an
+        /// empty barrier per K stage, per V stage and for Q, then the unit word.
+        pub const fn smem_bytes(d: u32) -> u32 {
+            unit_off(d) + 16
         }
         const _: () = assert!(smem_bytes(128) <= 227 * 1024);
         /// Dynamic shared memory of a ring-attention launch: the attention CTAs' or the comm

@@ -142,6 +142,7 @@ pub struct Attention<'a> {
     ctas: u32,
     kernel: kernels::Kernel<AttnParams>,
     _maps: DeviceBuffer<TensorMap>,
+    _sched: DeviceBuffer<u64>,
     diag: DiagBuffers,
     _bufs: PhantomData<&'a ()>,
 }
@@ -189,6 +190,7 @@ impl<'a> Attention<'a> {
             map(o.addr(), shape, shape.seq_q, shape.heads, layout, 64),
         ])?;
         let diag = DiagBuffers::new(gpu)?;
+        let sched = gpu.upload(&[0u64; 2])?;
         let params = AttnParams {
             q_map: maps.addr(),
             k_map: maps.addr() + 128,
@@ -209,9 +211,11 @@ impl<'a> Attention<'a> {
             k_pos: SeqPos::IDENTITY,
             o_acc: 0,
             lse_acc: 0,
+            sched: sched.addr(),
+            tile_flags: 0,
         };
         let kernel = if shape.head_dim == 64 { kernels::ATTENTION_D64 } else { kernels::ATTENTION_D128 };
-        Ok(Self { shape, params, ctas, kernel, _maps: maps, diag, _bufs: PhantomData })
+        Ok(Self { shape, params, ctas, kernel, _maps: maps, _sched: sched, diag, _bufs: PhantomData })
     }
 
     /// The shape.

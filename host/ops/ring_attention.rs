@@ -76,6 +76,8 @@ pub struct RingAttention<'a> {
     _counters: DeviceBuffer<u32>,
     _o_acc: DeviceBuffer<f32>,
     _lse_acc: DeviceBuffer<f32>,
+    _sched: DeviceBuffer<u64>,
+    _tile_flags: DeviceBuffer<u32>,
     diag: DiagBuffers,
 }
 
@@ -170,8 +172,10 @@ impl<'a> RingAttention<'a> {
         let o_acc = gpu.alloc::<f32>(shape.q_elements())?;
         let lse_acc = gpu.alloc::<f32>(shape.lse_elements())?;
         let diag = DiagBuffers::new(gpu)?;
+        let sched = gpu.upload(&[0u64; 2])?;
         let tiles_per_step = (shape.seq_q.div_ceil(BLOCK_M as usize) * shape.heads * shape.batch) as u32;
         let attn_ctas = (sms - comm_ctas).min(tiles_per_step);
+        let tile_flags = gpu.upload(&vec![0u32; 2 * tiles_per_step as usize])?;
         let chunk = if zigzag { shape.seq_q / 2 } else { shape.seq_q } as u32;
         let mut params = RingAttnParams {
             attn: AttnParams {
@@ -194,6 +198,8 @@ impl<'a> RingAttention<'a> {
                 k_pos: SeqPos::IDENTITY,
                 o_acc: o_acc.addr(),
                 lse_acc: lse_acc.addr(),
+                sched: sched.addr(),
+                tile_flags: tile_flags.addr(),
             },
             kv_maps: maps.addr() + 256,
             fifo: comm.fifo_params(),
@@ -240,6 +246,8 @@ impl<'a> RingAttention<'a> {
             _counters: counters,
             _o_acc: o_acc,
             _lse_acc: lse_acc,
+            _sched: sched,
+            _tile_flags: tile_flags,
             diag,
         })
     }

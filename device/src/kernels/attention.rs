@@ -1,15 +1,18 @@
 //! Flash-attention forward (one GPU): the attention pieces' persistent CTA, one entry point per
 //! head dimension.
 use crate::abi::AttnParams;
-use crate::arch::{block_idx_x, grid_dim_x};
-use crate::attention::{run_cta, CtaSlot, OneStep};
+use crate::arch::{grid_dim_x, thread_idx_x};
+use crate::attention::{run_cta, OneStep};
+use crate::comm::signal::launch_epoch;
 use crate::sched::Role;
 use crate::sync::Bound;
 
 #[inline(always)]
 unsafe fn attention<const D: u32>(p: &AttnParams) {
     let b = Bound { timeout_ns: p.timeout_ns, diag: &p.diag, rank: 0, role: Role::Compute as u32 };
-    run_cta::<D, _>(p, &OneStep(p), CtaSlot { index: block_idx_x(), ctas: grid_dim_x() }, b);
+    // Only the producer (thread 0) claims work, so only it needs the epoch.
+    let epoch = if thread_idx_x() == 0 { launch_epoch(p.sched as *mut u64, grid_dim_x()) } else { 0 };
+    run_cta::<D, _>(p, &OneStep { p, epoch }, grid_dim_x(), b);
 }
 
 /// Attention forward, head dimension 64.

@@ -5,7 +5,7 @@
 //! said it is done (`free`), and read only after its writer said it landed (`data`).
 use crate::abi::*;
 use crate::arch::*;
-use crate::attention::{run_cta, CtaSlot, KvSteps};
+use crate::attention::{run_cta, Geometry, KvSteps};
 use crate::comm::fifo_push;
 use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{last_arriver, launch_epoch, signal};
@@ -53,6 +53,11 @@ impl KvSteps for RingSteps<'_> {
     }
 
     #[inline(always)]
+    fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    #[inline(always)]
     fn maps(&self, s: u32) -> (u64, u64) {
         let pair = if s == 0 { 0 } else { 1 + s % 2 };
         (self.p.kv_maps + 256 * pair as u64, self.p.kv_maps + 256 * pair as u64 + 128)
@@ -75,9 +80,24 @@ impl KvSteps for RingSteps<'_> {
     }
 
     #[inline(always)]
-    unsafe fn step_done(&self, s: u32) {
-        // Step 0 read this rank's own K/V, which nobody rewrites during the launch.
-        if s > 0 && last_arriver((self.p.counters as *mut u32).add(s as usize), self.p.attn_ctas, self.epoch) {
+    unsafe fn before_merge(&self, s: u32, tile: u32, cwg: u32, b: &Bound<'_>) -> WaitResult {
+        // Raised to `(epoch - 1) * world + s + 1` after step `s`: wait for step `s - 1`'s.
+        let flag = (self.p.attn.tile_flags as *const u32).add((2 * tile + cwg) as usize);
+        b.flag(flag, self.epoch.wrapping_sub(1).wrapping_mul(self.p.world).wrapping_add(s), tile)
+    }
+
+    #[inline(always)]
+    unsafe fn after_store(&self, s: u32, tile: u32, cwg: u32) {
+        let flag = (self.p.attn.tile_flags as *mut u32).add((2 * tile + cwg) as usize);
+        signal(flag, self.epoch.wrapping_sub(1).wrapping_mul(self.p.world).wrapping_add(s + 1));
+    }
+
+    #[inline(always)]
+    unsafe fn half_tile_done(&self, s: u32) {
+        // Step 0 read this rank's own K/V, which nobody rewrites during the launch. Otherwise the
+        // last of the step's half tiles tells the previous rank that our slot is free.
+        let halves = 2 * Geometry::new(&self.p.attn).tiles();
+        if s > 0 && last_arriver((self.p.counters as *mut u32).add(s as usize), halves, self.epoch) {
             self.raise(self.p.prev_flags, self.p.prev, self.p.free(s));
         }
     }
@@ -158,7 +178,7 @@ unsafe fn ring_attention<const D: u32>(p: &RingAttnParams) {
     let cta = block_idx_x();
     if cta < p.attn_ctas {
         let steps = RingSteps { p, epoch, b: bound(Role::Compute) };
-        run_cta::<D, _>(&p.attn, &steps, CtaSlot { index: cta, ctas: p.attn_ctas }, bound(Role::Compute));
+        run_cta::<D, _>(&p.attn, &steps, p.attn_ctas, bound(Role::Compute));
     } else {
         let role = if p.next_slots != 0 { Role::IntraComm } else { Role::InterSend };
         send(p, epoch, cta - p.attn_ctas, p.comm_ctas, &bound(role));
