@@ -30,21 +30,22 @@ pub struct Smem<const D: u32> {
 }
 
 impl<const D: u32> Smem<D> {
-    /// The Q tile: `D / 64` boxes of 128 rows x 64 columns (swizzled), box `c` at `c * 16 KiB`.
-    /// A consumer warpgroup stages its O rows in its own rows of it once Q is no longer needed.
+    /// Q tile of stage `s`: `D / 64` boxes of 128 rows x 64 columns (swizzled), box `c` at
+    /// `c * 16 KiB`. A consumer warpgroup stages its O rows in its own rows of it once Q is no
+    /// longer needed.
     #[inline(always)]
-    pub const fn q(&self) -> u32 {
-        self.base
+    pub const fn q(&self, s: u32) -> u32 {
+        self.base + s * q_bytes(D)
     }
     /// K block of stage `s` (laid out as Q).
     #[inline(always)]
     pub const fn k(&self, s: u32) -> u32 {
-        self.base + q_bytes(D) + s * kv_bytes(D)
+        self.base + Q_STAGES * q_bytes(D) + s * kv_bytes(D)
     }
     /// V block of stage `s` (laid out as Q).
     #[inline(always)]
     pub const fn v(&self, s: u32) -> u32 {
-        self.base + q_bytes(D) + (STAGES + s) * kv_bytes(D)
+        self.base + Q_STAGES * q_bytes(D) + (STAGES + s) * kv_bytes(D)
     }
     /// The K ring.
     #[inline(always)]
@@ -56,16 +57,16 @@ impl<const D: u32> Smem<D> {
     pub const fn v_pipe(&self) -> Pipeline<STAGES> {
         Pipeline::at(self.base + bar_off(D) + 16 * STAGES)
     }
-    /// The Q tile's one-slot ring (full: Q landed; empty: both warpgroups stored their O rows).
+    /// The Q ring (full: Q landed; empty: both warpgroups stored their O rows).
     #[inline(always)]
-    pub const fn q_pipe(&self) -> Pipeline<1> {
+    pub const fn q_pipe(&self) -> Pipeline<Q_STAGES> {
         Pipeline::at(self.base + bar_off(D) + 32 * STAGES)
     }
 
-    /// The word naming the unit of work (see [`Units`]) of the Q tile in hand.
+    /// The word naming the unit of work (see [`Units`]) of Q stage `s`.
     #[inline(always)]
-    pub const fn unit(&self) -> u32 {
-        self.base + unit_off(D)
+    pub const fn unit(&self, s: u32) -> u32 {
+        self.base + unit_off(D) + 4 * s
     }
 
     /// Initialise every barrier (one thread; a block barrier must follow).
@@ -332,10 +333,10 @@ unsafe fn produce<const D: u32, S: KvSteps>(p: &AttnParams, g0: &Geometry, steps
         if qp.acquire(qst, b, u).is_err() {
             trap();
         }
-        st_shared_u32(smem.unit(), u);
+        st_shared_u32(smem.unit(qst.slot), u);
         if u == Units::END {
             // No tile: a plain arrival completes the phase; the consumers read END and stop.
-            mbarrier_arrive(qp.full(0));
+            mbarrier_arrive(qp.full(qst.slot));
             return;
         }
         let (step, i) = (div_nz(u, units.tiles), rem_nz(u, units.tiles));
@@ -348,7 +349,7 @@ unsafe fn produce<const D: u32, S: KvSteps>(p: &AttnParams, g0: &Geometry, steps
         let g = g0.with_keys(steps.k_pos(step));
         let w = g.work(i);
         qp.expect(qst, q_bytes(D));
-        load_tile::<D>(&g, smem.q(), p.q_map, qp.full(0), (w.h, w.mb * BLOCK_M, w.b));
+        load_tile::<D>(&g, smem.q(qst.slot), p.q_map, qp.full(qst.slot), (w.h, w.mb * BLOCK_M, w.b));
         qst.advance();
         let hk = g.kv_head(w.h);
         for j in 0..g.kv_blocks(w.mb) {
@@ -569,14 +570,14 @@ unsafe fn consume<const D: u32, S: KvSteps>(
     let (mut kst, mut vst, mut qst) = (PipeState::start(), PipeState::start(), PipeState::start());
     let lane = t % 32;
     let rows = cwg * 64 + 16 * (t / 32) + lane / 4;
-    let q_rows = smem.q() + cwg * 64 * SW128_ROW_BYTES;
     let count = steps.count();
     let tiles = g0.tiles();
     loop {
         if qp.wait(qst, b, 0).is_err() {
             trap();
         }
-        let u = ld_shared_u32(smem.unit());
+        let u = ld_shared_u32(smem.unit(qst.slot));
+        let q_rows = smem.q(qst.slot) + cwg * 64 * SW128_ROW_BYTES;
         if u == Units::END {
             break;
         }
@@ -660,7 +661,7 @@ unsafe fn consume<const D: u32, S: KvSteps>(
             }
             named_barrier_sync(1 + cwg, 128); // the running output is ready for everyone
         }
-        finish_tile::<D>(p, g, smem, &o, &stats, w, (step == 0, last), (cwg, t, row));
+        finish_tile::<D>(p, g, smem, qst.slot, &o, &stats, w, (step == 0, last), (cwg, t, row));
         if !last {
             named_barrier_sync(1 + cwg, 128); // every thread wrote its part
             if t == 0 {
@@ -688,6 +689,7 @@ unsafe fn finish_tile<const D: u32>(
     p: &AttnParams,
     g: &Geometry,
     smem: &Smem<D>,
+    q_slot: u32,
     o: &[f32; 64],
     stats: &RowStats,
     w: Work,
@@ -766,12 +768,12 @@ unsafe fn finish_tile<const D: u32>(
             }
         }
         if t == 0 {
-            smem.q_pipe().release(0);
+            smem.q_pipe().release(q_slot);
         }
         return;
     }
     let r = 16 * (t / 32) + lane / 4;
-    let q_rows = smem.q() + cwg * 64 * SW128_ROW_BYTES;
+    let q_rows = smem.q(q_slot) + cwg * 64 * SW128_ROW_BYTES;
     macro_rules! put {
         ($j:expr) => {
             if $j < D / 8 {
@@ -807,7 +809,7 @@ unsafe fn finish_tile<const D: u32>(
         }
         bulk_commit_group();
         bulk_wait_group_read::<0>();
-        smem.q_pipe().release(0);
+        smem.q_pipe().release(q_slot);
     }
 }
 

@@ -66,6 +66,9 @@ pub mod kernels_info {
         pub const BLOCK_N: u32 = 128;
         /// Depth of the K ring and of the V ring.
         pub const STAGES: u32 = 2;
+        /// Q tiles in flight: the producer loads the next unit's Q (and first K/V blocks) while
+        /// the consumers finish the current one.
+        pub const Q_STAGES: u32 = 2;
         /// Threads per CTA: one producer and two consumer warpgroups.
         pub const THREADS: u32 = 384;
         /// Bytes of the Q tile (also the O staging tile).
@@ -76,19 +79,19 @@ pub mod kernels_info {
         pub const fn kv_bytes(d: u32) -> u32 {
             BLOCK_N * d * 2
         }
-        /// Offset of the barriers: Q, then the K stages, then the V stages.
+        /// Offset of the barriers: the Q stages, then the K stages, then the V stages.
         pub const fn bar_off(d: u32) -> u32 {
-            q_bytes(d) + 2 * STAGES * kv_bytes(d)
+            Q_STAGES * q_bytes(d) + 2 * STAGES * kv_bytes(d)
         }
-        /// Offset of the word through which the producer tells the consumers which unit of work
-        /// (step and tile) the Q tile in hand belongs to: after the barriers.
+        /// Offset of the words (one per Q stage) through which the producer tells the consumers
+        /// which unit of work (step and tile) a Q tile belongs to: after the barriers.
         pub const fn unit_off(d: u32) -> u32 {
-            bar_off(d) + 16 * (2 * STAGES + 1)
+            bar_off(d) + 16 * (2 * STAGES + Q_STAGES)
         }
         /// Dynamic shared memory of a launch with head dimension `d`: the tiles, a full and an
-        /// empty barrier per K stage, per V stage and for Q, then the unit word.
+        /// empty barrier per K, V and Q stage, then the unit words.
         pub const fn smem_bytes(d: u32) -> u32 {
-            unit_off(d) + 16
+            unit_off(d) + 4 * Q_STAGES.next_multiple_of(4)
         }
         const _: () = assert!(smem_bytes(128) <= 227 * 1024);
         /// Dynamic shared memory of a ring-attention launch: the attention CTAs' or the comm
