@@ -63,7 +63,9 @@ fn check(gpu: &Gpu, rng: &mut Rng, c: &Case) {
         for row in rows_to_check(s.seq_q, rng, c.rows) {
             let (want, want_lse) = reference_row((&q, &k, &v), s, c.layout, c.causal, scale, (b, h, row));
             let got: Vec<f64> = (0..s.head_dim)
-                .map(|e| o_h[mkernel::attention::index(c.layout, (b, h, row, e), s.seq_q, s.heads, s.head_dim)].to_f64())
+                .map(|e| {
+                    o_h[mkernel::attention::index(c.layout, (b, h, row, e), s.seq_q, s.heads, s.head_dim)].to_f64()
+                })
                 .collect();
             let err = rel_err(&got, &want);
             let got_lse = lse_h[(b * s.heads + h) * s.seq_q + row] as f64;
@@ -176,9 +178,25 @@ fn bad_arguments_are_typed_errors_before_launch() {
     assert!(e.contains("`k`"), "{e}");
     let e = err(Attention::new(&gpu, s, AttnLayout::Bhsd, (&buf, &buf, &buf), &buf, Some(&lse), opts));
     assert!(e.contains("lse"), "{e}");
-    let e = err(Attention::new(&gpu, AttentionShape { head_dim: 80, ..s }, AttnLayout::Bhsd, (&buf, &buf, &buf), &buf, None, opts));
+    let e = err(Attention::new(
+        &gpu,
+        AttentionShape { head_dim: 80, ..s },
+        AttnLayout::Bhsd,
+        (&buf, &buf, &buf),
+        &buf,
+        None,
+        opts,
+    ));
     assert!(e.contains("head_dim"), "{e}");
-    let e = err(Attention::new(&gpu, AttentionShape { heads_kv: 3, ..s }, AttnLayout::Bhsd, (&buf, &buf, &buf), &buf, None, opts));
+    let e = err(Attention::new(
+        &gpu,
+        AttentionShape { heads_kv: 3, ..s },
+        AttnLayout::Bhsd,
+        (&buf, &buf, &buf),
+        &buf,
+        None,
+        opts,
+    ));
     assert!(e.contains("heads_kv"), "{e}");
     let bad_scale = AttentionOptions { scale: Some(f32::NAN), ..opts };
     let e = err(Attention::new(&gpu, s, AttnLayout::Bhsd, (&buf, &buf, &buf), &buf, None, bad_scale));

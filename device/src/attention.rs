@@ -9,12 +9,12 @@
 //! `r + 8 (i / 2)`, column `8j + 2 (t % 4) + i % 2`. Row statistics (max, sum) are therefore
 //! shared by the 4 threads of a quad.
 use crate::abi::{AttnParams, SeqPos, ATTN_BSHD};
-use crate::sync::WaitResult;
 use crate::arch::*;
 use crate::kernels_info::attention::*;
 use crate::pipeline::{PipeState, Pipeline};
 use crate::sched::{div_nz, rem_nz};
 use crate::sync::Bound;
+use crate::sync::WaitResult;
 use crate::tile::*;
 
 /// Consumer warps that release each K and V block (every warp after its own `wgmma.wait_group`).
@@ -320,7 +320,14 @@ impl Units {
 /// # Safety
 /// One thread of a CTA launched as [`run_cta`] says; the maps are valid.
 #[inline(always)]
-unsafe fn produce<const D: u32, S: KvSteps>(p: &AttnParams, g0: &Geometry, steps: &S, ctas: u32, smem: &Smem<D>, b: &Bound<'_>) {
+unsafe fn produce<const D: u32, S: KvSteps>(
+    p: &AttnParams,
+    g0: &Geometry,
+    steps: &S,
+    ctas: u32,
+    smem: &Smem<D>,
+    b: &Bound<'_>,
+) {
     prefetch_tensormap(p.q_map);
     let (kp, vp, qp) = (smem.k_pipe(), smem.v_pipe(), smem.q_pipe());
     let (mut kst, mut vst, mut qst) = (PipeState::start(), PipeState::start(), PipeState::start());
@@ -720,7 +727,8 @@ unsafe fn finish_tile<const D: u32>(
             if m == f32::NEG_INFINITY {
                 return (0.0, 0.0, m);
             }
-            let (a, c) = (ex2_approx((lse - m) * core::f32::consts::LOG2_E), ex2_approx((prev - m) * core::f32::consts::LOG2_E));
+            let (a, c) =
+                (ex2_approx((lse - m) * core::f32::consts::LOG2_E), ex2_approx((prev - m) * core::f32::consts::LOG2_E));
             let inv = rcp_approx(a + c);
             (a * inv, c * inv, m + lg2_approx(a + c) * core::f32::consts::LN_2)
         };

@@ -2,11 +2,11 @@
 //! barrier before each iteration, CUDA-event medians per rank, the slowest rank's median) and
 //! reported as [`Record`]s; this module holds the GEMM and FIFO benchmarks.
 use crate::abi::*;
+use crate::attention::{Attention, AttentionOptions, AttentionShape, AttnLayout};
 use crate::baseline::Cublas;
 use crate::comm::fifo::Fifo;
 use crate::comm::proxy::{Proxy, ProxyConfig};
 use crate::comm::transport::FnTransport;
-use crate::attention::{Attention, AttentionOptions, AttentionShape, AttnLayout};
 use crate::gemm::{BLayout, Gemm, GemmOptions, GemmShape, Output};
 use crate::gpu::{kernels, LaunchConfig};
 use crate::testing::Rng;
@@ -215,7 +215,13 @@ impl AttnLayout {
 /// mkernel's attention forward (with the log-sum-exp, as a ring or a backward pass needs it) on
 /// fresh random inputs: one record, TFLOP/s counted as torch and FlashAttention count them.
 /// cuDNN and FlashAttention-2 come from `torch_baselines.py single` in the same call.
-pub fn bench_attention(gpu: &Gpu, shape: AttentionShape, layout: AttnLayout, causal: bool, timing: Timing) -> Result<Record> {
+pub fn bench_attention(
+    gpu: &Gpu,
+    shape: AttentionShape,
+    layout: AttnLayout,
+    causal: bool,
+    timing: Timing,
+) -> Result<Record> {
     let elems = shape.q_elements().checked_mul(2).and_then(|x| x.checked_add(2 * shape.kv_elements()));
     gpu.check_fits("configs", elems, 2)?;
     let mut rng = Rng::new(0xa77e ^ (shape.seq_q * 31 + shape.heads * 17 + shape.head_dim) as u64);
@@ -230,7 +236,13 @@ pub fn bench_attention(gpu: &Gpu, shape: AttentionShape, layout: AttnLayout, cau
     attn.run(gpu)?;
     let run = RunInfo::single(gpu);
     Ok(run
-        .record("attention", shape.label(), &format!("{}{}", layout.name(), if causal { "/causal" } else { "" }), "mkernel", ms)
+        .record(
+            "attention",
+            shape.label(),
+            &format!("{}{}", layout.name(), if causal { "/causal" } else { "" }),
+            "mkernel",
+            ms,
+        )
         .with_flops(shape.flops(causal))
         .with("causal", causal)
         .with("ctas", attn.ctas()))

@@ -60,7 +60,8 @@ pub fn check(a: CheckArgs) -> anyhow::Result<()> {
     let all = comm.bootstrap().all_gather(&proposal)?;
     let seed = u64::from_le_bytes(all[0][..8].try_into().context("rank 0's seed")?);
     let mut rng = Rng::new(seed);
-    let (q, k, v) = (rng.bf16_vec(full.q_elements()), rng.bf16_vec(full.kv_elements()), rng.bf16_vec(full.kv_elements()));
+    let (q, k, v) =
+        (rng.bf16_vec(full.q_elements()), rng.bf16_vec(full.kv_elements()), rng.bf16_vec(full.kv_elements()));
     let dims = |heads| (full.batch, full.seq_q, heads, full.head_dim);
     let mine = |x: &[bf16], heads| zigzag_shard(x, a.layout, dims(heads), (w, rank), zigzag);
     let (q_r, k_r, v_r) = (mine(&q, full.heads), mine(&k, full.heads_kv), mine(&v, full.heads_kv));
@@ -97,7 +98,9 @@ pub fn check(a: CheckArgs) -> anyhow::Result<()> {
                 };
                 let (mine_row, theirs) = (row(&got, local.seq_q, x), row(&want, full.seq_q, pos));
                 let err = rel_err(&mine_row, &theirs);
-                let l_err = (got_lse[(b * local.heads + h) * local.seq_q + x] - want_lse[(b * full.heads + h) * full.seq_q + pos]).abs();
+                let l_err = (got_lse[(b * local.heads + h) * local.seq_q + x]
+                    - want_lse[(b * full.heads + h) * full.seq_q + pos])
+                    .abs();
                 ensure!(
                     err < 1e-2 && l_err < 2e-3,
                     "rank {rank}: b {b} h {h} row {x} (position {pos}): O rel err {err:.2e} vs the single-GPU kernel, lse off by {l_err:.2e}"
@@ -111,9 +114,13 @@ pub fn check(a: CheckArgs) -> anyhow::Result<()> {
             for x in rows {
                 let pos = shard_position(x, local.seq_q, (w, rank), zigzag);
                 let (r, _) = reference_row((&q, &k, &v), full, a.layout, a.causal, scale, (b, h, pos));
-                let mine_row: Vec<f64> = (0..d).map(|e| got[index(a.layout, (b, h, x, e), local.seq_q, local.heads, d)].to_f64()).collect();
+                let mine_row: Vec<f64> =
+                    (0..d).map(|e| got[index(a.layout, (b, h, x, e), local.seq_q, local.heads, d)].to_f64()).collect();
                 let err = rel_err(&mine_row, &r);
-                ensure!(err < 1e-2, "rank {rank}: b {b} h {h} row {x} (position {pos}): O rel err {err:.2e} vs the f64 reference");
+                ensure!(
+                    err < 1e-2,
+                    "rank {rank}: b {b} h {h} row {x} (position {pos}): O rel err {err:.2e} vs the f64 reference"
+                );
                 worst_ref = worst_ref.max(err);
             }
         }
@@ -136,10 +143,20 @@ pub fn check(a: CheckArgs) -> anyhow::Result<()> {
 /// `bench ring-attention`: the ring (slowest rank's median, a barrier before each launch) and,
 /// on the same GPU, the single-GPU kernel on one rank's block (the per-GPU rate the ring should
 /// keep), per config and mask.
-pub fn bench(configs: &[AttentionShape], masks: &[bool], ranks: &RanksArgs, timing: Timing, json: Option<&Path>) -> anyhow::Result<()> {
+pub fn bench(
+    configs: &[AttentionShape],
+    masks: &[bool],
+    ranks: &RanksArgs,
+    timing: Timing,
+    json: Option<&Path>,
+) -> anyhow::Result<()> {
     let most = configs.iter().map(|c| c.kv_elements()).max().unwrap_or(0);
-    let Some((world, gpu, comm)) =
-        bench_rank(ranks, "configs", |_| configs.iter().map(|c| Some(6 * c.q_elements())).collect(), |_| 3 * 4 * most + (16 << 20))?
+    let Some((world, gpu, comm)) = bench_rank(
+        ranks,
+        "configs",
+        |_| configs.iter().map(|c| Some(6 * c.q_elements())).collect(),
+        |_| 3 * 4 * most + (16 << 20),
+    )?
     else {
         return Ok(());
     };
@@ -152,14 +169,31 @@ pub fn bench(configs: &[AttentionShape], masks: &[bool], ranks: &RanksArgs, timi
             let q = gpu.upload(&rng.bf16_vec(s.q_elements()))?;
             let o = gpu.alloc::<bf16>(s.q_elements())?;
             let lse = gpu.alloc::<f32>(s.lse_elements())?;
-            let ring = RingAttention::new(&comm, &gpu, s, AttnLayout::Bhsd, &q, &o, Some(&lse), RingOptions { causal, ..Default::default() })?;
+            let ring = RingAttention::new(
+                &comm,
+                &gpu,
+                s,
+                AttnLayout::Bhsd,
+                &q,
+                &o,
+                Some(&lse),
+                RingOptions { causal, ..Default::default() },
+            )?;
             ring.k().copy_from(&rng.bf16_vec(s.kv_elements()))?;
             ring.v().copy_from(&rng.bf16_vec(s.kv_elements()))?;
             let ms = harness::time_ms(&gpu, &mut &comm, timing, || ring.launch(&gpu))?;
             ring.wait(&gpu)?;
             // One rank's block alone on this GPU (causal: the diagonal block's mask).
             let (k, v) = (gpu.upload(&rng.bf16_vec(s.kv_elements()))?, gpu.upload(&rng.bf16_vec(s.kv_elements()))?);
-            let one = Attention::new(&gpu, s, AttnLayout::Bhsd, (&q, &k, &v), &o, Some(&lse), AttentionOptions { causal, ..Default::default() })?;
+            let one = Attention::new(
+                &gpu,
+                s,
+                AttnLayout::Bhsd,
+                (&q, &k, &v),
+                &o,
+                Some(&lse),
+                AttentionOptions { causal, ..Default::default() },
+            )?;
             let one_ms = harness::time_ms(&gpu, &mut Solo, timing, || one.launch(&gpu))?;
             one.run(&gpu)?;
             let ring_tf = ring.flops_per_rank() / ms / 1e9;

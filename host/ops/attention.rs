@@ -104,7 +104,10 @@ impl AttentionShape {
         if !self.heads.is_multiple_of(self.heads_kv) {
             return Err(invalid(
                 "heads_kv",
-                format!("{} does not divide heads = {}: each key/value head serves a whole group", self.heads_kv, self.heads),
+                format!(
+                    "{} does not divide heads = {}: each key/value head serves a whole group",
+                    self.heads_kv, self.heads
+                ),
             ));
         }
         let tiles = self.seq_q.div_ceil(BLOCK_M as usize) as u128 * self.heads as u128 * self.batch as u128;
@@ -261,7 +264,13 @@ fn map(base: u64, s: AttentionShape, seq: usize, heads: usize, layout: AttnLayou
 
 /// Index of element `e` of row `row` of head `h` of batch entry `b` in a tensor of `seq` rows and
 /// `heads` heads of `d` elements laid out as `layout`.
-pub fn index(layout: AttnLayout, (batch_idx, h, row, e): (usize, usize, usize, usize), seq: usize, heads: usize, d: usize) -> usize {
+pub fn index(
+    layout: AttnLayout,
+    (batch_idx, h, row, e): (usize, usize, usize, usize),
+    seq: usize,
+    heads: usize,
+    d: usize,
+) -> usize {
     match layout {
         AttnLayout::Bshd => ((batch_idx * seq + row) * heads + h) * d + e,
         AttnLayout::Bhsd => ((batch_idx * heads + h) * seq + row) * d + e,

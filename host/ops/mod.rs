@@ -3,8 +3,8 @@
 //! workspace (the communicator's symmetric heap for anything peers write), launches, and keeps
 //! an unfused reference path where it fuses communication.
 pub mod ag_gemm;
-pub mod attention;
 pub mod allgather;
+pub mod attention;
 pub mod gemm;
 pub mod gemm_rs;
 pub mod moe;

@@ -102,7 +102,10 @@ impl<'a> RingAttention<'a> {
         if shape.seq_q != shape.seq_k {
             return Err(invalid(
                 "seq_k",
-                format!("{} differs from seq_q = {}: every rank holds the same rows of Q, K and V", shape.seq_k, shape.seq_q),
+                format!(
+                    "{} differs from seq_q = {}: every rank holds the same rows of Q, K and V",
+                    shape.seq_k, shape.seq_q
+                ),
             ));
         }
         let zigzag = opts.causal && opts.zigzag;
@@ -123,7 +126,10 @@ impl<'a> RingAttention<'a> {
         }
         if let Some(l) = lse {
             if l.len() < shape.lse_elements() {
-                return Err(invalid("lse", format!("holds {} elements; the shape needs {}", l.len(), shape.lse_elements())));
+                return Err(invalid(
+                    "lse",
+                    format!("holds {} elements; the shape needs {}", l.len(), shape.lse_elements()),
+                ));
             }
         }
         let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
@@ -158,7 +164,8 @@ impl<'a> RingAttention<'a> {
         let flags = comm.alloc(4 * RingAttnParams::flag_words(world.world_size) as usize)?;
         let (s, hk) = (shape.seq_k, shape.heads_kv);
         let half = kv_bytes as u64 / 2;
-        let kv = |base: u64| [map(base, shape, s, hk, layout, BLOCK_N), map(base + half, shape, s, hk, layout, BLOCK_N)];
+        let kv =
+            |base: u64| [map(base, shape, s, hk, layout, BLOCK_N), map(base + half, shape, s, hk, layout, BLOCK_N)];
         let mut tiles = vec![
             map(q.addr(), shape, shape.seq_q, shape.heads, layout, BLOCK_M),
             map(o.addr(), shape, shape.seq_q, shape.heads, layout, 64),
@@ -345,7 +352,9 @@ pub fn zigzag_shard<T: Copy>(
     let pos = |x: usize| shard_position(x, shard, (world, rank), zigzag);
     let mut out = Vec::with_capacity(full.len() / world);
     // Walk the shard in its own layout order, reading each element from its place in `full`.
-    let idx = |b: usize, h: usize, row: usize, e: usize, rows: usize| super::attention::index(layout, (b, h, row, e), rows, heads, d);
+    let idx = |b: usize, h: usize, row: usize, e: usize, rows: usize| {
+        super::attention::index(layout, (b, h, row, e), rows, heads, d)
+    };
     out.resize(batch * shard * heads * d, full[0]);
     for b in 0..batch {
         for h in 0..heads {
@@ -369,12 +378,14 @@ pub fn zigzag_unshard<T: Copy>(
     let world = shards.len();
     let shard = seq / world;
     let mut full = vec![shards[0][0]; batch * seq * heads * d];
-    let idx = |b: usize, h: usize, row: usize, rows: usize| super::attention::index(layout, (b, h, row, 0), rows, heads, d);
+    let idx =
+        |b: usize, h: usize, row: usize, rows: usize| super::attention::index(layout, (b, h, row, 0), rows, heads, d);
     for (rank, part) in shards.iter().enumerate() {
         for b in 0..batch {
             for h in 0..heads {
                 for x in 0..shard {
-                    let (dst, src) = (idx(b, h, shard_position(x, shard, (world, rank), zigzag), seq), idx(b, h, x, shard));
+                    let (dst, src) =
+                        (idx(b, h, shard_position(x, shard, (world, rank), zigzag), seq), idx(b, h, x, shard));
                     full[dst..dst + d].copy_from_slice(&part[src..src + d]);
                 }
             }
@@ -423,7 +434,13 @@ mod tests {
         for world in 1..=8u32 {
             for rank in 0..world {
                 for zigzag in [false, true] {
-                    let p = RingAttnParams { world, rank, zigzag: zigzag as u32, chunk: if zigzag { 5 } else { 10 }, ..Default::default() };
+                    let p = RingAttnParams {
+                        world,
+                        rank,
+                        zigzag: zigzag as u32,
+                        chunk: if zigzag { 5 } else { 10 },
+                        ..Default::default()
+                    };
                     let pos = p.positions(rank);
                     for x in 0..10u32 {
                         let want = shard_position(x as usize, 10, (world as usize, rank as usize), zigzag) as u32;
@@ -432,7 +449,11 @@ mod tests {
                     // The visible prefix for every limit agrees with counting.
                     for limit in 0..(20 * world) {
                         let count = (0..10).filter(|&x| pos.at(x) <= limit).count() as u32;
-                        assert_eq!(pos.rows_at_or_before(limit, 10), count, "w{world} r{rank} zz{zigzag} limit {limit}");
+                        assert_eq!(
+                            pos.rows_at_or_before(limit, 10),
+                            count,
+                            "w{world} r{rank} zz{zigzag} limit {limit}"
+                        );
                     }
                 }
             }

@@ -24,8 +24,8 @@ macro_rules! b_layout_entry_points {
 }
 
 pub mod ag_gemm;
-pub mod attention;
 pub mod allgather;
+pub mod attention;
 pub mod gemm;
 pub mod gemm_rs;
 pub mod moe;

@@ -174,7 +174,8 @@ unsafe fn ring_attention<const D: u32>(p: &RingAttnParams) {
     }
     sync_threads();
     let epoch = ld_shared_u32(epoch_slot);
-    let bound = |role: Role| Bound { timeout_ns: p.attn.timeout_ns, diag: &p.attn.diag, rank: p.rank, role: role as u32 };
+    let bound =
+        |role: Role| Bound { timeout_ns: p.attn.timeout_ns, diag: &p.attn.diag, rank: p.rank, role: role as u32 };
     let cta = block_idx_x();
     if cta < p.attn_ctas {
         let steps = RingSteps { p, epoch, b: bound(Role::Compute) };
