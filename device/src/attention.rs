@@ -19,8 +19,9 @@ use crate::tile::*;
 
 /// Consumer warps that release each K and V block (every warp after its own `wgmma.wait_group`).
 const KV_RELEASES: u32 = 8;
-/// Releases of the Q tile: one per consumer warpgroup, after its O rows left shared memory.
-const Q_RELEASES: u32 = 2;
+/// Releases of a Q stage: every consumer thread, once it is done with the stage's Q, unit word
+/// and O staging rows (an mbarrier arrival releases only the arriving thread's own accesses).
+const Q_RELEASES: u32 = 256;
 
 /// Shared memory of an attention CTA with head dimension `D`.
 #[derive(Clone, Copy)]
@@ -775,9 +776,7 @@ unsafe fn finish_tile<const D: u32>(
                 *lse.add(8) = lse1;
             }
         }
-        if t == 0 {
-            smem.q_pipe().release(q_slot);
-        }
+        smem.q_pipe().release(q_slot);
         return;
     }
     let r = 16 * (t / 32) + lane / 4;
@@ -788,7 +787,9 @@ unsafe fn finish_tile<const D: u32>(
                 let col = 8 * $j + 2 * (t % 4);
                 let chunk = q_rows + (col / 64) * BLOCK_M * SW128_ROW_BYTES;
                 let byte = (col % 64) * 2;
-                let (q0, q1) = if first { ([0.0; 2], [0.0; 2]) } else { (prev(0, col), prev(1, col)) };
+                // Rows past seq_q have no running output (and are never stored).
+                let q0 = if first || !live0 { [0.0; 2] } else { prev(0, col) };
+                let q1 = if first || !live1 { [0.0; 2] } else { prev(1, col) };
                 let (x0, x1) = (o[4 * $j] * w0 + q0[0] * wp0, o[4 * $j + 1] * w0 + q0[1] * wp0);
                 let (y0, y1) = (o[4 * $j + 2] * w1 + q1[0] * wp1, o[4 * $j + 3] * w1 + q1[1] * wp1);
                 st_shared_u32(chunk + swizzle128(r, byte), pack_bf16x2(x0, x1));
@@ -817,8 +818,9 @@ unsafe fn finish_tile<const D: u32>(
         }
         bulk_commit_group();
         bulk_wait_group_read::<0>();
-        smem.q_pipe().release(q_slot);
     }
+    named_barrier_sync(1 + cwg, 128); // the stores have read the staged rows
+    smem.q_pipe().release(q_slot);
 }
 
 /// Run one attention CTA, one of `ctas` claiming units of work (every thread calls it): warpgroup
