@@ -71,6 +71,11 @@ impl AttentionShape {
         self.batch * self.heads * self.seq_q
     }
 
+    /// Units of work (128-row query tiles) of one pass over the keys.
+    pub fn tiles(&self) -> u32 {
+        (self.seq_q.div_ceil(BLOCK_M as usize) * self.heads * self.batch) as u32
+    }
+
     /// Floating-point operations as attention benchmarks count them (torch's, FlashAttention's):
     /// `4 b h s_q s_k d`, halved under a causal mask.
     pub fn flops(&self, causal: bool) -> f64 {
@@ -177,46 +182,23 @@ impl<'a> Attention<'a> {
         if let Some(l) = lse {
             need("lse", l.len(), shape.lse_elements())?;
         }
-        let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
-        if !scale.is_finite() || scale == 0.0 {
-            return Err(invalid("scale", format!("{scale} must be finite and non-zero")));
-        }
+        let scale = resolve_scale(opts.scale, shape.head_dim)?;
         if opts.ctas == Some(0) {
             return Err(invalid("ctas", "must be at least 1"));
         }
-        let tiles = (shape.seq_q.div_ceil(BLOCK_M as usize) * shape.heads * shape.batch) as u32;
-        let ctas = opts.ctas.unwrap_or(gpu.info().sm_count).min(tiles);
+        let ctas = opts.ctas.unwrap_or(gpu.info().sm_count).min(shape.tiles());
         let maps = gpu.upload_tensor_maps(&[
-            map(q.addr(), shape, shape.seq_q, shape.heads, layout, BLOCK_M),
-            map(k.addr(), shape, shape.seq_k, shape.heads_kv, layout, BLOCK_N),
-            map(v.addr(), shape, shape.seq_k, shape.heads_kv, layout, BLOCK_N),
-            map(o.addr(), shape, shape.seq_q, shape.heads, layout, 64),
+            tensor_map(q.addr(), shape, Side::Q, layout),
+            tensor_map(k.addr(), shape, Side::Kv, layout),
+            tensor_map(v.addr(), shape, Side::Kv, layout),
+            tensor_map(o.addr(), shape, Side::O, layout),
         ])?;
         let diag = DiagBuffers::new(gpu)?;
         let sched = gpu.upload(&[0u64; 2])?;
-        let params = AttnParams {
-            q_map: maps.addr(),
-            k_map: maps.addr() + 128,
-            v_map: maps.addr() + 256,
-            o_map: maps.addr() + 384,
-            lse: lse.map_or(0, |l| l.addr()),
-            diag: diag.abi(),
-            timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
-            batch: shape.batch as u32,
-            heads: shape.heads as u32,
-            heads_kv: shape.heads_kv as u32,
-            seq_q: shape.seq_q as u32,
-            seq_k: shape.seq_k as u32,
-            layout: if layout == AttnLayout::Bshd { ATTN_BSHD } else { ATTN_BHSD },
-            causal: opts.causal as u32,
-            scale_log2: scale * std::f32::consts::LOG2_E,
-            q_pos: SeqPos::IDENTITY,
-            k_pos: SeqPos::IDENTITY,
-            o_acc: 0,
-            lse_acc: 0,
-            sched: sched.addr(),
-            tile_flags: 0,
-        };
+        let mut params = base_params(shape, layout, (opts.causal, scale, opts.timeout), &diag, sched.addr());
+        (params.q_map, params.k_map, params.v_map, params.o_map) =
+            (maps.addr(), maps.addr() + 128, maps.addr() + 256, maps.addr() + 384);
+        params.lse = lse.map_or(0, |l| l.addr());
         let kernel = if shape.head_dim == 64 { kernels::ATTENTION_D64 } else { kernels::ATTENTION_D128 };
         Ok(Self { shape, params, ctas, kernel, _maps: maps, _sched: sched, diag, _bufs: PhantomData })
     }
@@ -250,16 +232,68 @@ impl<'a> Attention<'a> {
     }
 }
 
+/// Which tensor a map describes: its rows per head, heads, and box rows.
+#[derive(Clone, Copy)]
+pub(crate) enum Side {
+    /// Q: `seq_q` rows of `heads` heads, loaded 128 rows at a time.
+    Q,
+    /// K or V: `seq_k` rows of `heads_kv` heads, loaded 128 rows at a time.
+    Kv,
+    /// O: as Q, stored 64 rows (one consumer warpgroup's) at a time.
+    O,
+}
+
 /// The rank-4 tensor map of a `[batch, seq, heads, D]` or `[batch, heads, seq, D]` bf16 tensor,
-/// dimensions ordered as memory holds them (innermost first), boxes of 64 elements x `rows` rows
+/// dimensions ordered as memory holds them (innermost first), boxes of 64 elements x some rows
 /// of one head, 128-byte swizzle (what the kernel's `Geometry::coords` addresses).
-fn map(base: u64, s: AttentionShape, seq: usize, heads: usize, layout: AttnLayout, rows: u32) -> Tile4d {
+pub(crate) fn tensor_map(base: u64, s: AttentionShape, side: Side, layout: AttnLayout) -> Tile4d {
+    let (seq, heads, rows) = match side {
+        Side::Q => (s.seq_q, s.heads, BLOCK_M),
+        Side::Kv => (s.seq_k, s.heads_kv, BLOCK_N),
+        Side::O => (s.seq_q, s.heads, 64),
+    };
     let (d, seq, heads, batch) = (s.head_dim as u64, seq as u64, heads as u64, s.batch as u64);
     let (dims, strides, box_dims) = match layout {
         AttnLayout::Bshd => ([d, heads, seq, batch], [2 * d, 2 * d * heads, 2 * d * heads * seq], [64, 1, rows, 1]),
         AttnLayout::Bhsd => ([d, seq, heads, batch], [2 * d, 2 * d * seq, 2 * d * seq * heads], [64, rows, 1, 1]),
     };
     Tile4d { base, dtype: TmaDtype::Bf16, dims, strides_bytes: strides, box_dims, swizzle: Swizzle::B128 }
+}
+
+/// The softmax scale: the caller's, or `1 / sqrt(head_dim)`; finite and non-zero.
+pub(crate) fn resolve_scale(scale: Option<f32>, head_dim: usize) -> Result<f32> {
+    let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
+    if !scale.is_finite() || scale == 0.0 {
+        return Err(invalid("scale", format!("{scale} must be finite and non-zero")));
+    }
+    Ok(scale)
+}
+
+/// The parameter block's shape, mask and bookkeeping fields; the caller fills in the tensor maps,
+/// the log-sum-exp, and (a ring) positions and running output.
+pub(crate) fn base_params(
+    shape: AttentionShape,
+    layout: AttnLayout,
+    (causal, scale, timeout): (bool, f32, Duration),
+    diag: &DiagBuffers,
+    sched: u64,
+) -> AttnParams {
+    AttnParams {
+        diag: diag.abi(),
+        timeout_ns: timeout.as_nanos().min(u64::MAX as u128) as u64,
+        batch: shape.batch as u32,
+        heads: shape.heads as u32,
+        heads_kv: shape.heads_kv as u32,
+        seq_q: shape.seq_q as u32,
+        seq_k: shape.seq_k as u32,
+        layout: if layout == AttnLayout::Bshd { ATTN_BSHD } else { ATTN_BHSD },
+        causal: causal as u32,
+        scale_log2: scale * std::f32::consts::LOG2_E,
+        q_pos: SeqPos::IDENTITY,
+        k_pos: SeqPos::IDENTITY,
+        sched,
+        ..Default::default()
+    }
 }
 
 /// Index of element `e` of row `row` of head `h` of batch entry `b` in a tensor of `seq` rows and

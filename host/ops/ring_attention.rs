@@ -31,13 +31,13 @@
 //! ring.run(&gpu)?;
 //! # Ok(()) }
 //! ```
-use super::attention::{AttentionShape, AttnLayout};
-use crate::abi::{AttnParams, RingAttnParams, SeqPos, ATTN_BHSD, ATTN_BSHD};
+use super::attention::{base_params, resolve_scale, tensor_map, AttentionShape, AttnLayout, Side};
+use crate::abi::{RingAttnParams, SeqPos};
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::error::{invalid, DiagBuffers, Result};
-use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, Swizzle, TensorMap, Tile4d, TmaDtype};
+use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
-use mkernel_device::kernels_info::attention::{ring_smem_bytes, BLOCK_M, BLOCK_N, THREADS};
+use mkernel_device::kernels_info::attention::{ring_smem_bytes, THREADS};
 use std::time::Duration;
 
 /// Options of a ring attention.
@@ -132,10 +132,7 @@ impl<'a> RingAttention<'a> {
                 ));
             }
         }
-        let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
-        if !scale.is_finite() || scale == 0.0 {
-            return Err(invalid("scale", format!("{scale} must be finite and non-zero")));
-        }
+        let scale = resolve_scale(opts.scale, shape.head_dim)?;
         let next = (world.rank + 1) % world.world_size;
         let prev = (world.rank + world.world_size - 1) % world.world_size;
         let next_local = world.is_local(next);
@@ -162,14 +159,11 @@ impl<'a> RingAttention<'a> {
         let kv_local = comm.alloc(kv_bytes)?;
         let slots = comm.alloc(2 * kv_bytes)?;
         let flags = comm.alloc(4 * RingAttnParams::flag_words(world.world_size) as usize)?;
-        let (s, hk) = (shape.seq_k, shape.heads_kv);
         let half = kv_bytes as u64 / 2;
         let kv =
-            |base: u64| [map(base, shape, s, hk, layout, BLOCK_N), map(base + half, shape, s, hk, layout, BLOCK_N)];
-        let mut tiles = vec![
-            map(q.addr(), shape, shape.seq_q, shape.heads, layout, BLOCK_M),
-            map(o.addr(), shape, shape.seq_q, shape.heads, layout, 64),
-        ];
+            |base: u64| [tensor_map(base, shape, Side::Kv, layout), tensor_map(base + half, shape, Side::Kv, layout)];
+        let mut tiles =
+            vec![tensor_map(q.addr(), shape, Side::Q, layout), tensor_map(o.addr(), shape, Side::O, layout)];
         tiles.extend(kv(kv_local.addr()));
         tiles.extend(kv(slots.addr()));
         tiles.extend(kv(slots.addr() + kv_bytes as u64));
@@ -180,34 +174,15 @@ impl<'a> RingAttention<'a> {
         let lse_acc = gpu.alloc::<f32>(shape.lse_elements())?;
         let diag = DiagBuffers::new(gpu)?;
         let sched = gpu.upload(&[0u64; 2])?;
-        let tiles_per_step = (shape.seq_q.div_ceil(BLOCK_M as usize) * shape.heads * shape.batch) as u32;
+        let tiles_per_step = shape.tiles();
         let attn_ctas = (sms - comm_ctas).min(tiles_per_step);
         let tile_flags = gpu.upload(&vec![0u32; 2 * tiles_per_step as usize])?;
         let chunk = if zigzag { shape.seq_q / 2 } else { shape.seq_q } as u32;
+        let mut attn = base_params(shape, layout, (opts.causal, scale, opts.timeout), &diag, sched.addr());
+        (attn.q_map, attn.o_map, attn.lse) = (maps.addr(), maps.addr() + 128, lse.map_or(0, |l| l.addr()));
+        (attn.o_acc, attn.lse_acc, attn.tile_flags) = (o_acc.addr(), lse_acc.addr(), tile_flags.addr());
         let mut params = RingAttnParams {
-            attn: AttnParams {
-                q_map: maps.addr(),
-                k_map: 0,
-                v_map: 0,
-                o_map: maps.addr() + 128,
-                lse: lse.map_or(0, |l| l.addr()),
-                diag: diag.abi(),
-                timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
-                batch: shape.batch as u32,
-                heads: shape.heads as u32,
-                heads_kv: shape.heads_kv as u32,
-                seq_q: shape.seq_q as u32,
-                seq_k: shape.seq_k as u32,
-                layout: if layout == AttnLayout::Bshd { ATTN_BSHD } else { ATTN_BHSD },
-                causal: opts.causal as u32,
-                scale_log2: scale * std::f32::consts::LOG2_E,
-                q_pos: SeqPos::IDENTITY,
-                k_pos: SeqPos::IDENTITY,
-                o_acc: o_acc.addr(),
-                lse_acc: lse_acc.addr(),
-                sched: sched.addr(),
-                tile_flags: tile_flags.addr(),
-            },
+            attn,
             kv_maps: maps.addr() + 256,
             fifo: comm.fifo_params(),
             flags: flags.addr(),
@@ -325,17 +300,6 @@ impl<'a> RingAttention<'a> {
             block * w
         }
     }
-}
-
-/// The rank-4 tensor map of one `[batch, seq, heads, D]` / `[batch, heads, seq, D]` bf16 tensor
-/// with boxes of 64 elements x `rows` rows (as the single-GPU op encodes them).
-fn map(base: u64, s: AttentionShape, seq: usize, heads: usize, layout: AttnLayout, rows: u32) -> Tile4d {
-    let (d, seq, heads, batch) = (s.head_dim as u64, seq as u64, heads as u64, s.batch as u64);
-    let (dims, strides, box_dims) = match layout {
-        AttnLayout::Bshd => ([d, heads, seq, batch], [2 * d, 2 * d * heads, 2 * d * heads * seq], [64, 1, rows, 1]),
-        AttnLayout::Bhsd => ([d, seq, heads, batch], [2 * d, 2 * d * seq, 2 * d * seq * heads], [64, rows, 1, 1]),
-    };
-    Tile4d { base, dtype: TmaDtype::Bf16, dims, strides_bytes: strides, box_dims, swizzle: Swizzle::B128 }
 }
 
 /// Rank `rank`'s shard of a whole-sequence tensor `full` (`[batch, S, heads, d]` or `[batch,
