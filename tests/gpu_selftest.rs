@@ -253,3 +253,46 @@ fn cluster_launch_ids() {
         assert_eq!((v & 0xff, (v >> 8) & 0xff, v >> 16), (b as u32 % 2, 2, b as u32 / 2), "block {b}");
     }
 }
+
+/// A device trap poisons the process's CUDA context, so the fault runs in a child process: this
+/// test binary again, with only [`trap_child`] selected. The child asserts the host side of the
+/// fault (an error from the next wait, errors from later calls, no panic in any `Drop`) and
+/// prints a line this test looks for.
+#[test]
+fn device_trap_is_an_error_not_a_panic() {
+    if gpu_or_skip("device_trap_is_an_error_not_a_panic").is_none() {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "trap_child", "--nocapture", "--test-threads=1"])
+        .env("MKERNEL_TRAP_CHILD", "1")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the child failed:\n{text}");
+    // The harness prints `test trap_child ... ` on the same line before the child's own output.
+    let line = text.lines().find_map(|l| l.find("trap_child ok").map(|i| &l[i..]));
+    println!("{}", line.unwrap_or_else(|| panic!("no verdict:\n{text}")));
+}
+
+#[test]
+#[ignore = "run by device_trap_is_an_error_not_a_panic in a child process"]
+fn trap_child() {
+    if std::env::var_os("MKERNEL_TRAP_CHILD").is_none() {
+        return;
+    }
+    let gpu = mkernel::Gpu::new(0).unwrap();
+    let buf = gpu.upload(&[1f32; 1024]).unwrap();
+    let p = AxpyParams { x: buf.addr(), y: buf.addr(), n: 1024, a: 1.0, _pad: 0 };
+    // SAFETY: the kernel reads nothing; it traps.
+    unsafe { gpu.launch(kernels::TRAP, &LaunchConfig::linear(1, 32, 0), &p).unwrap() };
+    let sync = gpu.synchronize_timeout(Duration::from_secs(30));
+    let e = sync.expect_err("a trapped kernel must make the wait fail");
+    // The context is dead now: later calls fail with an error too, never hang or panic.
+    let later = buf.to_vec().expect_err("a read after the trap must fail");
+    let alloc = gpu.alloc::<f32>(16).err();
+    drop(buf); // the free fails; Drop records it instead of panicking
+    let drops = mkernel::gpu::take_drop_errors();
+    drop(gpu);
+    println!("trap_child ok: wait -> {e}; read after -> {later}; alloc after -> {alloc:?}; drops -> {drops:?}");
+}

@@ -190,6 +190,7 @@ pub fn rank_check(c: RankCheckCmd) -> anyhow::Result<()> {
         RankCheckCmd::GemmAr(a) => crate::cmd_gemm_rs::check(&world, mkernel::ops::gemm_rs::Collective::AllReduce, a),
         RankCheckCmd::Moe(a) => crate::cmd_moe::check(&world, a),
         RankCheckCmd::RingAttention(a) => crate::cmd_ring::check(a),
+        RankCheckCmd::Soak(a) => crate::cmd_soak::soak(a),
     }
 }
 

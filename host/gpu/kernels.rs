@@ -27,6 +27,8 @@ impl<P> Kernel<P> {
 
 /// Self-test: `y[i] = a * x[i] + y[i]`, grid-stride.
 pub const AXPY: Kernel<AxpyParams> = Kernel::new("mk_axpy");
+/// Self-test: trap at once (a device fault on purpose).
+pub const TRAP: Kernel<AxpyParams> = Kernel::new("mk_trap");
 /// Self-test: one CTA TMA-loads a box into swizzled shared memory, dumps the raw shared bytes and
 /// TMA-stores the box back out.
 pub const TMA_ROUNDTRIP: Kernel<TmaRoundTripParams> = Kernel::new("mk_tma_roundtrip");
@@ -78,6 +80,7 @@ pub const FIFO_PUSH_TEST: Kernel<FifoTestParams> = Kernel::new("mk_fifo_push_tes
 /// Every kernel the host expects in the module (checked when the module loads).
 pub const ALL: &[&str] = &[
     AXPY.name,
+    TRAP.name,
     TMA_ROUNDTRIP.name,
     WGMMA_TILE.name,
     FLAG_HANDSHAKE.name,

@@ -291,6 +291,15 @@ impl Gpu {
         DeviceBuffer::from_slice(data)
     }
 
+    /// Free and total device memory in bytes (`cuMemGetInfo`), as the driver sees them now.
+    pub fn memory_info(&self) -> Result<(u64, u64)> {
+        self.make_current()?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: both pointers are live locals; the context is current.
+        check("cuMemGetInfo", unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
+        Ok((free as u64, total as u64))
+    }
+
     /// Allocate `len` zeroed elements of pinned host memory mapped into this GPU.
     pub fn mapped<T: Pod>(&self, len: usize) -> Result<MappedBuffer<T>> {
         self.make_current()?;

@@ -18,6 +18,13 @@ pub unsafe extern "ptx-kernel" fn mk_axpy(p: AxpyParams) {
     }
 }
 
+/// Trap at once (tests a device fault's error path: the host must get an error, not a panic or
+/// a hang). The parameter is unused.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_trap(_p: AxpyParams) {
+    trap();
+}
+
 /// One CTA of 128 threads: TMA-load a box into (swizzled) shared memory, dump the raw shared
 /// bytes, and TMA-store the box back out through another tensor map.
 #[no_mangle]
