@@ -68,7 +68,7 @@ pub fn config(s: &str) -> Result<MoeConfig, String> {
 }
 
 /// Rank `r`'s routing in round `round`: `[tokens, k]` distinct expert ids and weights.
-fn routing(seed: u64, round: u32, r: u32, tokens: usize, s: MoeShape, how: Routing) -> (Vec<i32>, Vec<f32>) {
+pub(crate) fn routing(seed: u64, round: u32, r: u32, tokens: usize, s: MoeShape, how: Routing) -> (Vec<i32>, Vec<f32>) {
     let mut rng = Rng::new(seed ^ ((round as u64) << 40) ^ ((r as u64 + 1) * 0x2545_f491_4f6c_dd1d));
     let (e, k) = (s.experts, s.top_k);
     let allowed: Vec<usize> = match how {

@@ -1,5 +1,6 @@
 //! `mkernel rank-check soak`: thousands of back-to-back launches of each op (GEMM, attention,
-//! all-gather, AllGather + GEMM, ring attention) on every rank, checking that nothing drifts or
+//! all-gather, AllGather + GEMM, GEMM + ReduceScatter / AllReduce, MoE, ring attention) on every
+//! rank, checking that nothing drifts or
 //! leaks: the time per launch (first batch against the last), the device's free memory and this
 //! process's open file descriptors (before and after), and the output (bitwise the same as after
 //! the first launch: every op here is deterministic).
@@ -12,7 +13,10 @@ use mkernel::comm::world::World;
 use mkernel::gemm::{BLayout, Gemm, GemmOptions, GemmShape, Output};
 use mkernel::ops::ag_gemm::{AgGemm, AgGemmOptions, AgInput};
 use mkernel::ops::allgather::{AllGather, AllGatherOptions};
+use mkernel::ops::gemm_rs::{Collective, GemmRs, GemmRsOptions};
+use mkernel::ops::moe::{MoeDispatchGemm, MoeOptions, MoeShape};
 use mkernel::ops::ring_attention::{RingAttention, RingOptions};
+use mkernel::ops::PathChoice;
 use mkernel::testing::Rng;
 use mkernel::Gpu;
 
@@ -98,7 +102,7 @@ impl Soak<'_> {
 pub fn soak(a: SoakArgs) -> anyhow::Result<()> {
     let world = World::from_env()?;
     let gpu = Gpu::new(world.device)?;
-    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: 512 << 20, ..CommOptions::from_env()? })?;
+    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: 1 << 30, ..CommOptions::from_env()? })?;
     let s = Soak { gpu: &gpu, rank: world.rank, launches: a.launches, max_drift: a.max_drift };
     let mut rng = Rng::new(0x50a4 ^ world.rank as u64);
     let bytes = |v: Vec<bf16>| -> Vec<u8> { bytemuck::cast_slice(&v).to_vec() };
@@ -155,6 +159,36 @@ pub fn soak(a: SoakArgs) -> anyhow::Result<()> {
         s.run(&format!("ag-gemm 4096^3 ({:?})", op.path()), &|| op.launch(&gpu), &|| op.wait(&gpu), &|| {
             Ok(bytes(c.to_vec()?))
         })?;
+    }
+    comm.barrier()?;
+
+    // GEMM + ReduceScatter and GEMM + AllReduce (fused path).
+    for collective in [Collective::ReduceScatter, Collective::AllReduce] {
+        let shape = GemmShape { m: 4096, n: 4096, k: 4096 };
+        let w = world.world_size as usize;
+        let (a_r, b) =
+            (gpu.upload(&rng.bf16_vec(shape.m * shape.k / w))?, gpu.upload(&rng.bf16_vec(shape.k / w * shape.n))?);
+        let opts = GemmRsOptions { path: PathChoice::Fused, ..Default::default() };
+        let op = GemmRs::new(&comm, &gpu, collective, shape, BLayout::NK, &a_r, &b, opts)?;
+        let name = format!("gemm {collective:?} 4096^3");
+        s.run(&name, &|| op.launch(&gpu), &|| op.wait(&gpu), &|| Ok(op.output_bytes().to_vec()?))?;
+        drop(op);
+        comm.barrier()?;
+    }
+
+    // MoE dispatch + grouped GEMM (fused path), uniform routing.
+    {
+        let shape = MoeShape { hidden: 1024, inter: 1024, experts: 8 * world.world_size as usize, top_k: 2 };
+        let tokens = 2048;
+        let (idx, wt) = crate::cmd_moe::routing(0x50a4, 0, world.rank, tokens, shape, crate::cmd_moe::Routing::Uniform);
+        let x = gpu.upload(&rng.bf16_vec(tokens * shape.hidden))?;
+        let (idx, wt) = (gpu.upload(&idx)?, gpu.upload(&wt)?);
+        let w1 =
+            gpu.upload(&rng.bf16_vec(shape.local_experts(world.world_size as usize) * shape.hidden * shape.inter))?;
+        let opts = MoeOptions { path: PathChoice::Fused, ..Default::default() };
+        let op = MoeDispatchGemm::new(&comm, &gpu, shape, BLayout::KN, &x, &idx, &wt, &w1, tokens, opts)?;
+        let name = "moe 2048 tokens x 1024 x 1024, 8 experts per rank, top-2";
+        s.run(name, &|| op.launch(&gpu), &|| op.wait(&gpu), &|| Ok(op.output_bytes().to_vec()?))?;
     }
     comm.barrier()?;
 
