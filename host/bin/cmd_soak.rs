@@ -26,7 +26,8 @@ pub struct SoakArgs {
     /// Launches of each op (timed in ten batches).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(10..=10_000_000))]
     pub launches: u32,
-    /// Largest allowed ratio of the last batch's time per launch to the fastest batch's.
+    /// Largest allowed drift: the median time per launch of the last three batches over that of
+    /// batches two to four.
     #[arg(long = "max-drift", default_value_t = 1.25)]
     pub max_drift: f64,
 }
@@ -78,18 +79,25 @@ impl Soak<'_> {
         let last = output()?;
         let (fds1, (free1, _)) = (open_fds()?, self.gpu.memory_info()?);
         let fastest = ms.iter().cloned().fold(f64::INFINITY, f64::min);
-        let drift = ms[9] / fastest;
+        // Drift: the last three batches against the three after the first (the first may carry
+        // warm-up), medians, so that one batch stretched by a host hiccup between launches does
+        // not count as a slowdown.
+        let median3 = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            v[1]
+        };
+        let drift = median3(&ms[7..10]) / median3(&ms[1..4]);
         let r = self.rank;
         ensure!(last == first, "rank {r}: {name}: the output after {} launches differs from the first's", 10 * per);
         ensure!(fds1 == fds0, "rank {r}: {name}: open file descriptors {fds0} -> {fds1}");
         ensure!(free1 == free0, "rank {r}: {name}: free device memory {free0} -> {free1} bytes");
         ensure!(
             drift <= self.max_drift,
-            "rank {r}: {name}: last batch {:.4} ms per launch, fastest {fastest:.4} ({drift:.3}x)",
-            ms[9]
+            "rank {r}: {name}: time per launch drifted {drift:.3}x; batches (ms per launch): {ms:.4?}"
         );
         println!(
-            "soak ok: rank {r} {name}: {} launches, ms per launch by batch of {per}: first {:.4}, fastest {fastest:.4}, last {:.4} (drift {drift:.3}); free device memory {free0} = {free1} B; open fds {fds0} = {fds1}; output identical",
+            "soak ok: rank {r} {name}: {} launches, ms per launch by batch of {per}: first {:.4}, fastest {fastest:.4}, last {:.4} (drift, last three batches over the second to fourth: {drift:.3}); free device memory {free0} = {free1} B; open fds {fds0} = {fds1}; output identical",
             1 + 10 * per,
             ms[0],
             ms[9]
