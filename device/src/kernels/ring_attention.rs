@@ -19,15 +19,6 @@ struct RingSteps<'a> {
     b: Bound<'a>,
 }
 
-impl RingSteps<'_> {
-    /// Raise flag word `idx` of rank `to` (a neighbour): a store over NVLink when its flags are
-    /// mapped here, else a SIGNAL through the proxy.
-    #[inline(always)]
-    unsafe fn raise(&self, mapped: u64, to: u32, idx: u32) {
-        raise(self.p, mapped, to, idx, self.epoch, &self.b);
-    }
-}
-
 /// Raise flag word `idx` of neighbour `to` to `epoch`: `mapped` is its flags over NVLink, or 0
 /// when it is on another node (then a SIGNAL through the proxy).
 #[inline(always)]
@@ -98,7 +89,7 @@ impl KvSteps for RingSteps<'_> {
         // last of the step's half tiles tells the previous rank that our slot is free.
         let halves = 2 * Geometry::new(&self.p.attn).tiles();
         if s > 0 && last_arriver((self.p.counters as *mut u32).add(s as usize), halves, self.epoch) {
-            self.raise(self.p.prev_flags, self.p.prev, self.p.free(s));
+            raise(self.p, self.p.prev_flags, self.p.prev, self.p.free(s), self.epoch, &self.b);
         }
     }
 }
