@@ -1,7 +1,24 @@
 //! The GPU side of the FIFO: pushing commands for the CPU proxy.
 use crate::abi::*;
 use crate::arch::*;
-use crate::sync::{report_timeout, Deadline, WaitResult, WaitSite};
+use crate::sync::{report_timeout, Bound, Deadline, WaitResult, WaitSite};
+
+/// Raise the `u32` flag at heap offset `flag_off` of rank `to` (on another node) to `value`
+/// through the proxy: one SIGNAL command, pushed as [`fifo_push`] does; a full FIFO that never
+/// drains is reported through `b` as a wait on `to`.
+///
+/// # Safety
+/// As [`fifo_push`].
+#[inline(always)]
+pub unsafe fn signal_remote(f: &FifoParams, to: u32, flag_off: u64, value: u32, b: &Bound<'_>) -> WaitResult {
+    let cmd = FifoCmd {
+        header: FifoCmd::header_word(OP_SIGNAL, 0, to, 0),
+        flag: FifoCmd::loc(BUF_HEAP, flag_off),
+        flag_value: value as u64,
+        ..Default::default()
+    };
+    fifo_push(f, cmd, b.timeout_ns, b.diag, b.site(to, WAIT_FLAG))
+}
 
 /// Push one command (all fields but the header's ticket are the caller's), with the host's ticket
 /// protocol (`host/comm/fifo.rs`): a ticket is claimed only once its slot is free. The lanes of a

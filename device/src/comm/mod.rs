@@ -5,4 +5,4 @@ pub mod fifo;
 pub mod nvlink;
 pub mod signal;
 
-pub use fifo::fifo_push;
+pub use fifo::{fifo_push, signal_remote};

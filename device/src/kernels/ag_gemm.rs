@@ -17,9 +17,9 @@
 //! back-to-back launches and CUDA-graph replays need no reset.
 use crate::abi::*;
 use crate::arch::*;
-use crate::comm::fifo_push;
 use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{launch_epoch, signal};
+use crate::comm::{fifo_push, signal_remote};
 use crate::gemm::engine::Operands;
 use crate::gemm::*;
 use crate::sched::{div_nz, rem_nz, GaveUp, InputGate, Role, RowOrder, Tile, TileGrid};
@@ -202,13 +202,8 @@ unsafe fn inter_send(p: &AgGemmParams, epoch: u32, b: &Bound) {
             continue;
         }
         let q = counterpart(n);
-        let cmd = FifoCmd {
-            header: FifoCmd::header_word(OP_SIGNAL, 0, q, 0),
-            flag: flag_loc(AgGemmParams::ready_flag(p.rank)),
-            flag_value: epoch as u64,
-            ..Default::default()
-        };
-        if push(cmd, q).is_err() {
+        let ready = p.flags_heap_off + 4 * AgGemmParams::ready_flag(p.rank) as u64;
+        if signal_remote(&p.fifo, q, ready, epoch, b).is_err() {
             return;
         }
     }

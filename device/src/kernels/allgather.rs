@@ -16,9 +16,9 @@
 //! ([`launch_epoch`]), flags carry epochs, and the per-peer completion counters only grow.
 use crate::abi::*;
 use crate::arch::*;
-use crate::comm::fifo_push;
 use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{last_arriver, launch_epoch, signal};
+use crate::comm::{fifo_push, signal_remote};
 use crate::sched::Role;
 use crate::sync::Bound;
 
@@ -68,15 +68,9 @@ unsafe fn inter_send(p: &AllGatherParams, epoch: u32, b: &Bound) {
     let my_node_first = p.rank - p.local_rank;
     let remote = |q: u32| q < my_node_first || q >= my_node_first + p.local_world;
     let chunk = if p.chunk_bytes == 0 { p.shard_bytes } else { p.chunk_bytes };
-    let ready_loc = FifoCmd::loc(BUF_HEAP, p.flags_heap_off + 4 * (p.world + p.rank) as u64);
+    let ready = p.flags_heap_off + 4 * (p.world + p.rank) as u64;
     for q in (0..p.world).filter(|&q| remote(q)) {
-        let cmd = FifoCmd {
-            header: FifoCmd::header_word(OP_SIGNAL, 0, q, 0),
-            flag: ready_loc,
-            flag_value: epoch as u64,
-            ..Default::default()
-        };
-        if fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(q, WAIT_FLAG)).is_err() {
+        if signal_remote(&p.fifo, q, ready, epoch, b).is_err() {
             return;
         }
     }

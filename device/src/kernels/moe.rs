@@ -12,9 +12,9 @@
 //!   local-store epilogue; the gate also picks the tile's expert in the stacked weights.
 use crate::abi::*;
 use crate::arch::*;
-use crate::comm::fifo_push;
 use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{last_arriver, launch_epoch, signal};
+use crate::comm::{fifo_push, signal_remote};
 use crate::gemm::engine::Operands;
 use crate::gemm::*;
 use crate::kernels_info::allgather::BULK_CHUNK;
@@ -110,15 +110,7 @@ unsafe fn signal_rank(p: &MoeParams, b: &Bound, to: u32, idx: u32, epoch: u32) -
             signal((pick(&p.table().flags, lr) as *mut u32).add(idx as usize), epoch);
             true
         }
-        None => {
-            let cmd = FifoCmd {
-                header: FifoCmd::header_word(OP_SIGNAL, 0, to, 0),
-                flag: FifoCmd::loc(BUF_HEAP, p.flags_off + 4 * idx as u64),
-                flag_value: epoch as u64,
-                ..Default::default()
-            };
-            push(p, b, cmd, to)
-        }
+        None => signal_remote(&p.fifo, to, p.flags_off + 4 * idx as u64, epoch, b).is_ok(),
     }
 }
 

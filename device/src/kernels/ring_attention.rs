@@ -6,9 +6,9 @@
 use crate::abi::*;
 use crate::arch::*;
 use crate::attention::{run_cta, Geometry, KvSteps};
-use crate::comm::fifo_push;
 use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{last_arriver, launch_epoch, signal};
+use crate::comm::{fifo_push, signal_remote};
 use crate::sched::Role;
 use crate::sync::{Bound, WaitResult};
 
@@ -26,14 +26,8 @@ unsafe fn raise(p: &RingAttnParams, mapped: u64, to: u32, idx: u32, epoch: u32, 
     if mapped != 0 {
         signal((mapped as *mut u32).add(idx as usize), epoch);
     } else {
-        let cmd = FifoCmd {
-            header: FifoCmd::header_word(OP_SIGNAL, 0, to, 0),
-            flag: FifoCmd::loc(BUF_HEAP, p.flags_heap_off + 4 * idx as u64),
-            flag_value: epoch as u64,
-            ..Default::default()
-        };
         // A full FIFO that never drains already reported; nothing more to do here.
-        let _ = fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(to, WAIT_FLAG));
+        let _ = signal_remote(&p.fifo, to, p.flags_heap_off + 4 * idx as u64, epoch, b);
     }
 }
 
