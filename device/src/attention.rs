@@ -557,18 +557,17 @@ fn mask(s: &mut [f32; 64], g: &Geometry, row: u32, col0: u32) {
     unroll16!(m);
 }
 
-/// A consumer warpgroup: for each tile, the online-softmax mainloop over the visible key blocks,
-/// then O (normalised, bf16) through shared memory and TMA, and the log-sum-exp.
+/// A consumer warpgroup: for each unit the producer hands over, the online-softmax mainloop over
+/// the visible key blocks, then O (normalised, bf16) through shared memory and TMA, and the
+/// log-sum-exp (or, at a ring's earlier steps, the merge into the running output).
 ///
 /// # Safety
 /// All 128 threads of consumer warpgroup `cwg` of a CTA launched as [`run_cta`] says.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn consume<const D: u32, S: KvSteps>(
     p: &AttnParams,
     g0: &Geometry,
     steps: &S,
-    ctas: u32,
     smem: &Smem<D>,
     b: &Bound<'_>,
     cwg: u32,
@@ -845,6 +844,6 @@ pub unsafe fn run_cta<const D: u32, S: KvSteps>(p: &AttnParams, steps: &S, ctas:
         }
     } else {
         setmaxnreg_inc::<232>();
-        consume::<D, S>(p, &g, steps, ctas, &smem, &b, tid / 128 - 1, tid % 128);
+        consume::<D, S>(p, &g, steps, &smem, &b, tid / 128 - 1, tid % 128);
     }
 }
