@@ -11,6 +11,9 @@
 # attention (bench attention beside torch_baselines.py single's cuDNN / FA2; MKERNEL_ATTN_ARGS),
 # ring (bench ring-attention at world 2 and every GPU, 1 and 2 nodes, beside torch_baselines.py
 # ring; MKERNEL_RING_ARGS),
+# sanitize (memcheck, racecheck, synccheck over the single-process GPU tests and every fused op's
+# rank-check at 1 x 2; CS overrides the sanitizer's path), soak (tests/gpu_soak.rs) -- these two
+# only when named --,
 # torch (torch_baselines.py multi at world 2 and every GPU, same call), all.
 # Logs go to $OUT (or ./gpu-out): one tests log, one bench log, JSON lines.
 set -uo pipefail
@@ -23,6 +26,8 @@ while [ $# -gt 0 ]; do
 done
 [ ${#modes[@]} -gt 0 ] || modes=(all)
 want() { for m in "${modes[@]}"; do [ "$m" = "$1" ] || [ "$m" = all ] && return 0; done; return 1; }
+# Long modes `all` leaves out: asked for by name only.
+want_named() { for m in "${modes[@]}"; do [ "$m" = "$1" ] && return 0; done; return 1; }
 export MKERNEL_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export MKERNEL_BIN="$here/bin/mkernel"
 ngpu=$(nvidia-smi -L | wc -l)
@@ -133,6 +138,37 @@ if want ring && [ "$ngpu" -ge 2 ]; then
       [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     fi
   done
+fi
+if want_named sanitize; then
+  # compute-sanitizer over the single-process GPU tests and, with two GPUs, every fused op's
+  # rank-check (one process per rank, each under the sanitizer); device waits get long bounds
+  # because sanitized kernels run far slower.
+  cs="${CS:-/usr/local/cuda/bin/compute-sanitizer}"
+  : > "$out/sanitize.log"
+  sanitize() {
+    local name=$1; shift
+    timeout 240 "$@" > "$out/cs-$name.log" 2>&1; local rc=$?
+    printf '%-28s rc=%d %s\n' "$name" "$rc" "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/cs-$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')" | tee -a "$out/sanitize.log"
+    [ $rc -eq 0 ] || status=1
+  }
+  for tool in memcheck racecheck synccheck; do
+    sanitize "$tool-gemm" "$cs" --tool "$tool" --error-exitcode 9 "$here/bin/test-gpu_gemm" --test-threads=1
+    sanitize "$tool-attention" "$cs" --tool "$tool" --error-exitcode 9 "$here/bin/test-gpu_attention" --test-threads=1 --skip bench_shape
+    sanitize "$tool-selftest" "$cs" --tool "$tool" --error-exitcode 9 "$here/bin/test-gpu_selftest" --test-threads=1 --skip device_trap
+    if [ "$ngpu" -ge 2 ]; then
+      for check in "ag-gemm --rounds 1 --back-to-back 2" "gemm-rs --rounds 1 --back-to-back 2" "moe --rounds 1 --back-to-back 2" \
+                   "ring-attention --config 1x2x200x128 --causal --repeat 1" "allgather --iters 2"; do
+        op=${check%% *}
+        sanitize "$tool-$op" "$here/bin/mkernel" launch -n 2 --timeout-s 230 -- "$cs" --tool "$tool" --error-exitcode 9 \
+          "$here/bin/mkernel" rank-check $check --timeout-ms 200000
+      done
+    fi
+  done
+fi
+if want_named soak; then
+  timeout 300 "$here/bin/test-gpu_soak" --nocapture > "$out/soak.log" 2>&1; rc=$?
+  grep -E "soak ok|panicked|Error" "$out/soak.log" | tee -a "$out/bench.log"
+  [ $rc -eq 0 ] || status=1
 fi
 if want torch && [ "$ngpu" -ge 2 ] && [ -f "$here/torch_baselines.py" ]; then
   for w in $worlds; do
