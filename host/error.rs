@@ -110,3 +110,12 @@ impl DiagBuffers {
 pub(crate) fn invalid(arg: &'static str, rule: impl Into<String>) -> Error {
     Error::InvalidArgument { arg, rule: rule.into() }
 }
+
+/// Buffer `arg` holds `have` elements where the shape needs `want`: an error naming it when short.
+pub(crate) fn need_len(arg: &'static str, have: usize, want: usize) -> Result<()> {
+    if have < want {
+        Err(invalid(arg, format!("holds {have} elements; the shape needs {want}")))
+    } else {
+        Ok(())
+    }
+}

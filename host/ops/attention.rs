@@ -20,7 +20,7 @@
 //! # Ok(()) }
 //! ```
 use crate::abi::{AttnParams, SeqPos, ATTN_BHSD, ATTN_BSHD};
-use crate::error::{invalid, DiagBuffers, Result};
+use crate::error::{invalid, need_len, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, Gpu, LaunchConfig, Swizzle, TensorMap, Tile4d, TmaDtype};
 use half::bf16;
 use mkernel_device::kernels_info::attention as k;
@@ -168,19 +168,12 @@ impl<'a> Attention<'a> {
         opts: AttentionOptions,
     ) -> Result<Self> {
         shape.validate()?;
-        let need = |arg, have: usize, want: usize| {
-            if have < want {
-                Err(invalid(arg, format!("holds {have} elements; the shape needs {want}")))
-            } else {
-                Ok(())
-            }
-        };
-        need("q", q.len(), shape.q_elements())?;
-        need("k", k.len(), shape.kv_elements())?;
-        need("v", v.len(), shape.kv_elements())?;
-        need("o", o.len(), shape.q_elements())?;
+        need_len("q", q.len(), shape.q_elements())?;
+        need_len("k", k.len(), shape.kv_elements())?;
+        need_len("v", v.len(), shape.kv_elements())?;
+        need_len("o", o.len(), shape.q_elements())?;
         if let Some(l) = lse {
-            need("lse", l.len(), shape.lse_elements())?;
+            need_len("lse", l.len(), shape.lse_elements())?;
         }
         let scale = resolve_scale(opts.scale, shape.head_dim)?;
         if opts.ctas == Some(0) {

@@ -16,7 +16,7 @@
 //! # Ok(()) }
 //! ```
 use crate::abi::{GemmParams, RoleSplit, B_KN, B_NK};
-use crate::error::{invalid, DiagBuffers, Error, Result};
+use crate::error::{invalid, need_len, DiagBuffers, Error, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype};
 use half::bf16;
 use mkernel_device::kernels_info::gemm as k;
@@ -74,16 +74,9 @@ impl GemmShape {
         if !self.n.is_multiple_of(8) {
             return Err(invalid("n", format!("{} is not a multiple of 8: TMA needs 16-byte row strides, and rows of C (and of B for KN) are n elements", self.n)));
         }
-        let need = |arg, have: usize, want: usize| {
-            if have < want {
-                Err(invalid(arg, format!("holds {have} elements; the shape needs {want}")))
-            } else {
-                Ok(())
-            }
-        };
-        need("a", a_len, self.m * self.k)?;
-        need("b", b_len, self.k * self.n)?;
-        need("c", c_len, self.m * self.n)
+        need_len("a", a_len, self.m * self.k)?;
+        need_len("b", b_len, self.k * self.n)?;
+        need_len("c", c_len, self.m * self.n)
     }
 }
 

@@ -34,7 +34,7 @@
 use super::attention::{base_params, resolve_scale, tensor_map, AttentionShape, AttnLayout, Side};
 use crate::abi::{RingAttnParams, SeqPos};
 use crate::comm::communicator::{Communicator, HeapRegion};
-use crate::error::{invalid, DiagBuffers, Result};
+use crate::error::{invalid, need_len, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
 use mkernel_device::kernels_info::attention::{ring_smem_bytes, THREADS};
@@ -119,18 +119,10 @@ impl<'a> RingAttention<'a> {
         if total > i32::MAX as u128 {
             return Err(invalid("seq_q", format!("the whole sequence ({total} rows) exceeds 2^31 - 1")));
         }
-        for (arg, have, want) in [("q", q.len(), shape.q_elements()), ("o", o.len(), shape.q_elements())] {
-            if have < want {
-                return Err(invalid(arg, format!("holds {have} elements; the shape needs {want}")));
-            }
-        }
+        need_len("q", q.len(), shape.q_elements())?;
+        need_len("o", o.len(), shape.q_elements())?;
         if let Some(l) = lse {
-            if l.len() < shape.lse_elements() {
-                return Err(invalid(
-                    "lse",
-                    format!("holds {} elements; the shape needs {}", l.len(), shape.lse_elements()),
-                ));
-            }
+            need_len("lse", l.len(), shape.lse_elements())?;
         }
         let scale = resolve_scale(opts.scale, shape.head_dim)?;
         let next = (world.rank + 1) % world.world_size;
