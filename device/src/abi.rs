@@ -1044,6 +1044,18 @@ impl SeqPos {
     /// Rows `0..` at positions `0..`.
     pub const IDENTITY: SeqPos = SeqPos { base: 0, split: u32::MAX, jump: 0 };
 
+    /// Rank `rank`'s shard among `world`: rows `rank * chunk ..` when contiguous (`chunk` rows
+    /// per rank), or zigzag chunks `rank` and `2 world - 1 - rank` of `chunk` rows each. The one
+    /// definition of the ring's layout (the host's shard helpers use it too).
+    #[inline(always)]
+    pub const fn shard(rank: u32, world: u32, chunk: u32, zigzag: bool) -> SeqPos {
+        if zigzag {
+            SeqPos { base: rank * chunk, split: chunk, jump: (2 * world - 2 - 2 * rank) * chunk }
+        } else {
+            SeqPos { base: rank * chunk, split: u32::MAX, jump: 0 }
+        }
+    }
+
     /// The position of row `x`.
     #[inline(always)]
     pub const fn at(&self, x: u32) -> u32 {
@@ -1159,11 +1171,6 @@ impl RingAttnParams {
     }
     /// Positions of rank `src`'s rows in the whole sequence.
     pub const fn positions(&self, src: u32) -> SeqPos {
-        if self.zigzag != 0 {
-            let c = self.chunk;
-            SeqPos { base: src * c, split: c, jump: (2 * self.world - 2 - 2 * src) * c }
-        } else {
-            SeqPos { base: src * self.chunk, split: u32::MAX, jump: 0 }
-        }
+        SeqPos::shard(src, self.world, self.chunk, self.zigzag != 0)
     }
 }

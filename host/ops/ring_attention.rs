@@ -352,16 +352,8 @@ pub fn zigzag_unshard<T: Copy>(
 
 /// Position in the whole sequence of row `x` of rank `rank`'s shard of `shard` rows.
 pub fn shard_position(x: usize, shard: usize, (world, rank): (usize, usize), zigzag: bool) -> usize {
-    if zigzag {
-        let c = shard / 2;
-        if x < c {
-            rank * c + x
-        } else {
-            (2 * world - 1 - rank) * c + (x - c)
-        }
-    } else {
-        rank * shard + x
-    }
+    let chunk = if zigzag { shard / 2 } else { shard };
+    SeqPos::shard(rank as u32, world as u32, chunk as u32, zigzag).at(x as u32) as usize
 }
 
 #[cfg(test)]
@@ -399,8 +391,17 @@ mod tests {
                     };
                     let pos = p.positions(rank);
                     for x in 0..10u32 {
-                        let want = shard_position(x as usize, 10, (world as usize, rank as usize), zigzag) as u32;
+                        // Written out: chunk r, then chunk 2W-1-r (zigzag), or rows r*10.. .
+                        let want = match (zigzag, x < 5) {
+                            (true, true) => rank * 5 + x,
+                            (true, false) => (2 * world - 1 - rank) * 5 + (x - 5),
+                            (false, _) => rank * 10 + x,
+                        };
                         assert_eq!(pos.at(x), want);
+                        assert_eq!(
+                            shard_position(x as usize, 10, (world as usize, rank as usize), zigzag),
+                            want as usize
+                        );
                     }
                     // The visible prefix for every limit agrees with counting.
                     for limit in 0..(20 * world) {
