@@ -1,5 +1,5 @@
 //! The error type of the operations (`gemm` and the fused kernels).
-use crate::abi::{WaitDiag, WAIT_FLAG, WAIT_MBAR_EMPTY, WAIT_MBAR_FULL};
+use crate::abi::{WaitDiag, WAIT_FLAG, WAIT_MBAR_EMPTY, WAIT_MBAR_FULL, WAIT_MBAR_HANDOFF};
 use crate::gpu::GpuError;
 use std::fmt;
 
@@ -24,6 +24,9 @@ impl fmt::Display for WaitReport {
             }
             WAIT_MBAR_EMPTY => {
                 format!("shared-memory barrier {:#x} (slot released) to complete phase {}", d.flag_addr, d.expected)
+            }
+            WAIT_MBAR_HANDOFF => {
+                format!("shared-memory barrier {:#x} (epilogue handoff) to complete phase {}", d.flag_addr, d.expected)
             }
             w => format!("wait kind {w} on {:#x}: expected {}, saw {}", d.flag_addr, d.expected, d.seen),
         };

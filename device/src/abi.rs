@@ -126,6 +126,9 @@ pub const WAIT_FLAG: u32 = 1;
 pub const WAIT_MBAR_FULL: u32 = 2;
 /// `WaitDiag::what`: an mbarrier's "empty" phase (slot released) never completed.
 pub const WAIT_MBAR_EMPTY: u32 = 3;
+/// `WaitDiag::what`: an epilogue handoff between a consumer warpgroup and its helper thread
+/// (`gemm::epilogue::Handoff`) never completed its phase.
+pub const WAIT_MBAR_HANDOFF: u32 = 4;
 
 abi_struct! {
     /// Who waited for what: written (once, by the first waiter that times out) into a buffer the
@@ -144,7 +147,8 @@ abi_struct! {
         pub cta: u32,
         /// What the wait was about: a tile index, or a peer or chunk for communication roles.
         pub tile: u32,
-        /// The kind of wait: [`WAIT_FLAG`], [`WAIT_MBAR_FULL`] or [`WAIT_MBAR_EMPTY`].
+        /// The kind of wait: [`WAIT_FLAG`], [`WAIT_MBAR_FULL`], [`WAIT_MBAR_EMPTY`] or
+        /// [`WAIT_MBAR_HANDOFF`].
         pub what: u32,
         /// The flag's address, or the mbarrier's shared-memory address.
         pub flag_addr: u64,
@@ -502,7 +506,7 @@ abi_struct! {
     /// source, then flagged; the owner sums every source's partial in rank order (fp32) when it
     /// reaches its own tile and stores the result into its output block (`all_reduce`: into the
     /// same block of every rank's output, then flags it there). Flags: see the index functions.
-    pub struct GemmRsParams [160] {
+    pub struct GemmRsParams [168] {
         /// This rank's partial GEMM `A_r @ B_r` (`k` = K/W; compute CTAs only).
         pub gemm: GemmParams,
         /// My staging slots: `[world][tiles per owner][2 halves]` of [`HALF_TILE_BYTES`].
@@ -530,6 +534,10 @@ abi_struct! {
         pub local_world: u32,
         /// 1: every rank gets the whole sum (all-reduce); 0: each its own block.
         pub all_reduce: u32,
+        /// Rounds of sends before the first own tile ([`crate::sched::OwnerTiles`]).
+        pub lead: u32,
+        /// Zero.
+        pub _pad: u32,
     }
 }
 

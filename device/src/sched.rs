@@ -167,11 +167,17 @@ impl TileScheduler for RowOrder {
 }
 
 /// The output of a GEMM whose rows are split into `world` blocks of `rows` rows, one per owner
-/// rank (reduce-scatter): each block is tiled on its own, so no tile spans two owners, and the
-/// blocks are walked one owner after another starting with rank `rank + 1`, this rank's own block
-/// last (every rank sends to a different owner at a time, and its own tiles, which wait for the
-/// others' partials, come when those have had the most time to arrive). A tile's `m` is
-/// `owner * m_tiles + tile row within the block`.
+/// rank (reduce-scatter): each block is tiled on its own, so no tile spans two owners, and a
+/// tile's `m` is `owner * m_tiles + tile row within the block`.
+///
+/// The walk goes in rounds over the blocks' tiles in grouped order (local index `i` is the same
+/// tile of every block). The first `lead` rounds send: local tile `i` of the blocks of ranks
+/// `rank + 1`, `rank + 2`, ... (every rank sends to a different owner at a time). Each later round
+/// `i` also ends with this rank's own tile `i - lead`, and the last `lead` own tiles close the
+/// walk. So an own tile, which waits for the others' partials of it, comes `lead` or more
+/// positions after any rank sent one (`lead * (world - 1)` before the last rounds), while the
+/// sends, and the NVLink traffic they make, spread over the whole launch instead of crowding into
+/// its first part. `lead >= per_owner()` sends everything first.
 #[derive(Clone, Copy, Debug)]
 pub struct OwnerTiles {
     /// Rows per owner block.
@@ -186,6 +192,8 @@ pub struct OwnerTiles {
     pub world: u32,
     /// This rank.
     pub rank: u32,
+    /// Rounds of sends before the first own tile (at most `per_owner()`).
+    pub lead: u32,
 }
 
 /// Where an [`OwnerTiles`] tile sits.
@@ -203,16 +211,54 @@ pub struct OwnedTile {
 }
 
 impl OwnerTiles {
-    /// `world` blocks of `rows` rows by `n` columns in `tile_m x tile_n` tiles.
+    /// `world` blocks of `rows` rows by `n` columns in `tile_m x tile_n` tiles, walked with
+    /// `lead` rounds of sends first.
     #[inline(always)]
-    pub const fn new(rows: u32, n: u32, (tile_m, tile_n): (u32, u32), group_m: u32, world: u32, rank: u32) -> Self {
+    pub const fn new(
+        rows: u32,
+        n: u32,
+        (tile_m, tile_n): (u32, u32),
+        group_m: u32,
+        world: u32,
+        rank: u32,
+        lead: u32,
+    ) -> Self {
+        let (m_tiles, n_tiles) = (rows.div_ceil(tile_m), n.div_ceil(tile_n));
+        let per = m_tiles * n_tiles;
         Self {
             rows,
-            m_tiles: rows.div_ceil(tile_m),
-            n_tiles: n.div_ceil(tile_n),
+            m_tiles,
+            n_tiles,
             group_m: if group_m == 0 { 1 } else { group_m },
             world,
             rank,
+            lead: if lead < per { lead } else { per },
+        }
+    }
+
+    /// The owner and the local index (grouped order within the owner's block) of the tile at
+    /// walk position `index` (see the type's docs).
+    #[inline(always)]
+    pub const fn order(&self, index: u32) -> (u32, u32) {
+        let others = self.world - 1;
+        if others == 0 {
+            return (self.rank, index);
+        }
+        let head = self.lead * others;
+        let (round, o) = if index < head {
+            (div_nz(index, others), rem_nz(index, others))
+        } else {
+            let x = index - head;
+            let mixed = (self.per_owner() - self.lead) * self.world;
+            if x >= mixed {
+                return (self.rank, self.per_owner() - self.lead + (x - mixed));
+            }
+            (self.lead + div_nz(x, self.world), rem_nz(x, self.world))
+        };
+        if o < others {
+            (rem_nz(self.rank + 1 + o, self.world), round)
+        } else {
+            (self.rank, round - self.lead)
         }
     }
 
@@ -238,11 +284,9 @@ impl TileScheduler for OwnerTiles {
     }
     #[inline(always)]
     fn tile(&self, index: u32) -> Tile {
-        let per = self.per_owner();
-        let step = div_nz(index, per);
-        let owner = rem_nz(self.rank + 1 + step, self.world);
+        let (owner, local) = self.order(index);
         let grid = TileGrid { m_tiles: self.m_tiles, n_tiles: self.n_tiles, group_m: self.group_m };
-        let (tm, tn) = grid.coords(index - step * per);
+        let (tm, tn) = grid.coords(local);
         Tile { index, m: owner * self.m_tiles + tm, n: tn }
     }
 }
@@ -463,25 +507,43 @@ mod tests {
     }
 
     #[test]
-    fn owner_tiles_visit_every_tile_once_own_block_last() {
-        for &(rows, n, world) in &[(1000u32, 1544u32, 2u32), (128, 256, 4), (4096, 8, 4), (300, 700, 3)] {
-            for rank in 0..world {
-                let s = OwnerTiles::new(rows, n, (128, 256), 8, world, rank);
-                let mut seen = vec![false; (world * s.per_owner()) as usize];
-                let mut last_owner = None;
-                for i in 0..s.count() {
-                    let t = s.tile(i);
-                    let o = s.locate(t.m, t.n);
-                    assert!(o.tm < s.m_tiles && o.tn < s.n_tiles && o.slot < s.per_owner());
-                    let k = (o.owner * s.per_owner() + o.slot) as usize;
-                    assert!(!seen[k], "tile {o:?} twice");
-                    seen[k] = true;
-                    last_owner = Some(o.owner);
-                    // Owners come in the order rank+1, rank+2, ...
-                    assert_eq!(o.owner, (rank + 1 + i / s.per_owner()) % world);
+    fn owner_tiles_visit_every_tile_once_own_tiles_after_their_partials() {
+        for &(rows, n, world) in &[(1000u32, 1544u32, 2u32), (128, 256, 4), (4096, 8, 4), (300, 700, 3), (640, 256, 1)]
+        {
+            let per = OwnerTiles::new(rows, n, (128, 256), 8, world, 0, 0).per_owner();
+            for lead in [0, 1, 3, per - 1, per, per + 5] {
+                // pos[rank][owner][local]: where `rank` walks that tile.
+                let mut pos = vec![vec![vec![u32::MAX; per as usize]; world as usize]; world as usize];
+                for rank in 0..world {
+                    let s = OwnerTiles::new(rows, n, (128, 256), 8, world, rank, lead);
+                    assert_eq!((s.per_owner(), s.count()), (per, world * per));
+                    let mut seen = vec![false; (world * per) as usize];
+                    for i in 0..s.count() {
+                        let t = s.tile(i);
+                        let o = s.locate(t.m, t.n);
+                        assert!(o.tm < s.m_tiles && o.tn < s.n_tiles && o.slot < per);
+                        let k = (o.owner * per + o.slot) as usize;
+                        assert!(!seen[k], "world {world} lead {lead}: tile {o:?} twice");
+                        seen[k] = true;
+                        pos[rank as usize][o.owner as usize][s.order(i).1 as usize] = i;
+                    }
+                    assert!(seen.iter().all(|&x| x));
+                    if lead >= per || world == 1 {
+                        // Everything sent first: the own block is the last.
+                        let last = s.tile(s.count() - 1);
+                        assert_eq!(s.locate(last.m, last.n).owner, rank);
+                    }
                 }
-                assert!(seen.iter().all(|&x| x));
-                assert_eq!(last_owner, Some(rank), "own block last");
+                // Every own tile comes `lead` positions or more after every other rank's send of it.
+                let lead = lead.min(per);
+                for (me, mine) in pos.iter().enumerate() {
+                    for (q, theirs) in pos.iter().enumerate().filter(|&(q, _)| q != me) {
+                        for (j, (&own, &sent)) in mine[me].iter().zip(&theirs[me]).enumerate() {
+                            assert!(own > sent, "world {world} lead {lead}: rank {me}'s own tile {j} at {own}, rank {q} sends it at {sent}");
+                            assert!(own - sent >= lead, "world {world} lead {lead} tile {j}: gap {}", own - sent);
+                        }
+                    }
+                }
             }
         }
     }

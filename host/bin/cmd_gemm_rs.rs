@@ -28,6 +28,9 @@ pub struct CheckArgs {
     /// f32 output instead of bf16.
     #[arg(long)]
     pub f32: bool,
+    /// Rounds of sends before each rank's first own tile (default: every send first).
+    #[arg(long)]
+    pub lead: Option<u32>,
     #[command(flatten)]
     pub repeat: RepeatArgs,
     /// Bound on each bootstrap step and device wait.
@@ -58,7 +61,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
     let comm = Communicator::new(&gpu, world, CommOptions { heap_bytes: heap, timeout, ..CommOptions::from_env()? })?;
     let seed = agreed_seed(&comm, "rank-check gemm-rs")?;
     let (a_buf, b_buf) = (gpu.alloc::<bf16>(m * local.k)?, gpu.alloc::<bf16>(local.k * n)?);
-    let opts = GemmRsOptions { out_f32: a.f32, path: PathChoice::Fused, timeout, ..Default::default() };
+    let opts = GemmRsOptions { out_f32: a.f32, path: PathChoice::Fused, lead: a.lead, timeout, ..Default::default() };
     let op = GemmRs::new(&comm, &gpu, collective, a.shape, a.layout, &a_buf, &b_buf, opts)?;
     let rows = m / w;
     let (row0, out_rows) = match collective {
@@ -116,13 +119,14 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         Ok(())
     };
     println!(
-        "rank {} of {}: {} {m}x{n}x{k} {:?} {} out, {} compute CTAs",
+        "rank {} of {}: {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}",
         world.rank,
         world.world_size,
         collective.op_name(),
         a.layout,
         if a.f32 { "f32" } else { "bf16" },
-        op.ctas()
+        op.ctas(),
+        op.lead()
     );
     for round in 0..a.repeat.rounds {
         load(round)?;
@@ -150,6 +154,7 @@ pub fn bench(
     collective: Collective,
     shapes: &[GemmShape],
     layouts: &[BLayout],
+    opts: GemmRsOptions,
     ranks: &RanksArgs,
     timing: Timing,
     json: Option<&FsPath>,
@@ -166,7 +171,7 @@ pub fn bench(
         let a = gpu.upload(&rng.bf16_vec(s.m * s.k / w))?;
         let b = gpu.upload(&rng.bf16_vec(s.k / w * s.n))?;
         for &l in layouts {
-            let op = GemmRs::new(&comm, &gpu, collective, s, l, &a, &b, GemmRsOptions::default())?;
+            let op = GemmRs::new(&comm, &gpu, collective, s, l, &a, &b, opts.clone())?;
             let mut fused = || op.launch_path(&gpu, Path::Fused);
             let mut unfused = || op.launch_path(&gpu, Path::Unfused);
             let mut gemm = || op.launch_gemm_only(&gpu);
@@ -178,7 +183,8 @@ pub fn bench(
                     run.record(collective.op_name(), s.label(), l.name(), imp, t)
                         .with_flops(flops)
                         .with("fused_over_gemm", ms[0] / ms[2])
-                        .with("compute_ctas", op.ctas()),
+                        .with("compute_ctas", op.ctas())
+                        .with("lead", op.lead()),
                 );
             }
         }

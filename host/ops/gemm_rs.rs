@@ -58,13 +58,18 @@ pub struct GemmRsOptions {
     pub path: PathChoice,
     /// Tile rows walked together within an owner block (L2 reuse).
     pub group_m: u32,
+    /// Rounds of sends before this rank's first own tile (`sched::OwnerTiles`): an own tile
+    /// waits for the others' partials of it, sent `lead` tiles or more before it, and the sends
+    /// spread over the launch once own tiles begin. None: every send first (measured on 2 x H200:
+    /// spreading the sends gained nothing for the reduce-scatter and cost the all-reduce 6%).
+    pub lead: Option<u32>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
 
 impl Default for GemmRsOptions {
     fn default() -> Self {
-        Self { out_f32: false, path: PathChoice::Auto, group_m: 8, timeout: Duration::from_secs(10) }
+        Self { out_f32: false, path: PathChoice::Auto, group_m: 8, lead: None, timeout: Duration::from_secs(10) }
     }
 }
 
@@ -216,6 +221,8 @@ impl<'a> GemmRs<'a> {
             local_rank: world.local_rank,
             local_world: world.local_world_size,
             all_reduce: (collective == Collective::AllReduce) as u32,
+            lead: opts.lead.unwrap_or(u32::MAX).min(per_owner),
+            _pad: 0,
         };
         let kernel = if b_layout == BLayout::KN { kernels::GEMM_RS_KN } else { kernels::GEMM_RS_NK };
         let unfused = Self::unfused(comm, gpu, collective, local, b_layout, (a.addr(), b.addr()), &out, &opts)?;
@@ -317,6 +324,12 @@ impl<'a> GemmRs<'a> {
     /// Compute CTAs of the fused launch.
     pub fn ctas(&self) -> u32 {
         self.params.gemm.roles.compute
+    }
+
+    /// Rounds of sends before the first own tile, as launched (the option or its default, at
+    /// most the tiles per owner).
+    pub fn lead(&self) -> u32 {
+        self.params.lead
     }
 
     /// The result (bf16 unless f32 output was asked for), `[M/W, N]` (reduce-scatter: this

@@ -126,6 +126,16 @@ pub unsafe fn bulk_store(dst: u64, src: u32, bytes: u32) {
     )
 }
 
+/// Start bringing `bytes` (a multiple of 16) of global memory at `src` (16-byte aligned) into
+/// L2, so that loads soon after hit there.
+///
+/// # Safety
+/// `src..src+bytes` is global memory (local or a peer's, mapped here).
+#[inline(always)]
+pub unsafe fn bulk_prefetch_l2(src: u64, bytes: u32) {
+    asm!("cp.async.bulk.prefetch.L2.global [{s}], {n};", s = in(reg64) src, n = in(reg32) bytes, options(nostack))
+}
+
 /// Order completed async-proxy writes to global memory (bulk stores) before this thread's later
 /// generic-proxy accesses, such as the release store of a flag that announces them.
 #[inline(always)]

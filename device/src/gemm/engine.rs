@@ -2,8 +2,10 @@
 //! thread waits for each tile's inputs (the scheduler's `wait_inputs`) and streams its A and B
 //! k-blocks through the [`Pipeline`](crate::pipeline::Pipeline) ring with TMA. Warpgroups 1 and 2
 //! are consumers: each owns 64 rows of the 128-row tile, runs the wgmma mainloop one k-block
-//! behind the loads, then hands its accumulators to the [`Epilogue`]. Registers move from the
-//! producer to the consumers with `setmaxnreg`.
+//! behind the loads, then hands its accumulators to the [`Epilogue`]. An epilogue with helpers
+//! gets lane 0 of producer warps 1 and 2, one per consumer warpgroup (see
+//! [`Handoff`](super::epilogue::Handoff)). Registers move from the producer to the consumers with
+//! `setmaxnreg`.
 use super::epilogue::Epilogue;
 use super::mainloop::{load_k_block, mma_k_block, Smem, STAGE_TX_BYTES};
 use crate::arch::*;
@@ -50,6 +52,7 @@ pub unsafe fn compute_cta<const TRANS_B: u32, S: TileScheduler, G: InputGate, E:
     let wg = tid / 128;
     if tid == 0 {
         smem.pipeline().init(EMPTY_ARRIVALS);
+        epi.init(&smem);
     }
     sync_threads();
     // The tile walk starts at `blockIdx.x`, read in each branch after `setmaxnreg`: a value live
@@ -60,6 +63,14 @@ pub unsafe fn compute_cta<const TRANS_B: u32, S: TileScheduler, G: InputGate, E:
         setmaxnreg_dec::<40>();
         if tid == 0 {
             produce::<TRANS_B, S, G>(ops, sched, gate, &smem, tiles(), &b);
+        } else if E::HELPER && (tid == 32 || tid == 64) {
+            let cwg = tid / 32 - 1;
+            let mut n = 0;
+            for i in tiles() {
+                epi.help(&smem, sched.tile(i), n, cwg);
+                n += 1;
+            }
+            epi.help_finish(cwg);
         }
     } else {
         setmaxnreg_inc::<232>();
@@ -117,6 +128,7 @@ unsafe fn consume<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
     let lane = t % 32;
     let mut st = PipeState::start();
     let mut acc = [0f32; 128];
+    let mut n = 0u32;
     for i in tiles {
         let tile = sched.tile(i);
         let mut prev = st;
@@ -140,7 +152,8 @@ unsafe fn consume<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
         if lane == 0 {
             pipe.release(prev.slot);
         }
-        epi.store(smem, &mut acc, tile, cwg, t);
+        epi.store(smem, &mut acc, tile, n, cwg, t);
+        n += 1;
     }
     if t == 0 {
         epi.finish(cwg);

@@ -1,6 +1,7 @@
 //! What a consumer warpgroup does with its finished accumulators. [`StoreC`] stores them into C
 //! (bf16 through swizzled shared memory and TMA stores, or f32 straight from registers); fused
-//! kernels implement [`Epilogue`] to send, reduce or publish tiles instead.
+//! kernels implement [`Epilogue`] to send, reduce or publish tiles instead, and may give each
+//! consumer warpgroup a helper thread ([`Handoff`]) that does the waiting for them.
 use super::mainloop::Smem;
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
@@ -9,13 +10,26 @@ use crate::tile::*;
 
 /// A finished tile's way out.
 pub trait Epilogue {
-    /// Consumer warpgroup `cwg`'s 128 threads (`t` is this one) write its 64 rows of `tile`, whose
-    /// accumulators are `acc` (the wgmma layout, see `arch::wgmma`; the epilogue may use them as
-    /// scratch: the next tile's first product overwrites them).
+    /// Whether the epilogue has helper threads: then the engine runs [`Epilogue::help`] for every
+    /// tile on one thread per consumer warpgroup in the producer warpgroup (lane 0 of warps 1
+    /// and 2), alongside that warpgroup's [`Epilogue::store`]s.
+    const HELPER: bool = false;
+
+    /// Thread 0 of the CTA, before the engine's first block barrier: set up shared-memory state
+    /// (the helpers' [`Handoff`] barriers).
+    ///
+    /// # Safety
+    /// Called once, by one thread, before any other method.
+    unsafe fn init(&self, _smem: &Smem) {}
+
+    /// Consumer warpgroup `cwg`'s 128 threads (`t` is this one) write its 64 rows of `tile`, the
+    /// warpgroup's `n`-th (0, 1, ...), whose accumulators are `acc` (the wgmma layout, see
+    /// `arch::wgmma`; the epilogue may use them as scratch: the next tile's first product
+    /// overwrites them).
     ///
     /// # Safety
     /// All 128 threads call it together; the output locations the epilogue knows are valid.
-    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, cwg: u32, t: u32);
+    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32);
 
     /// Thread 0 of each consumer warpgroup, after its last tile: let outstanding writes finish.
     ///
@@ -23,6 +37,66 @@ pub trait Epilogue {
     /// Called once, after every `store` of this warpgroup.
     unsafe fn finish(&self, _cwg: u32) {
         bulk_wait_group::<0>();
+    }
+
+    /// With [`Epilogue::HELPER`]: warpgroup `cwg`'s helper thread, for the warpgroup's `n`-th
+    /// tile `tile`, in order.
+    ///
+    /// # Safety
+    /// Called by the helper thread only, once per tile of its warpgroup, in tile order.
+    unsafe fn help(&self, _smem: &Smem, _tile: Tile, _n: u32, _cwg: u32) {}
+
+    /// With [`Epilogue::HELPER`]: the helper thread after its last tile.
+    ///
+    /// # Safety
+    /// Called once, after every `help` of this helper.
+    unsafe fn help_finish(&self, _cwg: u32) {}
+}
+
+/// The handoff between a consumer warpgroup and its epilogue helper thread: three mbarriers of
+/// one arrival each, completing once per tile (phase `n` for the warpgroup's `n`-th tile), so
+/// the consumers never wait out a remote flag, a fence or a copy themselves:
+/// - `ready`: the helper saw the tile's inputs arrive (the consumers may read them);
+/// - `staged`: the consumers wrote and fenced the staging tile (the helper may copy it out);
+/// - `free`: the helper's copies finished reading the staging tile (it may be rewritten).
+///
+/// A side is never more than one phase ahead of the other: the helper arrives `ready` for tile
+/// `n + 1` only after `staged` of tile `n`, and `free` of tile `n` only after its `staged`.
+#[derive(Clone, Copy)]
+pub struct Handoff {
+    base: u32,
+}
+
+impl Handoff {
+    /// Warpgroup `cwg`'s barriers.
+    #[inline(always)]
+    pub const fn of(smem: &Smem, cwg: u32) -> Self {
+        Self { base: smem.base + HANDOFF_OFF + cwg * 24 }
+    }
+    /// The helper saw the inputs.
+    #[inline(always)]
+    pub const fn ready(&self) -> u32 {
+        self.base
+    }
+    /// The staging tile is written.
+    #[inline(always)]
+    pub const fn staged(&self) -> u32 {
+        self.base + 8
+    }
+    /// The staging tile may be rewritten.
+    #[inline(always)]
+    pub const fn free(&self) -> u32 {
+        self.base + 16
+    }
+    /// One thread, before the block barrier that precedes any use.
+    ///
+    /// # Safety
+    /// The barriers are in this CTA's dynamic shared memory and not yet in use.
+    #[inline(always)]
+    pub unsafe fn init(&self) {
+        mbarrier_init(self.ready(), 1);
+        mbarrier_init(self.staged(), 1);
+        mbarrier_init(self.free(), 1);
     }
 }
 
@@ -45,7 +119,7 @@ pub struct StoreC {
 
 impl Epilogue for StoreC {
     #[inline(always)]
-    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, cwg: u32, t: u32) {
+    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, _n: u32, cwg: u32, t: u32) {
         if self.out_f32 {
             store_f32(self.c_f32 as *mut f32, self.m, self.n, acc, tile, cwg, t);
         } else {
@@ -70,6 +144,18 @@ pub unsafe fn stage_bf16(c: u32, acc: &[f32; 128], cwg: u32, t: u32) {
         bulk_wait_group_read::<0>();
     }
     named_barrier_sync(bar_id, 128);
+    write_bf16(c, acc, t);
+    fence_proxy_async_shared();
+    named_barrier_sync(bar_id, 128);
+}
+
+/// The writes of [`stage_bf16`] alone: this thread's accumulators rounded to bf16 into the
+/// staging tile `c`, which the caller made sure is free, and fences and announces afterwards.
+///
+/// # Safety
+/// `c` is a warpgroup's staging tile that no copy still reads.
+#[inline(always)]
+pub unsafe fn write_bf16(c: u32, acc: &[f32; 128], t: u32) {
     let w = t / 32;
     let l = t % 32;
     let row = 16 * w + l / 4;
@@ -83,8 +169,6 @@ pub unsafe fn stage_bf16(c: u32, acc: &[f32; 128], cwg: u32, t: u32) {
         }};
     }
     unroll32!(put);
-    fence_proxy_async_shared();
-    named_barrier_sync(bar_id, 128);
 }
 
 /// Thread 0 of warpgroup `cwg`: TMA-store its staged 64 rows of `tile` through `map` (any map of

@@ -1,18 +1,22 @@
 //! GEMM + ReduceScatter and GEMM + AllReduce in one persistent launch, written from the
 //! framework's pieces (see [`GemmRsParams`] for the data and flag layout):
-//! - the GEMM engine with the [`OwnerTiles`] scheduler (other owners' row blocks first, this
-//!   rank's own last), a gate that maps each owner block's tile rows to rows of A, and the
-//!   [`ReduceEpilogue`];
-//! - the epilogue of a tile owned by another rank rounds it to bf16 and writes it, in the
-//!   accumulators' own layout (thread t's j-th 16 bytes at `(j * 128 + t) * 16`: every store
-//!   instruction of a warp writes 512 contiguous bytes), into the owner's staging slot for this
-//!   source over NVLink, then raises the slot's flag there;
-//! - the epilogue of an own tile waits for every other source's slot, sums the partials in fp32,
-//!   this rank's first and then the others in rank order (every partial rounded to bf16 exactly
-//!   once, so the unfused reference, summing in the same order, gives the same bits), and stores
-//!   the sum into this
-//!   rank's block of the output, and with `all_reduce` into the same block of every local rank's
-//!   output, flagging it there; each rank's consumers finally wait for the blocks of the others.
+//! - the GEMM engine with the [`OwnerTiles`] scheduler (other owners' tiles first, this rank's
+//!   own following `lead` rounds behind), a gate that maps each owner block's tile rows to rows
+//!   of A, and the [`ReduceEpilogue`] with a helper thread per consumer warpgroup
+//!   ([`Handoff`]): the consumers only compute, round and stage; the helpers wait for flags,
+//!   issue the copies, wait for them and raise flags, under the consumers' next mainloop;
+//! - a tile owned by another rank: the consumers round it to bf16 into their staging tile in the
+//!   accumulators' own layout (thread t's j-th 16 bytes at `(j * 128 + t) * 16`: conflict-free,
+//!   one contiguous half tile); the helper carries it with one bulk copy into the owner's staging
+//!   slot for this source over NVLink and, once the copy is done, raises the slot's flag there;
+//! - an own tile: the helper waits for every other source's slot flag (and pulls the slots into
+//!   L2) while the consumers still multiply; the consumers then sum the partials in fp32, this
+//!   rank's first and then the others in rank order (every partial rounded to bf16 exactly once,
+//!   so the unfused reference, summing in the same order, gives the same bits), and stage the
+//!   sum; the helper TMA-stores it into this rank's block of the output, and with `all_reduce`
+//!   into the same block of every local rank's output, then flags it there; each rank's helpers
+//!   finally wait for the blocks of the others. (f32 output: the consumers store from
+//!   registers and flag themselves.)
 //!
 //! Writers wait for the receiver's `ready` flag of the launch first (it entered the launch, so it
 //! is done with the previous launch's slots and output), and the epoch comes from the launch
@@ -21,7 +25,7 @@ use crate::abi::*;
 use crate::arch::*;
 use crate::comm::signal::{launch_epoch, signal};
 use crate::gemm::engine::Operands;
-use crate::gemm::epilogue::{stage_bf16, store_f32, tma_store_tile};
+use crate::gemm::epilogue::{store_f32, tma_store_tile, write_bf16, Handoff};
 use crate::gemm::mainloop::Smem;
 use crate::gemm::*;
 use crate::sched::{div_nz, rem_nz, GaveUp, InputGate, OwnerTiles, Role, Tile};
@@ -98,58 +102,34 @@ impl ReduceEpilogue<'_> {
         }
     }
 
-    /// Thread 0 of the warpgroup waits until local rank `lr` entered this launch; then the whole
-    /// warpgroup (named barrier `bar`) may write into it.
+    /// Wait (one thread) until local rank `lr` entered this launch: it is done with the previous
+    /// launch's slots and output, so they may be written.
     #[inline(always)]
-    unsafe fn wait_ready(&self, lr: u32, t: u32, bar: u32) {
+    unsafe fn wait_ready(&self, lr: u32) {
         let p = self.p;
-        if lr != p.local_rank && t == 0 {
+        if lr != p.local_rank {
             let rank = p.rank - p.local_rank + lr;
             let flag = (p.flags as *const u32).add(GemmRsParams::ready_flag(rank) as usize);
             let _ = self.bound().flag(flag, epoch(), rank);
         }
-        named_barrier_sync(bar, 128);
     }
 
-    /// Send this warpgroup's half of a tile owned by `owner` to the owner's staging slot.
+    /// Raise flag `index` at every other local rank.
     #[inline(always)]
-    unsafe fn send(&self, acc: &[f32; 128], owner: u32, slot: u32, cwg: u32, t: u32) {
+    unsafe fn signal_others(&self, index: u32) {
         let p = self.p;
-        let bar = 1 + cwg;
-        let lr = owner - (p.rank - p.local_rank);
-        self.wait_ready(lr, t, bar);
-        let dst = (peer(&self.table().staging, lr) + p.slot_offset(p.rank, slot, cwg)) as *mut [u32; 4];
-        // Unrolled: the accumulators must stay in registers (a run-time index would put them in
-        // local memory and serialise the wgmma pipeline).
-        macro_rules! put {
-            ($j:expr) => {
-                st_global_v4_u32(dst.add($j * 128 + t as usize), chunk_bf16(acc, $j));
-            };
-        }
-        unroll16!(put);
-        // Every thread's stores, then one release for all of them.
-        fence_acq_rel_sys();
-        named_barrier_sync(bar, 128);
-        if t == 0 {
-            signal((peer(&self.table().flags, lr) as *mut u32).add(p.part_flag(p.rank, slot, cwg) as usize), epoch());
+        for i in 1..p.local_world {
+            let lr = rem_nz(p.local_rank + i, p.local_world);
+            signal((peer(&self.table().flags, lr) as *mut u32).add(index as usize), epoch());
         }
     }
 
     /// Sum every source's partial of this warpgroup's half of my tile `slot` into `acc`: this
     /// rank's first, then the others in rank order, each partial rounded to bf16, sums in fp32.
+    /// The partials are in (the helper saw their flags).
     #[inline(always)]
-    unsafe fn gather_sum(&self, acc: &mut [f32; 128], slot: u32, cwg: u32, t: u32) {
+    unsafe fn sum_partials(&self, acc: &mut [f32; 128], slot: u32, cwg: u32, t: u32) {
         let p = self.p;
-        let bar = 1 + cwg;
-        if t == 0 {
-            for s in 0..p.world {
-                if s != p.rank {
-                    let flag = (p.flags as *const u32).add(p.part_flag(s, slot, cwg) as usize);
-                    let _ = self.bound().flag(flag, epoch(), slot);
-                }
-            }
-        }
-        named_barrier_sync(bar, 128);
         // This rank's partial first, rounded like every other, then the others in rank order,
         // accumulated in place (a second 128-value array would not fit in registers).
         macro_rules! round {
@@ -204,70 +184,150 @@ impl ReduceEpilogue<'_> {
             i += 128;
         }
     }
-}
 
-impl Epilogue for ReduceEpilogue<'_> {
+    /// f32 output of my tile: from registers into my block, and with `all_reduce` copied into
+    /// every other local rank's block and flagged there, all by the consumers.
     #[inline(always)]
-    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, cwg: u32, t: u32) {
+    unsafe fn store_own_f32(&self, sum: &[f32; 128], block_tile: Tile, slot: u32, cwg: u32, t: u32) {
         let p = self.p;
-        let o = self.tiles.locate(tile.m, tile.n);
-        if o.owner != p.rank {
-            self.send(acc, o.owner, o.slot, cwg, t);
-            return;
-        }
-        self.gather_sum(acc, o.slot, cwg, t);
-        let sum = &*acc;
-        let block_tile = Tile { index: tile.index, m: o.tm, n: o.tn };
-        let g = &p.gemm;
         let bar = 1 + cwg;
-        // My own output block first.
-        if g.out_f32 != 0 {
-            store_f32(peer(&self.table().out, p.local_rank) as *mut f32, p.rows, g.n, sum, block_tile, cwg, t);
-        } else {
-            stage_bf16(smem.c(cwg), sum, cwg, t);
-            if t == 0 {
-                tma_store_tile(p.out_maps + 128 * p.local_rank as u64, smem.c(cwg), p.rows, g.n, block_tile, cwg);
-            }
-        }
+        store_f32(peer(&self.table().out, p.local_rank) as *mut f32, p.rows, p.gemm.n, sum, block_tile, cwg, t);
         if p.all_reduce == 0 {
             return;
         }
-        // All-reduce: the same block of every other local rank's output, then its flag there.
-        if g.out_f32 != 0 {
-            fence_acq_rel_cta();
-        }
+        fence_acq_rel_cta();
         for i in 1..p.local_world {
             let lr = rem_nz(p.local_rank + i, p.local_world);
-            self.wait_ready(lr, t, bar);
-            if g.out_f32 != 0 {
-                self.copy_f32_rows(lr, block_tile, cwg, t);
-            } else if t == 0 {
-                tma_store_tile(p.out_maps + 128 * lr as u64, smem.c(cwg), p.rows, g.n, block_tile, cwg);
+            // Every thread writes: all wait for the receiver's readiness.
+            if t == 0 {
+                self.wait_ready(lr);
             }
+            named_barrier_sync(bar, 128);
+            self.copy_f32_rows(lr, block_tile, cwg, t);
         }
-        if g.out_f32 != 0 {
-            fence_acq_rel_sys();
+        // Every thread's stores, then one release for all of them.
+        fence_acq_rel_sys();
+        named_barrier_sync(bar, 128);
+        if t == 0 {
+            self.signal_others(p.done_flag(p.rank, slot, cwg));
+        }
+    }
+}
+
+impl Epilogue for ReduceEpilogue<'_> {
+    const HELPER: bool = true;
+
+    #[inline(always)]
+    unsafe fn init(&self, smem: &Smem) {
+        Handoff::of(smem, 0).init();
+        Handoff::of(smem, 1).init();
+    }
+
+    #[inline(always)]
+    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32) {
+        let p = self.p;
+        let h = Handoff::of(smem, cwg);
+        let bar = 1 + cwg;
+        let c = smem.c(cwg);
+        let o = self.tiles.locate(tile.m, tile.n);
+        let own = o.owner == p.rank;
+        // A failed wait already reported (the launch fails); going on keeps every thread moving.
+        if own {
+            if t == 0 {
+                let _ = self.bound().mbarrier(h.ready(), n & 1, tile.index, WAIT_MBAR_HANDOFF);
+            }
+            named_barrier_sync(bar, 128);
+            self.sum_partials(acc, o.slot, cwg, t);
+        }
+        if own && p.gemm.out_f32 != 0 {
+            let block_tile = Tile { index: tile.index, m: o.tm, n: o.tn };
+            self.store_own_f32(acc, block_tile, o.slot, cwg, t);
+        } else {
+            // The staging tile is free once the helper's copies of the previous tile read it.
+            if t == 0 && n > 0 {
+                let _ = self.bound().mbarrier(h.free(), (n - 1) & 1, tile.index, WAIT_MBAR_HANDOFF);
+            }
+            named_barrier_sync(bar, 128);
+            if own {
+                write_bf16(c, acc, t);
+            } else {
+                // Unrolled: the accumulators must stay in registers (a run-time index would put
+                // them in local memory and serialise the wgmma pipeline).
+                macro_rules! put {
+                    ($j:expr) => {
+                        st_shared_v4_u32(c + (($j * 128 + t) * 16), chunk_bf16(acc, $j));
+                    };
+                }
+                unroll16!(put);
+            }
+            fence_proxy_async_shared();
             named_barrier_sync(bar, 128);
         }
         if t == 0 {
-            bulk_wait_group::<0>();
-            for i in 1..p.local_world {
-                let lr = rem_nz(p.local_rank + i, p.local_world);
-                let flag = (peer(&self.table().flags, lr) as *mut u32).add(p.done_flag(p.rank, o.slot, cwg) as usize);
-                signal(flag, epoch());
-            }
+            mbarrier_arrive(h.staged());
         }
     }
 
     #[inline(always)]
-    unsafe fn finish(&self, cwg: u32) {
+    unsafe fn finish(&self, _cwg: u32) {}
+
+    #[inline(always)]
+    unsafe fn help(&self, smem: &Smem, tile: Tile, n: u32, cwg: u32) {
+        let p = self.p;
+        let h = Handoff::of(smem, cwg);
+        let c = smem.c(cwg);
+        let o = self.tiles.locate(tile.m, tile.n);
+        let own = o.owner == p.rank;
+        if own {
+            for s in 0..p.world {
+                if s != p.rank {
+                    let flag = (p.flags as *const u32).add(p.part_flag(s, o.slot, cwg) as usize);
+                    let _ = self.bound().flag(flag, epoch(), o.slot);
+                    bulk_prefetch_l2(p.staging + p.slot_offset(s, o.slot, cwg), HALF_TILE_BYTES);
+                }
+            }
+        }
+        mbarrier_arrive(h.ready());
+        let _ = self.bound().mbarrier(h.staged(), n & 1, tile.index, WAIT_MBAR_HANDOFF);
+        if !own {
+            let lr = o.owner - (p.rank - p.local_rank);
+            self.wait_ready(lr);
+            bulk_store(peer(&self.table().staging, lr) + p.slot_offset(p.rank, o.slot, cwg), c, HALF_TILE_BYTES);
+            bulk_commit_group();
+            bulk_wait_group_read::<0>();
+            mbarrier_arrive(h.free());
+            bulk_wait_group::<0>();
+            signal((peer(&self.table().flags, lr) as *mut u32).add(p.part_flag(p.rank, o.slot, cwg) as usize), epoch());
+        } else if p.gemm.out_f32 == 0 {
+            let block_tile = Tile { index: tile.index, m: o.tm, n: o.tn };
+            tma_store_tile(p.out_maps + 128 * p.local_rank as u64, c, p.rows, p.gemm.n, block_tile, cwg);
+            if p.all_reduce != 0 {
+                for i in 1..p.local_world {
+                    let lr = rem_nz(p.local_rank + i, p.local_world);
+                    self.wait_ready(lr);
+                    tma_store_tile(p.out_maps + 128 * lr as u64, c, p.rows, p.gemm.n, block_tile, cwg);
+                }
+            }
+            bulk_wait_group_read::<0>();
+            mbarrier_arrive(h.free());
+            if p.all_reduce != 0 {
+                bulk_wait_group::<0>();
+                self.signal_others(p.done_flag(p.rank, o.slot, cwg));
+            }
+        } else {
+            mbarrier_arrive(h.free());
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn help_finish(&self, cwg: u32) {
         bulk_wait_group::<0>();
         let p = self.p;
         if p.all_reduce == 0 {
             return;
         }
         // All-reduce: the other owners' blocks of my output must be in before the launch ends;
-        // each consumer warpgroup of the grid waits for its share of them.
+        // each helper of the grid waits for its share of them.
         let waiters = 2 * p.gemm.roles.compute;
         let me = 2 * block_idx_x_here() + cwg;
         let per = self.tiles.per_owner();
@@ -307,7 +367,7 @@ unsafe fn gemm_rs<const TRANS_B: u32>(p: &GemmRsParams) {
         return;
     }
     let g = &p.gemm;
-    let tiles = OwnerTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, p.rank);
+    let tiles = OwnerTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, p.rank, p.lead);
     let ops = Operands { a_map: g.a_map, b_map: g.b_map, k: g.k };
     let bound = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: p.rank, role: Role::Compute as u32 };
     let gate = OwnerRows { p, tiles };
