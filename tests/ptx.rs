@@ -64,6 +64,28 @@ fn sass_of(kernel: &str) -> String {
     rest[..rest.find("Function : ").unwrap_or(rest.len())].to_string()
 }
 
+/// SASS `/*addr*/` of a line, if it has one.
+fn sass_addr(line: &str) -> Option<u64> {
+    let rest = line.trim_start().strip_prefix("/*")?;
+    u64::from_str_radix(&rest[..rest.find("*/")?], 16).ok()
+}
+
+/// In `sass`, which starts at the first instruction of a loop body, the end of the line that
+/// branches back to at or before that instruction (the loop's back edge).
+fn loop_back_edge(sass: &str) -> Option<usize> {
+    let start = sass_addr(sass.lines().next()?)?;
+    let mut end = 0;
+    for line in sass.split_inclusive('\n') {
+        end += line.len();
+        let (Some(addr), Some(target)) = (sass_addr(line), line.split(" BRA 0x").nth(1)) else { continue };
+        let target = u64::from_str_radix(target.split(|c: char| !c.is_ascii_hexdigit()).next()?, 16).ok()?;
+        if target <= start && target < addr {
+            return Some(end);
+        }
+    }
+    None
+}
+
 /// ptxas -v lines about one entry function.
 fn ptxas_report(kernel: &str) -> String {
     let log = &assembled().log;
@@ -177,13 +199,13 @@ fn comm_kernels_copy_with_tma_bulk_copies_and_no_multicast() {
 #[test]
 fn reduce_scatter_kernels_keep_the_mainloop_clean() {
     // The fused reduce-scatter epilogue holds more (the sum over sources) than the others: a few
-    // values set up before the tile loop may spill, but the wgmma mainloop must not touch local
-    // memory nor be serialised.
+    // values set up before the tile loop may spill, but the wgmma k-loop (first wgmma to its back
+    // edge) must not touch local memory nor be serialised.
     for k in [kernels::GEMM_RS_KN.name, kernels::GEMM_RS_NK.name] {
         let sass = sass_of(k);
-        let first = sass.find("HGMMA.64x256x16.F32.BF16").unwrap_or_else(|| panic!("{k} has no HGMMA"));
-        let drain = first + sass[first..].find("WARPGROUP.DEPBAR.LE gsb0, 0x0").expect("no wgmma drain");
-        let mainloop = &sass[first..drain];
+        let hgmma = sass.find("HGMMA.64x256x16.F32.BF16").unwrap_or_else(|| panic!("{k} has no HGMMA"));
+        let first = sass[..hgmma].rfind('\n').map_or(0, |i| i + 1);
+        let mainloop = &sass[first..first + loop_back_edge(&sass[first..]).unwrap_or_else(|| panic!("{k}: no k-loop"))];
         assert!(!mainloop.contains("LDL") && !mainloop.contains("STL"), "{k}: local memory inside the mainloop");
         let report = ptxas_report(k);
         let spilled: u32 = report

@@ -509,7 +509,8 @@ abi_struct! {
     pub struct GemmRsParams [168] {
         /// This rank's partial GEMM `A_r @ B_r` (`k` = K/W; compute CTAs only).
         pub gemm: GemmParams,
-        /// My staging slots: `[world][tiles per owner][2 halves]` of [`HALF_TILE_BYTES`].
+        /// My staging: the inbox `[source][tiles per owner][2 halves]` of [`HALF_TILE_BYTES`],
+        /// then (when owners pull) the outbox `[owner][tiles per owner][2 halves]`.
         pub staging: u64,
         /// My flags.
         pub flags: u64,
@@ -580,9 +581,23 @@ impl GemmRsParams {
     pub fn done_flag(&self, q: u32, slot: u32, half: u32) -> u32 {
         (self.world + 2 * self.world * self.tiles() + (q * self.tiles() + slot) * 2 + half) * FLAG_STRIDE
     }
-    /// Byte offset of source s's slot for my tile `slot`, half `half`, in `staging`.
+    /// Byte offset of source s's slot for my tile `slot`, half `half`, in `staging` (the inbox).
     pub fn slot_offset(&self, s: u32, slot: u32, half: u32) -> u64 {
         ((s * self.tiles() + slot) * 2 + half) as u64 * HALF_TILE_BYTES as u64
+    }
+    /// Whether owners pull the partials (reduce-scatter) rather than sources pushing them
+    /// (all-reduce): see `kernels::gemm_rs`.
+    pub const fn pulls(&self) -> bool {
+        self.all_reduce == 0
+    }
+    /// Byte offset in `staging`, after the inbox, of my partial of owner q's tile `slot`, half
+    /// `half`, waiting for q to pull it (when [`Self::pulls`]).
+    pub fn outbox_offset(&self, q: u32, slot: u32, half: u32) -> u64 {
+        self.slot_offset(self.world + q, slot, half)
+    }
+    /// Bytes of `staging`: the inbox, and the outbox when owners pull.
+    pub const fn staging_bytes(world: u32, per_owner: u32, pulls: bool) -> u64 {
+        (if pulls { 2 } else { 1 }) * (world * per_owner * 2) as u64 * HALF_TILE_BYTES as u64
     }
 }
 

@@ -53,11 +53,11 @@ pub mod kernels_info {
         /// A few bytes after the barriers for a fused kernel's per-launch values (its epoch), written
         /// by thread 0 before the engine's first block barrier.
         pub const SCRATCH_OFF: u32 = BAR_OFF + 2 * STAGES * 8;
-        /// The epilogue handoff barriers (`gemm::epilogue::Handoff`): three per consumer
+        /// The epilogue handoff barriers (`gemm::epilogue::Handoff`): four per consumer
         /// warpgroup.
         pub(crate) const HANDOFF_OFF: u32 = SCRATCH_OFF + 16;
         /// Dynamic shared memory the kernel needs.
-        pub const SMEM_BYTES: u32 = HANDOFF_OFF + 2 * 3 * 8;
+        pub const SMEM_BYTES: u32 = HANDOFF_OFF + 2 * 4 * 8;
         const _: () = assert!(SMEM_BYTES <= 227 * 1024);
     }
 

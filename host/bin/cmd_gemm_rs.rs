@@ -160,7 +160,7 @@ pub fn bench(
     json: Option<&FsPath>,
 ) -> anyhow::Result<()> {
     let elements = |_: &World| shapes.iter().map(GemmShape::operand_elements).collect();
-    let heap = |_: &World| shapes.iter().map(|s| 4 * s.m * s.n * 2).max().unwrap_or(0) + (64 << 20);
+    let heap = |_: &World| shapes.iter().map(|s| 8 * s.m * s.n * 2).max().unwrap_or(0) + (64 << 20);
     let Some((world, gpu, comm)) = bench_rank(ranks, "--shapes", elements, heap)? else { return Ok(()) };
     let w = world.world_size as usize;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };

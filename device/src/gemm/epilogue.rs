@@ -71,7 +71,7 @@ impl Handoff {
     /// Warpgroup `cwg`'s barriers.
     #[inline(always)]
     pub const fn of(smem: &Smem, cwg: u32) -> Self {
-        Self { base: smem.base + HANDOFF_OFF + cwg * 24 }
+        Self { base: smem.base + HANDOFF_OFF + cwg * 32 }
     }
     /// The helper saw the inputs.
     #[inline(always)]
@@ -88,6 +88,11 @@ impl Handoff {
     pub const fn free(&self) -> u32 {
         self.base + 16
     }
+    /// The helper's own loads into the staging tile landed (its transaction barrier).
+    #[inline(always)]
+    pub const fn loaded(&self) -> u32 {
+        self.base + 24
+    }
     /// One thread, before the block barrier that precedes any use.
     ///
     /// # Safety
@@ -97,6 +102,7 @@ impl Handoff {
         mbarrier_init(self.ready(), 1);
         mbarrier_init(self.staged(), 1);
         mbarrier_init(self.free(), 1);
+        mbarrier_init(self.loaded(), 1);
     }
 }
 

@@ -4,19 +4,23 @@
 //!   own following `lead` rounds behind), a gate that maps each owner block's tile rows to rows
 //!   of A, and the [`ReduceEpilogue`] with a helper thread per consumer warpgroup
 //!   ([`Handoff`]): the consumers only compute, round and stage; the helpers wait for flags,
-//!   issue the copies, wait for them and raise flags, under the consumers' next mainloop;
+//!   move the data, wait for the copies and raise flags, under the consumers' next mainloop;
 //! - a tile owned by another rank: the consumers round it to bf16 into their staging tile in the
 //!   accumulators' own layout (thread t's j-th 16 bytes at `(j * 128 + t) * 16`: conflict-free,
-//!   one contiguous half tile); the helper carries it with one bulk copy into the owner's staging
-//!   slot for this source over NVLink and, once the copy is done, raises the slot's flag there;
-//! - an own tile: the helper waits for every other source's slot flag (and pulls the slots into
-//!   L2) while the consumers still multiply; the consumers then sum the partials in fp32, this
-//!   rank's first and then the others in rank order (every partial rounded to bf16 exactly once,
-//!   so the unfused reference, summing in the same order, gives the same bits), and stage the
-//!   sum; the helper TMA-stores it into this rank's block of the output, and with `all_reduce`
-//!   into the same block of every local rank's output, then flags it there; each rank's helpers
-//!   finally wait for the blocks of the others. (f32 output: the consumers store from
-//!   registers and flag themselves.)
+//!   one contiguous half tile). Reduce-scatter: the helper bulk-copies it into this rank's own
+//!   outbox and flags the owner, who pulls it over NVLink. All-reduce: the helper pushes it into
+//!   the owner's inbox slot for this source over NVLink, then flags it. (Measured on 2 x H200:
+//!   NVLink writes from a GEMM's SMs slow the GEMM by 4-11%, reads of the same bytes by half as
+//!   much; the all-reduce pushes because pulling would crowd both of its phases' traffic into
+//!   the second half of the launch.)
+//! - an own tile: while the consumers still multiply, the helper waits for every other source's
+//!   flag and pulls the partials into the inbox (or, pushed, pulls them into L2); the consumers
+//!   then sum the partials in fp32, this rank's first and then the others in rank order (every
+//!   partial rounded to bf16 exactly once, so the unfused reference, summing in the same order,
+//!   gives the same bits), and stage the sum; the helper TMA-stores it into this rank's block of
+//!   the output, and with `all_reduce` into the same block of every local rank's output, then
+//!   flags it there; each rank's helpers finally wait for the blocks of the others. (f32
+//!   output: the consumers store from registers and flag themselves.)
 //!
 //! Writers wait for the receiver's `ready` flag of the launch first (it entered the launch, so it
 //! is done with the previous launch's slots and output), and the epoch comes from the launch
@@ -185,6 +189,34 @@ impl ReduceEpilogue<'_> {
         }
     }
 
+    /// Pull (helper thread) every other source's partial of this warpgroup's half of my tile
+    /// `slot` from that source's outbox over NVLink into my inbox slot for it, through the
+    /// staging tile `c` (the previous tile's copies are done with it, and the consumers rewrite
+    /// it only after the helper's next `free`), once the source's flag says it is there.
+    #[inline(always)]
+    unsafe fn pull_partials(&self, h: Handoff, c: u32, slot: u32, n: u32, cwg: u32, tile: u32) {
+        let p = self.p;
+        let mut k = 0u32;
+        for s in 0..p.world {
+            if s == p.rank {
+                continue;
+            }
+            let flag = (p.flags as *const u32).add(p.part_flag(s, slot, cwg) as usize);
+            let _ = self.bound().flag(flag, epoch(), slot);
+            let src = peer(&self.table().staging, s - (p.rank - p.local_rank)) + p.outbox_offset(p.rank, slot, cwg);
+            mbarrier_arrive_expect_tx(h.loaded(), HALF_TILE_BYTES);
+            bulk_load(c, src, HALF_TILE_BYTES, h.loaded());
+            let _ = self.bound().mbarrier(h.loaded(), (n * (p.world - 1) + k) & 1, tile, WAIT_MBAR_HANDOFF);
+            bulk_store(p.staging + p.slot_offset(s, slot, cwg), c, HALF_TILE_BYTES);
+            bulk_commit_group();
+            bulk_wait_group_read::<0>();
+            k += 1;
+        }
+        // Written through the async proxy, read by the consumers' ordinary loads.
+        bulk_wait_group::<0>();
+        fence_proxy_async_global();
+    }
+
     /// f32 output of my tile: from registers into my block, and with `all_reduce` copied into
     /// every other local rank's block and flagged there, all by the consumers.
     #[inline(always)]
@@ -278,24 +310,43 @@ impl Epilogue for ReduceEpilogue<'_> {
         let c = smem.c(cwg);
         let o = self.tiles.locate(tile.m, tile.n);
         let own = o.owner == p.rank;
+        let pull = p.pulls();
         if own {
-            for s in 0..p.world {
-                if s != p.rank {
-                    let flag = (p.flags as *const u32).add(p.part_flag(s, o.slot, cwg) as usize);
-                    let _ = self.bound().flag(flag, epoch(), o.slot);
-                    bulk_prefetch_l2(p.staging + p.slot_offset(s, o.slot, cwg), HALF_TILE_BYTES);
+            if pull {
+                self.pull_partials(h, c, o.slot, n, cwg, tile.index);
+            } else {
+                for s in 0..p.world {
+                    if s != p.rank {
+                        let flag = (p.flags as *const u32).add(p.part_flag(s, o.slot, cwg) as usize);
+                        let _ = self.bound().flag(flag, epoch(), o.slot);
+                        bulk_prefetch_l2(p.staging + p.slot_offset(s, o.slot, cwg), HALF_TILE_BYTES);
+                    }
                 }
             }
+        } else if pull {
+            // Keep the load barrier's phases in step: one per other source per tile.
+            for _ in 1..p.world {
+                mbarrier_arrive(h.loaded());
+            }
+        }
+        // The previous tile's copies, and this tile's pulls through it, are done with the staging
+        // tile.
+        if n > 0 {
+            mbarrier_arrive(h.free());
         }
         mbarrier_arrive(h.ready());
         let _ = self.bound().mbarrier(h.staged(), n & 1, tile.index, WAIT_MBAR_HANDOFF);
         if !own {
             let lr = o.owner - (p.rank - p.local_rank);
+            // The owner entered this launch: it is done with the previous launch's slots.
             self.wait_ready(lr);
-            bulk_store(peer(&self.table().staging, lr) + p.slot_offset(p.rank, o.slot, cwg), c, HALF_TILE_BYTES);
+            let dst = if pull {
+                p.staging + p.outbox_offset(o.owner, o.slot, cwg)
+            } else {
+                peer(&self.table().staging, lr) + p.slot_offset(p.rank, o.slot, cwg)
+            };
+            bulk_store(dst, c, HALF_TILE_BYTES);
             bulk_commit_group();
-            bulk_wait_group_read::<0>();
-            mbarrier_arrive(h.free());
             bulk_wait_group::<0>();
             signal((peer(&self.table().flags, lr) as *mut u32).add(p.part_flag(p.rank, o.slot, cwg) as usize), epoch());
         } else if p.gemm.out_f32 == 0 {
@@ -307,15 +358,11 @@ impl Epilogue for ReduceEpilogue<'_> {
                     self.wait_ready(lr);
                     tma_store_tile(p.out_maps + 128 * lr as u64, c, p.rows, p.gemm.n, block_tile, cwg);
                 }
-            }
-            bulk_wait_group_read::<0>();
-            mbarrier_arrive(h.free());
-            if p.all_reduce != 0 {
                 bulk_wait_group::<0>();
                 self.signal_others(p.done_flag(p.rank, o.slot, cwg));
+            } else {
+                bulk_wait_group_read::<0>();
             }
-        } else {
-            mbarrier_arrive(h.free());
         }
     }
 
