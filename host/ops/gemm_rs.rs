@@ -4,10 +4,13 @@
 //! every rank.
 //!
 //! The fused path is ONE persistent launch (`device/src/kernels/gemm_rs.rs`): each rank computes
-//! the tiles of the other ranks' row blocks first and writes each, rounded to bf16, straight into
-//! its owner's staging slot over NVLink as soon as its epilogue has it; the owner computes its own
-//! block last and adds what arrived. The unfused path (our GEMM into a partial buffer, then a
-//! pull-and-sum kernel) is the reference: the same sums in the same order, the same bits.
+//! the tiles of the other ranks' row blocks first and hands each, rounded to bf16, to its owner as
+//! soon as its epilogue has it (reduce-scatter: the owner pulls it from this rank's outbox over
+//! NVLink; all-reduce: it is pushed into the owner's inbox); the owner computes its own block
+//! last and adds what arrived. Helper threads in the producer warpgroup do all the waiting and
+//! copying, so the tensor cores never wait on NVLink. The unfused path (our GEMM into a partial
+//! buffer, then a pull-and-sum kernel) is the reference: the same sums in the same order, the
+//! same bits.
 //!
 //! **Precision contract.** Products accumulate in fp32; each rank's partial is rounded to bf16
 //! once; the partials are added in fp32 (the owner's first, then the others in rank order) and the
