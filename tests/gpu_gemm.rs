@@ -1,8 +1,9 @@
 //! GEMM correctness on the GPU against an f64 host reference of the same bf16 inputs: one tile,
-//! ragged shapes, both B layouts, bf16 and f32 output, and 8192^3 on sampled rows. Random data,
-//! poisoned outputs (a NaN left anywhere fails).
+//! ragged shapes, both B layouts, bf16 and f32 output, and 8192^3 on sampled rows; split-K at the
+//! small shapes it serves and at its boundaries (k-blocks not a multiple of the split, more units
+//! than CTAs, one k-block per unit). Random data, poisoned outputs (a NaN left anywhere fails).
 use half::bf16;
-use mkernel::gemm::{reference_row, BLayout, Gemm, GemmOptions, GemmShape, Output};
+use mkernel::gemm::{default_split_k, reference_row, BLayout, Gemm, GemmOptions, GemmShape, Output};
 use mkernel::testing::{gpu_or_skip, max_scaled_err, rel_err, Rng, POISON_BYTE};
 use mkernel::Gpu;
 
@@ -15,7 +16,7 @@ fn rows_to_check(m: usize, rng: &mut Rng, limit: usize) -> Vec<usize> {
         return (0..m).collect();
     }
     // First and last rows of the matrix and of a tile edge, plus random ones.
-    let mut rows = vec![0, m - 1, 127.min(m - 1), 128.min(m - 1), (m / 128) * 128 - 1];
+    let mut rows = vec![0, m - 1, 127.min(m - 1), 128.min(m - 1), ((m / 128) * 128).max(1) - 1];
     while rows.len() < limit {
         rows.push(rng.next_u64() as usize % m);
     }
@@ -134,4 +135,71 @@ fn repeated_launches_are_deterministic() {
     c.fill_bytes(POISON_BYTE).unwrap();
     g.run(&gpu).unwrap();
     assert!(first == c.to_vec().unwrap(), "a later launch produced different bits: a race");
+}
+
+#[test]
+fn split_k_small_and_skinny_shapes() {
+    let Some(gpu) = gpu_or_skip("split_k_small_and_skinny_shapes") else { return };
+    let mut rng = Rng::fresh("split_k_small_and_skinny_shapes");
+    // The default split of the decode-like shapes (4 units per tile at N = 8192, 8 at N = 4096).
+    for &(m, n, k) in &[(1, 8192, 8192), (16, 8192, 8192), (64, 4096, 14336), (200, 8192, 1032)] {
+        let shape = GemmShape { m, n, k };
+        let opts = GemmOptions::default();
+        let split = default_split_k(shape, gpu.info().sm_count);
+        assert!(split > 1, "{m}x{n}x{k}: expected split-K by default, got {split}");
+        for layout in [BLayout::NK, BLayout::KN] {
+            check(&gpu, &mut rng, shape, layout, false, 6, opts);
+        }
+    }
+    // Forced splits at ragged shapes: k-blocks not a multiple of the split (16 / 5, 65 / 3), one
+    // k-block per unit (2 / 2), more units than CTAs (56 tiles x 3 over 7 CTAs), f32 output.
+    let cases = [
+        ((300, 520, 1000), 5, None, false),
+        ((1000, 1544, 4104), 3, Some(7), false),
+        ((129, 264, 72), 2, None, true),
+        ((77, 4096, 512), 8, None, true),
+    ];
+    for ((m, n, k), split, ctas, f32_out) in cases {
+        let opts = GemmOptions { split_k: Some(split), ctas, ..Default::default() };
+        for layout in [BLayout::NK, BLayout::KN] {
+            check(&gpu, &mut rng, GemmShape { m, n, k }, layout, f32_out, 24, opts);
+        }
+    }
+}
+
+#[test]
+fn split_k_is_deterministic_and_checked() {
+    let Some(gpu) = gpu_or_skip("split_k_is_deterministic_and_checked") else { return };
+    let mut rng = Rng::fresh("split_k_is_deterministic_and_checked");
+    let shape = GemmShape { m: 64, n: 8192, k: 4096 };
+    let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k)).unwrap();
+    let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n)).unwrap();
+    let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
+    let opts = GemmOptions { split_k: Some(4), ..Default::default() };
+    let g = Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), opts).unwrap();
+    assert_eq!(g.splits(), 4);
+    g.run(&gpu).unwrap();
+    let first = c.to_vec().unwrap();
+    // Back to back, no host synchronisation: the arrival counters reset themselves, and the sum
+    // runs in split order whichever unit finishes last.
+    for _ in 0..50 {
+        g.launch(&gpu).unwrap();
+    }
+    c.fill_bytes(POISON_BYTE).unwrap();
+    g.run(&gpu).unwrap();
+    assert!(first == c.to_vec().unwrap(), "a later split-K launch produced different bits");
+    // Splits the k-blocks cannot take are refused before anything launches.
+    for bad in [0, 65, 33] {
+        let e = Gemm::new(
+            &gpu,
+            shape,
+            BLayout::NK,
+            &a,
+            &b,
+            Output::Bf16(&c),
+            GemmOptions { split_k: Some(bad), ..Default::default() },
+        );
+        let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.contains("split_k"), "split_k = {bad}: {msg}");
+    }
 }

@@ -197,11 +197,18 @@ fn comm_kernels_copy_with_tma_bulk_copies_and_no_multicast() {
 }
 
 #[test]
-fn reduce_scatter_kernels_keep_the_mainloop_clean() {
-    // The fused reduce-scatter epilogue holds more (the sum over sources) than the others: a few
-    // values set up before the tile loop may spill, but the wgmma k-loop (first wgmma to its back
-    // edge) must not touch local memory nor be serialised.
-    for k in [kernels::GEMM_RS_KN.name, kernels::GEMM_RS_NK.name] {
+fn summing_epilogues_keep_the_mainloop_clean() {
+    // The fused reduce-scatter epilogue (the sum over sources) and the split-K one (the sum over
+    // splits) hold more than the others: a few values set up before the tile loop may spill, but
+    // the wgmma k-loop (first wgmma to its back edge) must not touch local memory nor be
+    // serialised.
+    let kernels = [
+        kernels::GEMM_RS_KN.name,
+        kernels::GEMM_RS_NK.name,
+        kernels::GEMM_SPLITK_KN.name,
+        kernels::GEMM_SPLITK_NK.name,
+    ];
+    for k in kernels {
         let sass = sass_of(k);
         let hgmma = sass.find("HGMMA.64x256x16.F32.BF16").unwrap_or_else(|| panic!("{k} has no HGMMA"));
         let first = sass[..hgmma].rfind('\n').map_or(0, |i| i + 1);

@@ -224,6 +224,31 @@ abi_struct! {
     }
 }
 
+abi_struct! {
+    /// The split-K GEMM: `gemm` as for the plain GEMM, its tiles' k-blocks cut into `splits`
+    /// units ([`crate::sched::SplitK`]). Each unit stores its f32 partial (one warpgroup's half
+    /// tile, [`SPLIT_HALF_BYTES`], in the accumulators' own layout) into
+    /// `workspace[half][split]`, `half` = 2 x tile + warpgroup, then counts itself in
+    /// `counters[half]`; the last of the `splits` sums the partials in split order (so the result
+    /// does not depend on which finished last), stores the tile and sets the counter back to 0
+    /// for the next launch. A warpgroup whose rows all lie past M writes and counts nothing.
+    pub struct SplitKParams [120] {
+        /// The GEMM (tensor maps, shape, output).
+        pub gemm: GemmParams,
+        /// Device f32 scratch: `2 x tiles x splits` half tiles.
+        pub workspace: u64,
+        /// Device `u32` per half tile, zero before the first launch.
+        pub counters: u64,
+        /// Units per output tile (2 or more).
+        pub splits: u32,
+        /// Zero.
+        pub _pad: u32,
+    }
+}
+
+/// Bytes of one warpgroup's f32 partial of a tile (64 x 256 f32) in a split-K workspace.
+pub const SPLIT_HALF_BYTES: u32 = 64 * 256 * 4;
+
 /// FIFO command opcodes (`FifoCmd::header` bits 0..8; 0 marks an empty slot).
 pub const OP_WRITE: u64 = 1;
 /// Raise a flag on a remote rank (no data).

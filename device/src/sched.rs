@@ -78,10 +78,16 @@ pub struct Tile {
 
 /// The order of a GEMM's output tiles.
 pub trait TileScheduler {
-    /// Number of tiles.
+    /// Number of tiles (work units: with split-K, several per output tile).
     fn count(&self) -> u32;
     /// The `index`-th tile (`index < count()`).
     fn tile(&self, index: u32) -> Tile;
+    /// The k-blocks `kb0..kb1` of the `index`-th unit, of `k_blocks` in all: every one by
+    /// default.
+    #[inline(always)]
+    fn k_range(&self, _index: u32, k_blocks: u32) -> (u32, u32) {
+        (0, k_blocks)
+    }
 }
 
 /// A bounded wait gave up (it already reported who waited for what).
@@ -288,6 +294,49 @@ impl TileScheduler for OwnerTiles {
         let grid = TileGrid { m_tiles: self.m_tiles, n_tiles: self.n_tiles, group_m: self.group_m };
         let (tm, tn) = grid.coords(local);
         Tile { index, m: owner * self.m_tiles + tm, n: tn }
+    }
+}
+
+/// Split-K over a grouped raster: each output tile's k-blocks are cut into `splits` contiguous
+/// ranges, one work unit each. Unit `u` is split `u % splits` of the `u / splits`-th tile in
+/// grouped order, so the units of one tile run side by side in the same wave and the last of them
+/// to finish, which sums them (`gemm::epilogue::SplitKStore`), waits little.
+#[derive(Clone, Copy, Debug)]
+pub struct SplitK {
+    /// The output tiles.
+    pub grid: TileGrid,
+    /// Units per output tile (at least 1, at most the k-blocks).
+    pub splits: u32,
+}
+
+impl SplitK {
+    /// (output tile in grouped order, split) of unit `index`.
+    #[inline(always)]
+    pub const fn unit(&self, index: u32) -> (u32, u32) {
+        (div_nz(index, self.splits), rem_nz(index, self.splits))
+    }
+
+    /// The k-blocks of split `s` of `k_blocks`: as even as integers allow, never empty when
+    /// `splits <= k_blocks`.
+    #[inline(always)]
+    pub const fn split_range(&self, s: u32, k_blocks: u32) -> (u32, u32) {
+        (div_nz(s * k_blocks, self.splits), div_nz((s + 1) * k_blocks, self.splits))
+    }
+}
+
+impl TileScheduler for SplitK {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        self.grid.count() * self.splits
+    }
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        let (m, n) = self.grid.coords(self.unit(index).0);
+        Tile { index, m, n }
+    }
+    #[inline(always)]
+    fn k_range(&self, index: u32, k_blocks: u32) -> (u32, u32) {
+        self.split_range(self.unit(index).1, k_blocks)
     }
 }
 
@@ -504,6 +553,27 @@ mod tests {
         assert_eq!(s.tile(1), Tile { index: 1, m: 0, n: 0 });
         let g = GroupedRaster(TileGrid::new(128, 256, 128, 256, 8));
         assert_eq!((g.count(), g.tile(0)), (1, Tile { index: 0, m: 0, n: 0 }));
+    }
+
+    #[test]
+    fn split_k_covers_every_k_block_of_every_tile_once() {
+        for &(m, n, k_blocks, splits) in
+            &[(64u32, 8192u32, 128u32, 4u32), (1, 256, 9, 4), (300, 700, 7, 7), (128, 256, 1, 1), (256, 4096, 224, 8)]
+        {
+            let s = SplitK { grid: TileGrid::new(m, n, 128, 256, 8), splits };
+            let mut seen = vec![0u8; (s.grid.count() * k_blocks) as usize];
+            for u in 0..s.count() {
+                let t = s.tile(u);
+                let (kb0, kb1) = s.k_range(u, k_blocks);
+                assert!(kb0 < kb1 && kb1 <= k_blocks, "{m}x{n} kb {k_blocks} / {splits}: unit {u} has {kb0}..{kb1}");
+                // The units of one tile are adjacent.
+                assert_eq!(s.unit(u).0, u / splits);
+                for kb in kb0..kb1 {
+                    seen[((t.m * s.grid.n_tiles + t.n) * k_blocks + kb) as usize] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "{m}x{n} kb {k_blocks} / {splits}");
+        }
     }
 
     #[test]

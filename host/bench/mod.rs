@@ -42,6 +42,7 @@ pub fn bench_gemm(
     cublas: Option<&Cublas>,
     shape: GemmShape,
     layout: BLayout,
+    opts: GemmOptions,
     timing: Timing,
 ) -> Result<Vec<Record>> {
     gpu.check_fits("shape", shape.operand_elements(), 2)?;
@@ -49,7 +50,7 @@ pub fn bench_gemm(
     let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k))?;
     let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n))?;
     let c = gpu.alloc::<half::bf16>(shape.m * shape.n)?;
-    let gemm = Gemm::new(gpu, shape, layout, &a, &b, Output::Bf16(&c), GemmOptions::default())?;
+    let gemm = Gemm::new(gpu, shape, layout, &a, &b, Output::Bf16(&c), opts)?;
     let mut ours = || gemm.launch(gpu);
     let mut theirs = || {
         let cb = cublas.expect("only timed when loaded");
@@ -66,7 +67,14 @@ pub fn bench_gemm(
     Ok(ms
         .iter()
         .zip(imps)
-        .map(|(&t, imp)| run.record("gemm", shape.label(), layout.name(), imp, t).with_flops(shape.flops()))
+        .map(|(&t, imp)| {
+            let r = run.record("gemm", shape.label(), layout.name(), imp, t).with_flops(shape.flops());
+            if imp == "mkernel" {
+                r.with("split_k", gemm.splits()).with("ctas", gemm.ctas())
+            } else {
+                r
+            }
+        })
         .collect())
 }
 

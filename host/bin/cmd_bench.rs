@@ -19,7 +19,13 @@ fn finish(records: &[Record], vs: Option<&str>, json: Option<&Path>) -> anyhow::
 }
 
 /// `bench gemm`: mkernel vs cuBLAS, interleaved, per shape and layout.
-pub fn gemm(shapes: &[GemmShape], layouts: &[BLayout], timing: Timing, json: Option<&Path>) -> anyhow::Result<()> {
+pub fn gemm(
+    shapes: &[GemmShape],
+    layouts: &[BLayout],
+    split_k: Option<u32>,
+    timing: Timing,
+    json: Option<&Path>,
+) -> anyhow::Result<()> {
     let g = Gpu::new(0)?;
     let cublas = match mkernel::baseline::Cublas::new(&g) {
         Ok(c) => {
@@ -35,7 +41,8 @@ pub fn gemm(shapes: &[GemmShape], layouts: &[BLayout], timing: Timing, json: Opt
     let mut records = Vec::new();
     for &s in shapes {
         for &l in layouts {
-            records.extend(bench::bench_gemm(&g, cublas.as_ref(), s, l, timing)?);
+            let opts = mkernel::gemm::GemmOptions { split_k, ..Default::default() };
+            records.extend(bench::bench_gemm(&g, cublas.as_ref(), s, l, opts, timing)?);
             bar.inc(1);
         }
     }

@@ -119,6 +119,10 @@ enum BenchCmd {
         /// B layouts: nk ([N, K]) and/or kn ([K, N]).
         #[arg(long, value_delimiter = ',', value_parser = args::layout, default_value = "nk,kn")]
         layouts: Vec<BLayout>,
+        /// Units each output tile's k-blocks are cut into (default: per shape, see
+        /// `gemm::default_split_k`; 1 turns split-K off).
+        #[arg(long = "split-k", value_parser = clap::value_parser!(u32).range(1..))]
+        split_k: Option<u32>,
         #[command(flatten)]
         timing: TimingArgs,
         /// Also write JSON lines here.
@@ -448,8 +452,8 @@ fn main() -> ExitCode {
 
 fn bench(b: BenchCmd) -> anyhow::Result<()> {
     match b {
-        BenchCmd::Gemm { shapes, layouts, timing, json } => {
-            cmd_bench::gemm(&shapes, &layouts, timing.timing(), json.as_deref())
+        BenchCmd::Gemm { shapes, layouts, split_k, timing, json } => {
+            cmd_bench::gemm(&shapes, &layouts, split_k, timing.timing(), json.as_deref())
         }
         BenchCmd::Attention { configs, layouts, masks, timing, json } => {
             cmd_bench::attention(&configs, &layouts, &masks, timing.timing(), json.as_deref())

@@ -43,6 +43,11 @@ pub const CLUSTER_IDS: Kernel<ClusterIdsParams> = Kernel::new("mk_cluster_ids");
 pub const GEMM_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_kn");
 /// The persistent GEMM, B `[N, K]` row-major (a torch `Linear` weight).
 pub const GEMM_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_nk");
+/// The split-K GEMM (few output tiles), B `[K, N]` row-major (launched by
+/// [`crate::ops::gemm::Gemm`] when its split is 2 or more).
+pub const GEMM_SPLITK_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_kn");
+/// The split-K GEMM, B `[N, K]` row-major.
+pub const GEMM_SPLITK_NK: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_nk");
 /// The GPU-driven all-gather (launched by [`crate::ops::allgather::AllGather`], alone or as the
 /// first half of AllGather + GEMM's unfused path).
 pub const ALLGATHER: Kernel<AllGatherParams> = Kernel::new("mk_allgather");
@@ -87,6 +92,8 @@ pub const ALL: &[&str] = &[
     CLUSTER_IDS.name,
     GEMM_KN.name,
     GEMM_NK.name,
+    GEMM_SPLITK_KN.name,
+    GEMM_SPLITK_NK.name,
     ALLGATHER.name,
     AG_GEMM_KN.name,
     AG_GEMM_NK.name,

@@ -15,7 +15,7 @@
 //! gemm.run(&gpu)?; // launch, wait, report any device-side timeout
 //! # Ok(()) }
 //! ```
-use crate::abi::{GemmParams, RoleSplit, B_KN, B_NK};
+use crate::abi::{GemmParams, RoleSplit, SplitKParams, B_KN, B_NK, SPLIT_HALF_BYTES};
 use crate::error::{invalid, need_len, DiagBuffers, Error, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype};
 use half::bf16;
@@ -111,14 +111,46 @@ pub struct GemmOptions {
     pub ctas: Option<u32>,
     /// Tile rows walked together in the grouped raster order (L2 reuse).
     pub group_m: u32,
+    /// Units each output tile's k-blocks are cut into (split-K): 1 is the plain GEMM; at most
+    /// `ceil(k / TILE_K)`. None: [`default_split_k`].
+    pub split_k: Option<u32>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
 
 impl Default for GemmOptions {
     fn default() -> Self {
-        Self { ctas: None, group_m: 8, timeout: Duration::from_secs(10) }
+        Self { ctas: None, group_m: 8, split_k: None, timeout: Duration::from_secs(10) }
     }
+}
+
+/// Fewest k-blocks a split-K unit gets from [`default_split_k`]: below this the fixup (every
+/// unit writes and the last reads a 128 KiB f32 partial) outweighs the loads it spreads.
+pub const MIN_SPLIT_K_BLOCKS: u32 = 4;
+
+/// The split the GEMM takes unless told otherwise. A shape with fewer output tiles than three
+/// quarters of the `ctas` CTAs leaves SMs idle (at M = 64..128 and N = 8192 it has 32 tiles
+/// for 132 SMs) and at such sizes the GEMM is bound by reading B: cutting each tile's k-blocks
+/// into `floor(ctas / tiles)` units puts every SM to loading (one wave, never a second partial
+/// one), each unit keeping at least [`MIN_SPLIT_K_BLOCKS`] k-blocks. Otherwise 1.
+pub fn default_split_k(shape: GemmShape, ctas: u32) -> u32 {
+    let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u64;
+    let k_blocks = shape.k.div_ceil(TILE_K as usize) as u64;
+    if tiles == 0 || 4 * tiles >= 3 * ctas as u64 {
+        return 1;
+    }
+    (ctas as u64 / tiles).min(k_blocks / MIN_SPLIT_K_BLOCKS as u64).clamp(1, MAX_SPLIT_K as u64) as u32
+}
+
+/// The most units a tile is cut into.
+pub const MAX_SPLIT_K: u32 = 32;
+
+/// A split-K launch's parameters and the scratch it owns.
+struct SplitLaunch {
+    params: SplitKParams,
+    kernel: kernels::Kernel<SplitKParams>,
+    _workspace: DeviceBuffer<f32>,
+    _counters: DeviceBuffer<u32>,
 }
 
 /// A GEMM bound to its buffers: tensor maps encoded and uploaded once, launched many times.
@@ -127,6 +159,7 @@ pub struct Gemm<'a> {
     params: GemmParams,
     ctas: u32,
     kernel: kernels::Kernel<GemmParams>,
+    split: Option<SplitLaunch>,
     _maps: DeviceBuffer<TensorMap>,
     diag: DiagBuffers,
     _bufs: PhantomData<&'a ()>,
@@ -167,12 +200,48 @@ impl<'a> Gemm<'a> {
             return Err(invalid("ctas", "must be at least 1"));
         }
         let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u32;
-        let ctas = ctas.min(tiles);
+        let k_blocks = shape.k.div_ceil(TILE_K as usize) as u32;
+        let splits = opts.split_k.unwrap_or_else(|| default_split_k(shape, ctas));
+        if splits == 0 || splits > k_blocks.min(MAX_SPLIT_K) {
+            return Err(invalid(
+                "split_k",
+                format!(
+                    "{splits}: must be 1..={} (at most {MAX_SPLIT_K} and the k-blocks, ceil({} / {TILE_K}))",
+                    k_blocks.min(MAX_SPLIT_K),
+                    shape.k
+                ),
+            ));
+        }
+        let ctas = ctas.min(tiles.saturating_mul(splits));
         let diag = DiagBuffers::new(gpu)?;
         let (mut params, maps) = plan(gpu, shape, b_layout, a, b, c, &opts, &diag)?;
         params.roles = RoleSplit::compute_only(ctas);
         let kernel = if b_layout == BLayout::KN { kernels::GEMM_KN } else { kernels::GEMM_NK };
-        Ok(Self { shape, params, ctas, kernel, _maps: maps, diag, _bufs: PhantomData })
+        let split = if splits > 1 {
+            let halves = 2 * tiles as usize;
+            let workspace = gpu.alloc::<f32>(halves * splits as usize * SPLIT_HALF_BYTES as usize / 4)?;
+            let counters = gpu.upload(&vec![0u32; halves])?;
+            Some(SplitLaunch {
+                params: SplitKParams {
+                    gemm: params,
+                    workspace: workspace.addr(),
+                    counters: counters.addr(),
+                    splits,
+                    _pad: 0,
+                },
+                kernel: if b_layout == BLayout::KN { kernels::GEMM_SPLITK_KN } else { kernels::GEMM_SPLITK_NK },
+                _workspace: workspace,
+                _counters: counters,
+            })
+        } else {
+            None
+        };
+        Ok(Self { shape, params, ctas, kernel, split, _maps: maps, diag, _bufs: PhantomData })
+    }
+
+    /// Units each output tile's k-blocks are cut into (1: the plain GEMM).
+    pub fn splits(&self) -> u32 {
+        self.split.as_ref().map_or(1, |s| s.params.splits)
     }
 
     /// The shape.
@@ -188,10 +257,16 @@ impl<'a> Gemm<'a> {
     /// Enqueue one product on `gpu`'s stream (asynchronous).
     pub fn launch(&self, gpu: &Gpu) -> Result<()> {
         let cfg = LaunchConfig::linear(self.ctas, THREADS, SMEM_BYTES);
-        // SAFETY: the tensor maps, buffers and diagnostics block are borrowed for 'a / owned by
-        // self, validated against the shape above, and outlive the launch as long as the caller
-        // synchronises before dropping them (run() does).
-        unsafe { gpu.launch(self.kernel, &cfg, &self.params)? };
+        // SAFETY: the tensor maps, buffers, split-K scratch and diagnostics block are borrowed
+        // for 'a / owned by self, validated against the shape above, and outlive the launch as
+        // long as the caller synchronises before dropping them (run() does). Launches on one
+        // stream run in order, so the split-K counters are back at 0 before the next one.
+        unsafe {
+            match &self.split {
+                Some(s) => gpu.launch(s.kernel, &cfg, &s.params)?,
+                None => gpu.launch(self.kernel, &cfg, &self.params)?,
+            }
+        };
         Ok(())
     }
 
@@ -297,6 +372,27 @@ const _: () = assert!(k::THREADS == 384 && k::TILE_M == 128 && k::TILE_N == 256)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_k_fills_one_wave_when_tiles_are_few() {
+        let split = |m, n, k| default_split_k(GemmShape { m, n, k }, 132);
+        // One tile row of N = 8192: 32 tiles, four units each (128 CTAs busy).
+        assert_eq!(split(64, 8192, 8192), 4);
+        assert_eq!(split(1, 8192, 8192), 4);
+        assert_eq!(split(256, 8192, 8192), 2);
+        assert_eq!(split(64, 4096, 14336), 8);
+        // Enough tiles (112 of 132 SMs, or more) or too few k-blocks: no split.
+        assert_eq!(split(64, 28672, 8192), 1);
+        assert_eq!(split(8192, 8192, 8192), 1);
+        assert_eq!(split(64, 8192, 64), 1);
+        assert_eq!(split(64, 8192, 512), 2);
+        // Never more units than CTAs.
+        for &(m, n, k) in &[(1usize, 8usize, 8usize), (64, 256, 1 << 20), (130, 2048, 4096), (1, 8, 1 << 16)] {
+            let s = split(m, n, k);
+            let tiles = (m.div_ceil(128) * n.div_ceil(256)) as u32;
+            assert!((1..=MAX_SPLIT_K).contains(&s) && (s == 1 || tiles * s <= 132), "{m}x{n}x{k}: {s}");
+        }
+    }
 
     #[test]
     fn operand_elements_count_a_b_and_c_and_never_overflow() {

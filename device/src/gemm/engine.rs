@@ -100,7 +100,8 @@ unsafe fn produce<const TRANS_B: u32, S: TileScheduler, G: InputGate>(
         let (a_map, a_row) = gate.a_source(tile, ops.a_map, TILE_M);
         let origin = (a_row as i32, (tile.n * TILE_N) as i32);
         let b_row0 = gate.b_row0(tile) as i32;
-        for kb in 0..k_blocks {
+        let (kb0, kb1) = sched.k_range(i, k_blocks);
+        for kb in kb0..kb1 {
             if pipe.acquire(st, b, i).is_err() {
                 trap();
             }
@@ -132,17 +133,18 @@ unsafe fn consume<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
     for i in tiles {
         let tile = sched.tile(i);
         let mut prev = st;
-        for kb in 0..k_blocks {
+        let (kb0, kb1) = sched.k_range(i, k_blocks);
+        for kb in kb0..kb1 {
             if pipe.wait(st, b, i).is_err() {
                 trap();
             }
             wgmma::fence();
-            mma_k_block::<TRANS_B>(&mut acc, smem, st.slot, cwg, kb == 0);
+            mma_k_block::<TRANS_B>(&mut acc, smem, st.slot, cwg, kb == kb0);
             wgmma::commit_group();
             // Keep this k-block's wgmmas in flight; the previous one's are done, so its slot can
             // go back to the producer.
             wgmma::wait_group::<1>();
-            if kb > 0 && lane == 0 {
+            if kb > kb0 && lane == 0 {
                 pipe.release(prev.slot);
             }
             prev = st;

@@ -5,7 +5,7 @@
 use super::mainloop::Smem;
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
-use crate::sched::Tile;
+use crate::sched::{SplitK, Tile};
 use crate::tile::*;
 
 /// A finished tile's way out.
@@ -103,6 +103,112 @@ impl Handoff {
         mbarrier_init(self.staged(), 1);
         mbarrier_init(self.free(), 1);
         mbarrier_init(self.loaded(), 1);
+    }
+}
+
+/// Split-K: each unit's f32 partial goes to a workspace; the last unit of a tile to finish sums
+/// the tile's partials in split order and hands the sum to `inner` (see
+/// [`crate::abi::SplitKParams`] for the layout and protocol).
+pub struct SplitKStore<E> {
+    /// Where a finished tile goes.
+    pub inner: E,
+    /// The units (to tell a unit's tile and split).
+    pub sched: SplitK,
+    /// f32 partials, `[2 x tiles][splits]` half tiles.
+    pub workspace: u64,
+    /// Arrival counter per half tile.
+    pub counters: u64,
+    /// Rows of C: a warpgroup whose 64 rows all lie past them skips its partial.
+    pub rows: u32,
+}
+
+impl<E: Epilogue> SplitKStore<E> {
+    /// Half tile `half`'s partial of split `s`.
+    #[inline(always)]
+    fn partial(&self, half: u32, s: u32) -> *mut [u32; 4] {
+        let at = (half * self.sched.splits + s) as u64 * crate::abi::SPLIT_HALF_BYTES as u64;
+        (self.workspace + at) as *mut [u32; 4]
+    }
+}
+
+impl<E: Epilogue> Epilogue for SplitKStore<E> {
+    #[inline(always)]
+    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32) {
+        if tile.m * TILE_M + cwg * 64 >= self.rows {
+            // This warpgroup's rows are all past the matrix (M <= 64 at decode sizes): nothing
+            // to store, so no partial to write or sum (every split agrees).
+            return;
+        }
+        let (out_tile, split) = self.sched.unit(tile.index);
+        let half = 2 * out_tile + cwg;
+        let bar = 1 + cwg;
+        // My partial, thread t's j-th 16 bytes at (j * 128 + t) * 16: each warp store writes
+        // 512 contiguous bytes.
+        let mine = self.partial(half, split);
+        macro_rules! put {
+            ($j:expr) => {
+                st_global_v4_u32(
+                    mine.add($j * 128 + t as usize),
+                    [
+                        acc[4 * $j].to_bits(),
+                        acc[4 * $j + 1].to_bits(),
+                        acc[4 * $j + 2].to_bits(),
+                        acc[4 * $j + 3].to_bits(),
+                    ],
+                );
+            };
+        }
+        unroll32!(put);
+        // Every thread's stores, then one arrival for all of them; the last arrival's acquire
+        // makes every split's stores visible to this warpgroup.
+        fence_acq_rel_gpu();
+        named_barrier_sync(bar, 128);
+        let last_word = smem.base + SCRATCH_OFF + 4 + 4 * cwg;
+        if t == 0 {
+            let counter = (self.counters as *mut u32).add(half as usize);
+            let last = atom_add_acq_rel_gpu_u32(counter, 1) == self.sched.splits - 1;
+            if last {
+                // Every split of this launch arrived: ready for the next launch.
+                st_relaxed_gpu_u32(counter, 0);
+            }
+            st_shared_u32(last_word, last as u32);
+        }
+        named_barrier_sync(bar, 128);
+        if ld_shared_u32(last_word) == 0 {
+            return;
+        }
+        // The sum in split order, accumulated in place: split 0 loaded straight into the
+        // accumulators, then each later split added 16 chunks at a time (64 registers of loads
+        // in flight next to the 128 accumulators).
+        let first = self.partial(half, 0);
+        macro_rules! load {
+            ($j:expr) => {{
+                let w = ld_global_v4_u32(first.add($j * 128 + t as usize));
+                for i in 0..4 {
+                    acc[4 * $j + i] = f32::from_bits(w[i]);
+                }
+            }};
+        }
+        unroll32!(load);
+        for s in 1..self.sched.splits {
+            let src = self.partial(half, s);
+            macro_rules! add {
+                ($j:expr) => {{
+                    let w = ld_global_v4_u32(src.add($j * 128 + t as usize));
+                    for i in 0..4 {
+                        acc[4 * $j + i] += f32::from_bits(w[i]);
+                    }
+                }};
+            }
+            unroll16!(add, 0);
+            unroll16!(add, 16);
+        }
+        self.inner.store(smem, acc, tile, n, cwg, t);
+    }
+
+    #[inline(always)]
+    unsafe fn finish(&self, cwg: u32) {
+        self.inner.finish(cwg);
     }
 }
 

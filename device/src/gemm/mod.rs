@@ -14,4 +14,4 @@ pub mod mainloop;
 
 pub use crate::kernels_info::gemm::*;
 pub use engine::compute_cta;
-pub use epilogue::{Epilogue, StoreC};
+pub use epilogue::{Epilogue, SplitKStore, StoreC};

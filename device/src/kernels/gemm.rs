@@ -1,10 +1,12 @@
 //! The plain GEMM `C = A @ B` (bf16 in, f32 accumulate, bf16 or f32 out): the framework's engine
-//! with the grouped-raster scheduler and the local-store epilogue, one CTA per SM.
+//! with the grouped-raster scheduler and the local-store epilogue, one CTA per SM; and its
+//! split-K form for shapes with too few output tiles to fill the GPU (the `SplitK` scheduler and
+//! the `SplitKStore` epilogue around the same local store).
 use crate::abi::*;
 use crate::arch::*;
 use crate::gemm::engine::Operands;
 use crate::gemm::*;
-use crate::sched::{GroupedRaster, NoGate, Role, TileGrid};
+use crate::sched::{GroupedRaster, NoGate, Role, SplitK, TileGrid};
 use crate::sync::Bound;
 
 /// The plain GEMM's pieces for the parameter block `p`.
@@ -26,6 +28,27 @@ unsafe fn gemm<const TRANS_B: u32>(p: &GemmParams) {
     let (ops, sched, epi) = parts(p);
     let b = Bound { timeout_ns: p.timeout_ns, diag: &p.diag, rank: 0, role: Role::Compute as u32 };
     compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &NoGate, &epi, p.roles.compute, b);
+}
+
+#[inline(always)]
+unsafe fn gemm_splitk<const TRANS_B: u32>(p: &SplitKParams) {
+    let g = &p.gemm;
+    if block_idx_x() >= g.roles.compute {
+        return;
+    }
+    let (ops, GroupedRaster(grid), store) = parts(g);
+    let sched = SplitK { grid, splits: p.splits };
+    let epi = SplitKStore { inner: store, sched, workspace: p.workspace, counters: p.counters, rows: g.m };
+    let b = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: 0, role: Role::Compute as u32 };
+    compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &NoGate, &epi, g.roles.compute, b);
+}
+
+b_layout_entry_points! {
+    SplitKParams => gemm_splitk;
+    /// Split-K GEMM (few output tiles: every SM gets k-blocks of some tile) with B `[K, N]`.
+    kn: mk_gemm_splitk_kn;
+    /// Split-K GEMM with B `[N, K]`.
+    nk: mk_gemm_splitk_nk
 }
 
 b_layout_entry_points! {
