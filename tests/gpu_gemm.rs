@@ -171,13 +171,14 @@ fn split_k_small_and_skinny_shapes() {
 fn split_k_is_deterministic_and_checked() {
     let Some(gpu) = gpu_or_skip("split_k_is_deterministic_and_checked") else { return };
     let mut rng = Rng::fresh("split_k_is_deterministic_and_checked");
-    let shape = GemmShape { m: 64, n: 8192, k: 4096 };
+    // 16 tiles x 8 splits: every unit its own CTA, so the units sum together.
+    let shape = GemmShape { m: 64, n: 4096, k: 4096 };
     let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k)).unwrap();
     let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n)).unwrap();
     let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
-    let opts = GemmOptions { split_k: Some(4), ..Default::default() };
+    let opts = GemmOptions { split_k: Some(8), ..Default::default() };
     let g = Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), opts).unwrap();
-    assert_eq!(g.splits(), 4);
+    assert_eq!(g.splits(), 8);
     g.run(&gpu).unwrap();
     let first = c.to_vec().unwrap();
     // Back to back, no host synchronisation: the arrival counters reset themselves, and the sum
@@ -188,6 +189,13 @@ fn split_k_is_deterministic_and_checked() {
     c.fill_bytes(POISON_BYTE).unwrap();
     g.run(&gpu).unwrap();
     assert!(first == c.to_vec().unwrap(), "a later split-K launch produced different bits");
+    // Every unit its own CTA (the units of a tile sum together) or fewer CTAs (the last unit
+    // sums alone): the same sums in the same order, the same bits.
+    let few =
+        Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), GemmOptions { ctas: Some(19), ..opts }).unwrap();
+    c.fill_bytes(POISON_BYTE).unwrap();
+    few.run(&gpu).unwrap();
+    assert!(first == c.to_vec().unwrap(), "split-K over 19 CTAs differs from one CTA per unit");
     // Splits the k-blocks cannot take are refused before anything launches.
     for bad in [0, 65, 33] {
         let e = Gemm::new(

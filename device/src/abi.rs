@@ -228,21 +228,28 @@ abi_struct! {
     /// The split-K GEMM: `gemm` as for the plain GEMM, its tiles' k-blocks cut into `splits`
     /// units ([`crate::sched::SplitK`]). Each unit stores its f32 partial (one warpgroup's half
     /// tile, [`SPLIT_HALF_BYTES`], in the accumulators' own layout) into
-    /// `workspace[half][split]`, `half` = 2 x tile + warpgroup, then counts itself in
-    /// `counters[half]`; the last of the `splits` sums the partials in split order (so the result
-    /// does not depend on which finished last), stores the tile and sets the counter back to 0
-    /// for the next launch. A warpgroup whose rows all lie past M writes and counts nothing.
-    pub struct SplitKParams [120] {
+    /// `workspace[half][split]`, `half` = 2 x tile + warpgroup, then adds 1 to `counters[half]`,
+    /// which only grows: launch `e` (from `launches`) is complete for a half when it reaches
+    /// `e x splits`. With `parallel` (every unit has its own CTA, so all of a tile's units run at
+    /// once) each unit waits for that and sums its own 1/splits of the half tile's chunks over
+    /// the splits, storing them straight into C; otherwise the last unit to arrive sums the whole
+    /// half and stores it. Either way the sum runs in split order: the same bits whichever unit
+    /// finished last. A warpgroup whose rows all lie past M writes and counts nothing.
+    pub struct SplitKParams [136] {
         /// The GEMM (tensor maps, shape, output).
         pub gemm: GemmParams,
         /// Device f32 scratch: `2 x tiles x splits` half tiles.
         pub workspace: u64,
         /// Device `u32` per half tile, zero before the first launch.
         pub counters: u64,
+        /// Launch counter (device `u64`, zero before the first launch): the epoch.
+        pub launches: u64,
+        /// Device address of the bf16 C (`[m, n]`; the `parallel` sums store without TMA).
+        pub c_bf16: u64,
         /// Units per output tile (2 or more).
         pub splits: u32,
-        /// Zero.
-        pub _pad: u32,
+        /// 1: every unit has its own CTA (see above).
+        pub parallel: u32,
     }
 }
 

@@ -142,6 +142,12 @@ pub fn default_split_k(shape: GemmShape, ctas: u32) -> u32 {
     (ctas as u64 / tiles).min(k_blocks / MIN_SPLIT_K_BLOCKS as u64).clamp(1, MAX_SPLIT_K as u64) as u32
 }
 
+/// From this many splits on (and when every unit has its own CTA) a tile's units sum their
+/// partials together rather than leaving it to the last one. Measured on H200 (docs/PERF.md):
+/// at 8 splits the shared sum was faster, at 2 and 4 it lost to the last unit summing alone
+/// (every unit then waits for the slowest before its share).
+pub const PARALLEL_SUM_MIN_SPLITS: u32 = 8;
+
 /// The most units a tile is cut into.
 pub const MAX_SPLIT_K: u32 = 32;
 
@@ -151,6 +157,7 @@ struct SplitLaunch {
     kernel: kernels::Kernel<SplitKParams>,
     _workspace: DeviceBuffer<f32>,
     _counters: DeviceBuffer<u32>,
+    _launches: DeviceBuffer<u64>,
 }
 
 /// A GEMM bound to its buffers: tensor maps encoded and uploaded once, launched many times.
@@ -221,17 +228,23 @@ impl<'a> Gemm<'a> {
             let halves = 2 * tiles as usize;
             let workspace = gpu.alloc::<f32>(halves * splits as usize * SPLIT_HALF_BYTES as usize / 4)?;
             let counters = gpu.upload(&vec![0u32; halves])?;
+            let launches = gpu.upload(&[0u64])?;
             Some(SplitLaunch {
                 params: SplitKParams {
                     gemm: params,
                     workspace: workspace.addr(),
                     counters: counters.addr(),
+                    launches: launches.addr(),
+                    c_bf16: if c.f32 { 0 } else { c.addr },
                     splits,
-                    _pad: 0,
+                    // Every unit its own CTA: a tile's units all run at once and can sum
+                    // together, each its share.
+                    parallel: (ctas == tiles * splits && splits >= PARALLEL_SUM_MIN_SPLITS) as u32,
                 },
                 kernel: if b_layout == BLayout::KN { kernels::GEMM_SPLITK_KN } else { kernels::GEMM_SPLITK_NK },
                 _workspace: workspace,
                 _counters: counters,
+                _launches: launches,
             })
         } else {
             None
@@ -260,7 +273,7 @@ impl<'a> Gemm<'a> {
         // SAFETY: the tensor maps, buffers, split-K scratch and diagnostics block are borrowed
         // for 'a / owned by self, validated against the shape above, and outlive the launch as
         // long as the caller synchronises before dropping them (run() does). Launches on one
-        // stream run in order, so the split-K counters are back at 0 before the next one.
+        // stream run in order, and each takes the next epoch of the split-K counters.
         unsafe {
             match &self.split {
                 Some(s) => gpu.launch(s.kernel, &cfg, &s.params)?,

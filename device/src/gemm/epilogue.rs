@@ -5,7 +5,7 @@
 use super::mainloop::Smem;
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
-use crate::sched::{SplitK, Tile};
+use crate::sched::{div_nz, SplitK, Tile};
 use crate::tile::*;
 
 /// A finished tile's way out.
@@ -106,35 +106,83 @@ impl Handoff {
     }
 }
 
-/// Split-K: each unit's f32 partial goes to a workspace; the last unit of a tile to finish sums
-/// the tile's partials in split order and hands the sum to `inner` (see
-/// [`crate::abi::SplitKParams`] for the layout and protocol).
-pub struct SplitKStore<E> {
-    /// Where a finished tile goes.
-    pub inner: E,
+/// Split-K: each unit's f32 partial goes to a workspace, and the tile's units sum them, in
+/// split order, either all together (each its share of the chunks) or the last to arrive alone,
+/// then store the tile (see [`crate::abi::SplitKParams`] for the layout and protocol).
+pub struct SplitKStore<'a> {
+    /// Where a whole tile goes (the last-arriver sum).
+    pub inner: StoreC,
     /// The units (to tell a unit's tile and split).
     pub sched: SplitK,
     /// f32 partials, `[2 x tiles][splits]` half tiles.
     pub workspace: u64,
     /// Arrival counter per half tile.
     pub counters: u64,
-    /// Rows of C: a warpgroup whose 64 rows all lie past them skips its partial.
-    pub rows: u32,
+    /// bf16 C, for the shared sums' stores.
+    pub c_bf16: u64,
+    /// Every unit has its own CTA: the units of a tile sum together.
+    pub parallel: bool,
+    /// This launch's epoch.
+    pub epoch: u32,
+    /// Where the shared sums' wait reports.
+    pub bound: crate::sync::Bound<'a>,
 }
 
-impl<E: Epilogue> SplitKStore<E> {
+impl SplitKStore<'_> {
     /// Half tile `half`'s partial of split `s`.
     #[inline(always)]
-    fn partial(&self, half: u32, s: u32) -> *mut [u32; 4] {
+    fn partial(&self, half: u32, s: u32) -> *const [u32; 4] {
         let at = (half * self.sched.splits + s) as u64 * crate::abi::SPLIT_HALF_BYTES as u64;
-        (self.workspace + at) as *mut [u32; 4]
+        (self.workspace + at) as *const [u32; 4]
+    }
+
+    /// This unit's share of the half tile: chunks `32 split / splits ..` of every thread, each
+    /// summed over the splits in order and stored straight into C (rows and columns as
+    /// [`store_f32`] and [`write_bf16`] place them, clipped to the matrix). Few registers: the
+    /// accumulators stay reserved for the next unit's wgmma.
+    #[inline(always)]
+    unsafe fn sum_share(&self, half: u32, split: u32, tile: Tile, cwg: u32, t: u32) {
+        let splits = self.sched.splits;
+        let c = &self.inner;
+        let (l, w) = (t % 32, t / 32);
+        let row = tile.m * TILE_M + cwg * 64 + 16 * w + l / 4;
+        let mut j = div_nz(32 * split, splits);
+        let end = div_nz(32 * (split + 1), splits);
+        while j < end {
+            let first = ld_global_v4_u32(self.partial(half, 0).add((j * 128 + t) as usize));
+            let mut v = [0f32; 4];
+            for i in 0..4 {
+                v[i] = f32::from_bits(first[i]);
+            }
+            for s in 1..splits {
+                let x = ld_global_v4_u32(self.partial(half, s).add((j * 128 + t) as usize));
+                for i in 0..4 {
+                    v[i] += f32::from_bits(x[i]);
+                }
+            }
+            let col = tile.n * TILE_N + 8 * j + 2 * (l % 4);
+            // n is a multiple of 8: a pair starting inside the matrix ends inside it.
+            let put = |r: u32, x: f32, y: f32| {
+                if r < c.m && col < c.n {
+                    let at = r as usize * c.n as usize + col as usize;
+                    if c.out_f32 {
+                        *(c.c_f32 as *mut [f32; 2]).add(at / 2) = [x, y];
+                    } else {
+                        *(self.c_bf16 as *mut u32).add(at / 2) = pack_bf16x2(x, y);
+                    }
+                }
+            };
+            put(row, v[0], v[1]);
+            put(row + 8, v[2], v[3]);
+            j += 1;
+        }
     }
 }
 
-impl<E: Epilogue> Epilogue for SplitKStore<E> {
+impl Epilogue for SplitKStore<'_> {
     #[inline(always)]
     unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32) {
-        if tile.m * TILE_M + cwg * 64 >= self.rows {
+        if tile.m * TILE_M + cwg * 64 >= self.inner.m {
             // This warpgroup's rows are all past the matrix (M <= 64 at decode sizes): nothing
             // to store, so no partial to write or sum (every split agrees).
             return;
@@ -144,7 +192,7 @@ impl<E: Epilogue> Epilogue for SplitKStore<E> {
         let bar = 1 + cwg;
         // My partial, thread t's j-th 16 bytes at (j * 128 + t) * 16: each warp store writes
         // 512 contiguous bytes.
-        let mine = self.partial(half, split);
+        let mine = self.partial(half, split) as *mut [u32; 4];
         macro_rules! put {
             ($j:expr) => {
                 st_global_v4_u32(
@@ -159,18 +207,25 @@ impl<E: Epilogue> Epilogue for SplitKStore<E> {
             };
         }
         unroll32!(put);
-        // Every thread's stores, then one arrival for all of them; the last arrival's acquire
-        // makes every split's stores visible to this warpgroup.
+        // Every thread's stores, then one arrival for all of them; the acquire that sees the
+        // last arrival makes every split's stores visible to this warpgroup.
         fence_acq_rel_gpu();
         named_barrier_sync(bar, 128);
+        let counter = (self.counters as *mut u32).add(half as usize);
+        let complete = self.epoch.wrapping_mul(self.sched.splits);
+        if self.parallel {
+            if t == 0 {
+                atom_add_acq_rel_gpu_u32(counter, 1);
+                // Every unit of the tile is running (one CTA each): a bounded wait for them.
+                let _ = self.bound.flag(counter, complete, tile.index);
+            }
+            named_barrier_sync(bar, 128);
+            self.sum_share(half, split, tile, cwg, t);
+            return;
+        }
         let last_word = smem.base + SCRATCH_OFF + 4 + 4 * cwg;
         if t == 0 {
-            let counter = (self.counters as *mut u32).add(half as usize);
-            let last = atom_add_acq_rel_gpu_u32(counter, 1) == self.sched.splits - 1;
-            if last {
-                // Every split of this launch arrived: ready for the next launch.
-                st_relaxed_gpu_u32(counter, 0);
-            }
+            let last = atom_add_acq_rel_gpu_u32(counter, 1).wrapping_add(1) == complete;
             st_shared_u32(last_word, last as u32);
         }
         named_barrier_sync(bar, 128);
@@ -204,11 +259,6 @@ impl<E: Epilogue> Epilogue for SplitKStore<E> {
             unroll16!(add, 16);
         }
         self.inner.store(smem, acc, tile, n, cwg, t);
-    }
-
-    #[inline(always)]
-    unsafe fn finish(&self, cwg: u32) {
-        self.inner.finish(cwg);
     }
 }
 

@@ -4,6 +4,7 @@
 //! the `SplitKStore` epilogue around the same local store).
 use crate::abi::*;
 use crate::arch::*;
+use crate::comm::signal::launch_epoch;
 use crate::gemm::engine::Operands;
 use crate::gemm::*;
 use crate::sched::{GroupedRaster, NoGate, Role, SplitK, TileGrid};
@@ -36,11 +37,25 @@ unsafe fn gemm_splitk<const TRANS_B: u32>(p: &SplitKParams) {
     if block_idx_x() >= g.roles.compute {
         return;
     }
+    let scratch = dyn_smem_base() + SCRATCH_OFF;
+    if thread_idx_x() == 0 {
+        st_shared_u32(scratch, launch_epoch(p.launches as *mut u64, g.roles.compute));
+    }
+    sync_threads();
     let (ops, GroupedRaster(grid), store) = parts(g);
     let sched = SplitK { grid, splits: p.splits };
-    let epi = SplitKStore { inner: store, sched, workspace: p.workspace, counters: p.counters, rows: g.m };
-    let b = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: 0, role: Role::Compute as u32 };
-    compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &NoGate, &epi, g.roles.compute, b);
+    let bound = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: 0, role: Role::Compute as u32 };
+    let epi = SplitKStore {
+        inner: store,
+        sched,
+        workspace: p.workspace,
+        counters: p.counters,
+        c_bf16: p.c_bf16,
+        parallel: p.parallel != 0,
+        epoch: ld_shared_u32(scratch),
+        bound,
+    };
+    compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &NoGate, &epi, g.roles.compute, bound);
 }
 
 b_layout_entry_points! {
