@@ -4,6 +4,7 @@
 //! than CTAs, one k-block per unit). Random data, poisoned outputs (a NaN left anywhere fails).
 use half::bf16;
 use mkernel::gemm::{default_split_k, reference_row, BLayout, Gemm, GemmOptions, GemmShape, Output};
+use mkernel::gpu::DeviceBuffer;
 use mkernel::testing::{gpu_or_skip, max_scaled_err, rel_err, Rng, POISON_BYTE};
 use mkernel::Gpu;
 
@@ -127,14 +128,21 @@ fn repeated_launches_are_deterministic() {
     let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n)).unwrap();
     let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
     let g = Gemm::new(&gpu, shape, BLayout::KN, &a, &b, Output::Bf16(&c), GemmOptions::default()).unwrap();
-    g.run(&gpu).unwrap();
+    same_bits_after_relaunches(&gpu, &g, &c, 20, "a later launch produced different bits: a race");
+}
+
+/// Run `g`, then `n` launches back to back (no host synchronisation), then once more into a
+/// poisoned C: the first and the last result must be the same bits. Returns them.
+fn same_bits_after_relaunches(gpu: &Gpu, g: &Gemm, c: &DeviceBuffer<bf16>, n: usize, what: &str) -> Vec<bf16> {
+    g.run(gpu).unwrap();
     let first = c.to_vec().unwrap();
-    for _ in 0..20 {
-        g.launch(&gpu).unwrap();
+    for _ in 0..n {
+        g.launch(gpu).unwrap();
     }
     c.fill_bytes(POISON_BYTE).unwrap();
-    g.run(&gpu).unwrap();
-    assert!(first == c.to_vec().unwrap(), "a later launch produced different bits: a race");
+    g.run(gpu).unwrap();
+    assert!(first == c.to_vec().unwrap(), "{what}");
+    first
 }
 
 #[test]
@@ -179,16 +187,9 @@ fn split_k_is_deterministic_and_checked() {
     let opts = GemmOptions { split_k: Some(8), ..Default::default() };
     let g = Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), opts).unwrap();
     assert_eq!(g.splits(), 8);
-    g.run(&gpu).unwrap();
-    let first = c.to_vec().unwrap();
-    // Back to back, no host synchronisation: the arrival counters reset themselves, and the sum
-    // runs in split order whichever unit finishes last.
-    for _ in 0..50 {
-        g.launch(&gpu).unwrap();
-    }
-    c.fill_bytes(POISON_BYTE).unwrap();
-    g.run(&gpu).unwrap();
-    assert!(first == c.to_vec().unwrap(), "a later split-K launch produced different bits");
+    // Each launch takes the next epoch of the arrival counters, and the sum runs in split order
+    // whichever unit finishes last.
+    let first = same_bits_after_relaunches(&gpu, &g, &c, 50, "a later split-K launch produced different bits");
     // Every unit its own CTA (the units of a tile sum together) or fewer CTAs (the last unit
     // sums alone): the same sums in the same order, the same bits.
     let few =
