@@ -620,7 +620,11 @@ impl GemmRsParams {
     /// Whether owners pull the partials (reduce-scatter) rather than sources pushing them
     /// (all-reduce): see `kernels::gemm_rs`.
     pub const fn pulls(&self) -> bool {
-        self.all_reduce == 0
+        Self::owners_pull(self.all_reduce != 0)
+    }
+    /// The rule behind [`Self::pulls`], for the host before the parameters exist.
+    pub const fn owners_pull(all_reduce: bool) -> bool {
+        !all_reduce
     }
     /// Byte offset in `staging`, after the inbox, of my partial of owner q's tile `slot`, half
     /// `half`, waiting for q to pull it (when [`Self::pulls`]).

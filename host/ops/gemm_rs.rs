@@ -177,7 +177,7 @@ impl<'a> GemmRs<'a> {
         let out_rows = if collective == Collective::AllReduce { shape.m } else { rows };
         let out = comm.alloc(out_rows * shape.n * es)?;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
-        let pulls = collective == Collective::ReduceScatter;
+        let pulls = GemmRsParams::owners_pull(collective == Collective::AllReduce);
         let staging = comm.alloc(GemmRsParams::staging_bytes(w as u32, per_owner, pulls) as usize)?;
         let flags = comm.alloc(4 * GemmRsParams::flag_words(w as u32, per_owner) as usize)?;
         // Where my row block starts in each local rank's output.
