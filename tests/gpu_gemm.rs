@@ -3,7 +3,7 @@
 //! small shapes it serves and at its boundaries (k-blocks not a multiple of the split, more units
 //! than CTAs, one k-block per unit). Random data, poisoned outputs (a NaN left anywhere fails).
 use half::bf16;
-use mkernel::gemm::{default_split_k, reference_row, BLayout, Gemm, GemmOptions, GemmShape, Output};
+use mkernel::gemm::{default_split_k, default_stream_k, reference_row, BLayout, Gemm, GemmOptions, GemmShape, Output};
 use mkernel::gpu::DeviceBuffer;
 use mkernel::testing::{gpu_or_skip, max_scaled_err, rel_err, Rng, POISON_BYTE};
 use mkernel::Gpu;
@@ -210,5 +210,48 @@ fn split_k_is_deterministic_and_checked() {
         );
         let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(msg.contains("split_k"), "split_k = {bad}: {msg}");
+    }
+}
+
+#[test]
+fn stream_k_shapes_and_boundaries() {
+    let Some(gpu) = gpu_or_skip("stream_k_shapes_and_boundaries") else { return };
+    let mut rng = Rng::fresh("stream_k_shapes_and_boundaries");
+    let sms = gpu.info().sm_count;
+    // The default takes stream-K at N = 28672, M <= 32 (112 tiles, fewer than the SMs).
+    for &(m, n, k) in &[(1, 28672, 8192), (16, 28672, 8192)] {
+        let shape = GemmShape { m, n, k };
+        assert!(default_stream_k(shape, sms), "{m}x{n}x{k}: expected stream-K by default");
+        for layout in [BLayout::NK, BLayout::KN] {
+            check(&gpu, &mut rng, shape, layout, false, 6, GemmOptions::default());
+        }
+    }
+    // Forced, at ragged shapes: ranges crossing tile boundaries (33 tiles x 16 k-blocks over 40
+    // CTAs), more CTAs than k-blocks per tile (4 tiles x 2 over 5), f32 output.
+    for ((m, n, k), ctas, f32_out) in
+        [((300, 2600, 1000), 40, false), ((129, 264, 72), 5, true), ((77, 4096, 8200), 23, false)]
+    {
+        let opts = GemmOptions { stream_k: Some(true), ctas: Some(ctas), ..Default::default() };
+        for layout in [BLayout::NK, BLayout::KN] {
+            check(&gpu, &mut rng, GemmShape { m, n, k }, layout, f32_out, 24, opts);
+        }
+    }
+    // Deterministic across launches (the sum runs in k order whichever range finishes last).
+    let shape = GemmShape { m: 100, n: 28672, k: 2048 };
+    let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k)).unwrap();
+    let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n)).unwrap();
+    let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
+    let opts = GemmOptions { stream_k: Some(true), ..Default::default() };
+    let g = Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), opts).unwrap();
+    assert!(g.stream_k() && g.splits() == 1);
+    same_bits_after_relaunches(&gpu, &g, &c, 50, "a later stream-K launch produced different bits");
+    // What stream-K cannot take is refused before anything launches.
+    for (bad, what) in [
+        (GemmOptions { stream_k: Some(true), split_k: Some(2), ..Default::default() }, "with a split"),
+        (GemmOptions { stream_k: Some(true), ctas: Some(50), ..Default::default() }, "more tiles than CTAs"),
+    ] {
+        let e = Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), bad);
+        let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.contains("stream_k"), "{what}: {msg}");
     }
 }

@@ -207,6 +207,8 @@ fn summing_epilogues_keep_the_mainloop_clean() {
         kernels::GEMM_RS_NK.name,
         kernels::GEMM_SPLITK_KN.name,
         kernels::GEMM_SPLITK_NK.name,
+        kernels::GEMM_STREAMK_KN.name,
+        kernels::GEMM_STREAMK_NK.name,
     ];
     for k in kernels {
         let sass = sass_of(k);

@@ -88,6 +88,20 @@ pub trait TileScheduler {
     fn k_range(&self, _index: u32, k_blocks: u32) -> (u32, u32) {
         (0, k_blocks)
     }
+    /// Whether a unit may have no k-blocks at all (the engine then skips it: no loads, no
+    /// epilogue). Constant, so schedulers that never do pay nothing.
+    const MAY_BE_EMPTY: bool = false;
+}
+
+/// How a split-K style scheduler cuts its tiles: the partial slot a unit fills, and how many
+/// units a tile has (they fill its slots `0..arrivals`, in k order).
+pub trait KSplit {
+    /// Partial slots per output tile in the workspace.
+    fn slots(&self) -> u32;
+    /// (output tile in grouped order, slot) of unit `index`.
+    fn unit(&self, index: u32) -> (u32, u32);
+    /// Units of output tile `t`.
+    fn arrivals(&self, t: u32) -> u32;
 }
 
 /// A bounded wait gave up (it already reported who waited for what).
@@ -340,6 +354,111 @@ impl TileScheduler for SplitK {
     }
 }
 
+impl KSplit for SplitK {
+    #[inline(always)]
+    fn slots(&self) -> u32 {
+        self.splits
+    }
+    #[inline(always)]
+    fn unit(&self, index: u32) -> (u32, u32) {
+        SplitK::unit(self, index)
+    }
+    #[inline(always)]
+    fn arrivals(&self, _t: u32) -> u32 {
+        self.splits
+    }
+}
+
+/// Stream-K over a grouped raster, for fewer tiles than CTAs but too many to split evenly (112
+/// tiles on 132 SMs would leave 20 idle): the tiles' k-blocks, end to end, are cut into one
+/// contiguous range of `len` per CTA, so every CTA does the same work. A range spans at most
+/// two tiles (`len` <= the k-blocks of a tile when tiles <= CTAs): CTA `c` runs unit `c` (its
+/// range's part in its first tile) and unit `c + ctas` (the part in the next tile, often
+/// empty). A tile's units are those of consecutive CTAs, in k order.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamK {
+    /// The output tiles.
+    pub grid: TileGrid,
+    /// k-blocks per tile.
+    pub k_blocks: u32,
+    /// CTAs (one range each).
+    pub ctas: u32,
+    /// k-blocks per CTA: `ceil(tiles x k_blocks / ctas)`.
+    pub len: u32,
+}
+
+impl StreamK {
+    /// `grid`'s tiles of `k_blocks` each over `ctas` CTAs (`grid.count() <= ctas`, and
+    /// `grid.count() x k_blocks` below 2^32: the host checks).
+    #[inline(always)]
+    pub const fn new(grid: TileGrid, k_blocks: u32, ctas: u32) -> Self {
+        let total = grid.count() * k_blocks;
+        Self { grid, k_blocks, ctas, len: div_nz(total + ctas - 1, ctas) }
+    }
+
+    /// (tile, first k-block, end k-block within the tile) of unit `u`; an empty range when the
+    /// unit has no work.
+    #[inline(always)]
+    pub const fn segment(&self, u: u32) -> (u32, u32, u32) {
+        let (c, k) = (rem_nz(u, self.ctas), div_nz(u, self.ctas));
+        let total = self.grid.count() * self.k_blocks;
+        let start = if c * self.len < total { c * self.len } else { total };
+        let end = if start + self.len < total { start + self.len } else { total };
+        if start >= end {
+            return (0, 0, 0);
+        }
+        let t = div_nz(start, self.k_blocks) + k;
+        let (t0, t1) = (t * self.k_blocks, (t + 1) * self.k_blocks);
+        let lo = if start > t0 { start } else { t0 };
+        let hi = if end < t1 { end } else { t1 };
+        if lo >= hi {
+            (0, 0, 0)
+        } else {
+            (t, lo - t0, hi - t0)
+        }
+    }
+
+    /// The first CTA whose range reaches into tile `t`.
+    #[inline(always)]
+    const fn first_cta(&self, t: u32) -> u32 {
+        div_nz(t * self.k_blocks, self.len)
+    }
+}
+
+impl TileScheduler for StreamK {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        2 * self.ctas
+    }
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        let (m, n) = self.grid.coords(self.segment(index).0);
+        Tile { index, m, n }
+    }
+    #[inline(always)]
+    fn k_range(&self, index: u32, _k_blocks: u32) -> (u32, u32) {
+        let (_, kb0, kb1) = self.segment(index);
+        (kb0, kb1)
+    }
+    const MAY_BE_EMPTY: bool = true;
+}
+
+impl KSplit for StreamK {
+    #[inline(always)]
+    fn slots(&self) -> u32 {
+        div_nz(self.k_blocks + self.len - 1, self.len) + 1
+    }
+    #[inline(always)]
+    fn unit(&self, index: u32) -> (u32, u32) {
+        let t = self.segment(index).0;
+        (t, rem_nz(index, self.ctas) - self.first_cta(t))
+    }
+    #[inline(always)]
+    fn arrivals(&self, t: u32) -> u32 {
+        div_nz((t + 1) * self.k_blocks - 1, self.len) - self.first_cta(t) + 1
+    }
+}
+
 /// A grouped GEMM's tiles over groups (experts) whose rows are stacked in one matrix, each
 /// group starting at a multiple of the tile height, read from tables a router wrote (see
 /// [`crate::abi::MoeScratch`]): first, group by group, the tile rows made only of the rank's own
@@ -573,6 +692,50 @@ mod tests {
                 }
             }
             assert!(seen.iter().all(|&c| c == 1), "{m}x{n} kb {k_blocks} / {splits}");
+        }
+    }
+
+    #[test]
+    fn stream_k_covers_every_k_block_once_in_even_ranges() {
+        for &(m, n, k_blocks, ctas) in &[
+            (64u32, 28672u32, 128u32, 132u32),
+            (1, 256, 9, 4),
+            (300, 700, 7, 13),
+            (256, 28672, 128, 300),
+            (128, 512, 1, 2),
+        ] {
+            let grid = TileGrid::new(m, n, 128, 256, 8);
+            let s = StreamK::new(grid, k_blocks, ctas);
+            assert!(grid.count() <= ctas && s.len <= k_blocks);
+            let mut seen = vec![0u8; (grid.count() * k_blocks) as usize];
+            let mut per_cta = vec![0u32; ctas as usize];
+            let mut units = vec![0u32; grid.count() as usize];
+            for u in 0..s.count() {
+                let (kb0, kb1) = s.k_range(u, k_blocks);
+                if kb0 == kb1 {
+                    continue;
+                }
+                let t = s.segment(u).0;
+                let (tile, slot) = s.unit(u);
+                assert_eq!(tile, t);
+                assert!(
+                    slot < s.arrivals(t) && s.arrivals(t) <= s.slots(),
+                    "unit {u}: slot {slot} of {}",
+                    s.arrivals(t)
+                );
+                units[t as usize] += 1;
+                per_cta[(u % ctas) as usize] += kb1 - kb0;
+                for kb in kb0..kb1 {
+                    seen[(t * k_blocks + kb) as usize] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "{m}x{n} kb {k_blocks} over {ctas}");
+            // Every tile has exactly the units its arrival count says, and no CTA does more
+            // than `len` k-blocks.
+            for t in 0..grid.count() {
+                assert_eq!(units[t as usize], s.arrivals(t), "tile {t}");
+            }
+            assert!(per_cta.iter().all(|&w| w <= s.len));
         }
     }
 

@@ -48,6 +48,11 @@ pub const GEMM_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_nk");
 pub const GEMM_SPLITK_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_kn");
 /// The split-K GEMM, B `[N, K]` row-major.
 pub const GEMM_SPLITK_NK: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_nk");
+/// The stream-K GEMM (fewer tiles than SMs, too many to split evenly), B `[K, N]` row-major
+/// (launched by [`crate::ops::gemm::Gemm`]).
+pub const GEMM_STREAMK_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_streamk_kn");
+/// The stream-K GEMM, B `[N, K]` row-major.
+pub const GEMM_STREAMK_NK: Kernel<SplitKParams> = Kernel::new("mk_gemm_streamk_nk");
 /// The GPU-driven all-gather (launched by [`crate::ops::allgather::AllGather`], alone or as the
 /// first half of AllGather + GEMM's unfused path).
 pub const ALLGATHER: Kernel<AllGatherParams> = Kernel::new("mk_allgather");
@@ -94,6 +99,8 @@ pub const ALL: &[&str] = &[
     GEMM_NK.name,
     GEMM_SPLITK_KN.name,
     GEMM_SPLITK_NK.name,
+    GEMM_STREAMK_KN.name,
+    GEMM_STREAMK_NK.name,
     ALLGATHER.name,
     AG_GEMM_KN.name,
     AG_GEMM_NK.name,

@@ -239,7 +239,8 @@ impl<'a> AgGemm<'a> {
         let row_order_buf = gpu.upload(&order)?;
         let launches = gpu.upload(&[0u64])?;
         let diag = DiagBuffers::new(gpu)?;
-        let gopts = GemmOptions { ctas: None, group_m: opts.group_m, split_k: Some(1), timeout: opts.timeout };
+        let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout, ..Default::default() }
+            .whole_tiles();
         let (mut gemm, maps) = plan(gpu, shape, b_layout, gathered.addr(), b.addr(), (&c).into(), &gopts, &diag)?;
         gemm.roles = RoleSplit {
             compute: split.compute,

@@ -18,6 +18,7 @@
 use crate::abi::{GemmParams, RoleSplit, SplitKParams, B_KN, B_NK, SPLIT_HALF_BYTES};
 use crate::error::{invalid, need_len, DiagBuffers, Error, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype};
+use crate::sched::{KSplit, StreamK, TileGrid};
 use half::bf16;
 use mkernel_device::kernels_info::gemm as k;
 use std::marker::PhantomData;
@@ -114,13 +115,24 @@ pub struct GemmOptions {
     /// Units each output tile's k-blocks are cut into (split-K): 1 is the plain GEMM; at most
     /// `ceil(k / TILE_K)`. None: [`default_split_k`].
     pub split_k: Option<u32>,
+    /// Stream-K: every CTA takes an equal, contiguous run of the tiles' k-blocks (at most one
+    /// tile per CTA; not with a split above 1). None: [`default_stream_k`] when not split.
+    pub stream_k: Option<bool>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
 
 impl Default for GemmOptions {
     fn default() -> Self {
-        Self { ctas: None, group_m: 8, split_k: None, timeout: Duration::from_secs(10) }
+        Self { ctas: None, group_m: 8, split_k: None, stream_k: None, timeout: Duration::from_secs(10) }
+    }
+}
+
+impl GemmOptions {
+    /// These options with every tile computed whole by one CTA (no split-K, no stream-K): what
+    /// a fused op's unfused reference needs to sum in the fused kernel's order.
+    pub fn whole_tiles(self) -> Self {
+        Self { split_k: Some(1), stream_k: Some(false), ..self }
     }
 }
 
@@ -147,6 +159,27 @@ pub fn default_split_k(shape: GemmShape, ctas: u32) -> u32 {
 /// at 8 splits the shared sum was faster, at 2 and 4 it lost to the last unit summing alone
 /// (every unit then waits for the slowest before its share).
 pub const PARALLEL_SUM_MIN_SPLITS: u32 = 8;
+
+/// Whether the GEMM takes stream-K unless told otherwise: when its tiles fill three quarters of
+/// the `ctas` CTAs or more (too many to split evenly, see [`default_split_k`]) but fewer than all
+/// of them (at N = 28672: 112 tiles for 132 SMs), so that every CTA does the same work instead of
+/// 20 idling, each keeping at least [`MIN_SPLIT_K_BLOCKS`] k-blocks; and only up to
+/// [`STREAM_K_MAX_M`] rows. Measured on H200 (docs/PERF.md): at 1 x 28672 x 8192 stream-K took
+/// 0.16 ms to 0.15 (0.73x cuBLAS to 0.86x), at M = 64 and 128 it was no faster or slower (its
+/// partial sums cost more than the idle SMs there).
+pub fn default_stream_k(shape: GemmShape, ctas: u32) -> bool {
+    let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u64;
+    let k_blocks = shape.k.div_ceil(TILE_K as usize) as u64;
+    let ctas = ctas as u64;
+    shape.m <= STREAM_K_MAX_M
+        && 4 * tiles >= 3 * ctas
+        && tiles < ctas
+        && tiles * k_blocks >= MIN_SPLIT_K_BLOCKS as u64 * ctas
+        && tiles * k_blocks < 1 << 32
+}
+
+/// Most rows for which [`default_stream_k`] picks stream-K.
+pub const STREAM_K_MAX_M: usize = 32;
 
 /// The most units a tile is cut into.
 pub const MAX_SPLIT_K: u32 = 32;
@@ -219,16 +252,39 @@ impl<'a> Gemm<'a> {
                 ),
             ));
         }
-        let ctas = ctas.min(tiles.saturating_mul(splits));
+        let stream = opts.stream_k.unwrap_or_else(|| splits == 1 && default_stream_k(shape, ctas));
+        if stream {
+            if splits > 1 {
+                return Err(invalid("stream_k", "cannot be combined with split_k above 1"));
+            }
+            if tiles > ctas || (tiles as u64) * (k_blocks as u64) >= 1 << 32 {
+                return Err(invalid(
+                    "stream_k",
+                    format!(
+                        "needs at most one tile per CTA ({tiles} tiles, {ctas} CTAs) and tiles x k-blocks below 2^32"
+                    ),
+                ));
+            }
+        }
+        let ctas = if stream { ctas } else { ctas.min(tiles.saturating_mul(splits)) };
         let diag = DiagBuffers::new(gpu)?;
         let (mut params, maps) = plan(gpu, shape, b_layout, a, b, c, &opts, &diag)?;
         params.roles = RoleSplit::compute_only(ctas);
         let kernel = if b_layout == BLayout::KN { kernels::GEMM_KN } else { kernels::GEMM_NK };
-        let split = if splits > 1 {
+        // Partial slots per tile: the splits, or the CTAs a stream-K tile can span.
+        let grid = TileGrid::new(shape.m as u32, shape.n as u32, TILE_M, TILE_N, opts.group_m);
+        let slots = if stream { StreamK::new(grid, k_blocks, ctas).slots() } else { splits };
+        let split = if splits > 1 || stream {
             let halves = 2 * tiles as usize;
-            let workspace = gpu.alloc::<f32>(halves * splits as usize * SPLIT_HALF_BYTES as usize / 4)?;
+            let workspace = gpu.alloc::<f32>(halves * slots as usize * SPLIT_HALF_BYTES as usize / 4)?;
             let counters = gpu.upload(&vec![0u32; halves])?;
             let launches = gpu.upload(&[0u64])?;
+            let kernel = match (stream, b_layout) {
+                (true, BLayout::KN) => kernels::GEMM_STREAMK_KN,
+                (true, BLayout::NK) => kernels::GEMM_STREAMK_NK,
+                (false, BLayout::KN) => kernels::GEMM_SPLITK_KN,
+                (false, BLayout::NK) => kernels::GEMM_SPLITK_NK,
+            };
             Some(SplitLaunch {
                 params: SplitKParams {
                     gemm: params,
@@ -236,12 +292,12 @@ impl<'a> Gemm<'a> {
                     counters: counters.addr(),
                     launches: launches.addr(),
                     c_bf16: if c.f32 { 0 } else { c.addr },
-                    splits,
+                    splits: slots,
                     // Every unit its own CTA: a tile's units all run at once and can sum
                     // together, each its share.
-                    parallel: (ctas == tiles * splits && splits >= PARALLEL_SUM_MIN_SPLITS) as u32,
+                    parallel: (!stream && ctas == tiles * splits && splits >= PARALLEL_SUM_MIN_SPLITS) as u32,
                 },
-                kernel: if b_layout == BLayout::KN { kernels::GEMM_SPLITK_KN } else { kernels::GEMM_SPLITK_NK },
+                kernel,
                 _workspace: workspace,
                 _counters: counters,
                 _launches: launches,
@@ -252,9 +308,14 @@ impl<'a> Gemm<'a> {
         Ok(Self { shape, params, ctas, kernel, split, _maps: maps, diag, _bufs: PhantomData })
     }
 
-    /// Units each output tile's k-blocks are cut into (1: the plain GEMM).
+    /// Units each output tile's k-blocks are cut into (1: the plain GEMM or stream-K).
     pub fn splits(&self) -> u32 {
-        self.split.as_ref().map_or(1, |s| s.params.splits)
+        self.split.as_ref().filter(|_| !self.stream_k()).map_or(1, |s| s.params.splits)
+    }
+
+    /// Whether the launch is stream-K.
+    pub fn stream_k(&self) -> bool {
+        self.split.as_ref().is_some_and(|s| s.kernel.name.starts_with("mk_gemm_streamk"))
     }
 
     /// The shape.
@@ -385,6 +446,21 @@ const _: () = assert!(k::THREADS == 384 && k::TILE_M == 128 && k::TILE_N == 256)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_k_takes_the_shapes_split_k_leaves() {
+        let stream = |m, n, k| default_stream_k(GemmShape { m, n, k }, 132);
+        // N = 28672, M <= 32: 112 tiles for 132 SMs.
+        assert!(stream(1, 28672, 8192) && stream(16, 28672, 8192) && !stream(64, 28672, 8192));
+        // Split-K's shapes, full waves and more, and too little K: not stream-K.
+        assert!(!stream(64, 8192, 8192) && !stream(256, 28672, 8192) && !stream(8192, 8192, 8192));
+        assert!(!stream(128, 28672, 128));
+        for &(m, n, k) in &[(64usize, 8192usize, 8192usize), (1, 28672, 8192), (4096, 4096, 4096)] {
+            // Never both.
+            let shape = GemmShape { m, n, k };
+            assert!(!(default_stream_k(shape, 132) && default_split_k(shape, 132) > 1), "{m}x{n}x{k}");
+        }
+    }
 
     #[test]
     fn split_k_fills_one_wave_when_tiles_are_few() {

@@ -207,7 +207,8 @@ impl<'a> GemmRs<'a> {
         let out_maps_buf = gpu.upload(&out_maps)?;
         let launches = gpu.upload(&[0u64])?;
         let diag = DiagBuffers::new(gpu)?;
-        let gopts = GemmOptions { ctas: None, group_m: opts.group_m, split_k: Some(1), timeout: opts.timeout };
+        let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout, ..Default::default() }
+            .whole_tiles();
         let c = CAddr { addr: out.addr(), f32: opts.out_f32 };
         let (mut gemm, maps) = super::gemm::plan(gpu, local, b_layout, a.addr(), b.addr(), c, &gopts, &diag)?;
         let tiles = w as u32 * per_owner;
@@ -270,7 +271,8 @@ impl<'a> GemmRs<'a> {
         let launches = gpu.upload(&[0u64])?;
         let diag = DiagBuffers::new(gpu)?;
         let gemm = |p: &HeapRegion<'a>| {
-            let gopts = GemmOptions { ctas: None, group_m: opts.group_m, split_k: Some(1), timeout: opts.timeout };
+            let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout, ..Default::default() }
+                .whole_tiles();
             Gemm::at(gpu, local, b_layout, (a, b), CAddr { addr: p.addr(), f32: false }, gopts)
         };
         let gemms = [gemm(&partials[0])?, gemm(&partials[1])?];

@@ -93,6 +93,10 @@ unsafe fn produce<const TRANS_B: u32, S: TileScheduler, G: InputGate>(
     let k_blocks = ops.k.div_ceil(TILE_K);
     let mut st = PipeState::start();
     for i in tiles {
+        let (kb0, kb1) = sched.k_range(i, k_blocks);
+        if S::MAY_BE_EMPTY && kb0 == kb1 {
+            continue;
+        }
         let tile = sched.tile(i);
         // A failed input wait already reported and failed the launch; loading anyway lets every
         // CTA finish (the host then returns the report) instead of trapping.
@@ -100,7 +104,6 @@ unsafe fn produce<const TRANS_B: u32, S: TileScheduler, G: InputGate>(
         let (a_map, a_row) = gate.a_source(tile, ops.a_map, TILE_M);
         let origin = (a_row as i32, (tile.n * TILE_N) as i32);
         let b_row0 = gate.b_row0(tile) as i32;
-        let (kb0, kb1) = sched.k_range(i, k_blocks);
         for kb in kb0..kb1 {
             if pipe.acquire(st, b, i).is_err() {
                 trap();
@@ -131,9 +134,9 @@ unsafe fn consume<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
     let mut acc = [0f32; 128];
     let mut n = 0u32;
     for i in tiles {
+        let (kb0, kb1) = sched.k_range(i, k_blocks);
         let tile = sched.tile(i);
         let mut prev = st;
-        let (kb0, kb1) = sched.k_range(i, k_blocks);
         for kb in kb0..kb1 {
             if pipe.wait(st, b, i).is_err() {
                 trap();
@@ -151,6 +154,11 @@ unsafe fn consume<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
             st.advance();
         }
         wgmma::wait_group::<0>();
+        // An empty unit consumed no slot and has no tile to store. Skipped here, after the
+        // (empty) k-loop: a branch around the wgmmas would make ptxas serialise them.
+        if S::MAY_BE_EMPTY && kb0 == kb1 {
+            continue;
+        }
         if lane == 0 {
             pipe.release(prev.slot);
         }

@@ -5,7 +5,7 @@
 use super::mainloop::Smem;
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
-use crate::sched::{div_nz, SplitK, Tile};
+use crate::sched::{div_nz, KSplit, Tile};
 use crate::tile::*;
 
 /// A finished tile's way out.
@@ -109,12 +109,13 @@ impl Handoff {
 /// Split-K: each unit's f32 partial goes to a workspace, and the tile's units sum them, in
 /// split order, either all together (each its share of the chunks) or the last to arrive alone,
 /// then store the tile (see [`crate::abi::SplitKParams`] for the layout and protocol).
-pub struct SplitKStore<'a> {
+pub struct SplitKStore<'a, K> {
     /// Where a whole tile goes (the last-arriver sum).
     pub inner: StoreC,
-    /// The units (to tell a unit's tile and split).
-    pub sched: SplitK,
-    /// f32 partials, `[2 x tiles][splits]` half tiles.
+    /// The units (to tell a unit's tile and slot, and a tile's unit count): split-K or
+    /// stream-K.
+    pub sched: K,
+    /// f32 partials, `[2 x tiles][slots]` half tiles.
     pub workspace: u64,
     /// Arrival counter per half tile.
     pub counters: u64,
@@ -128,11 +129,11 @@ pub struct SplitKStore<'a> {
     pub bound: crate::sync::Bound<'a>,
 }
 
-impl SplitKStore<'_> {
-    /// Half tile `half`'s partial of split `s`.
+impl<K: KSplit> SplitKStore<'_, K> {
+    /// Half tile `half`'s partial of slot `s`.
     #[inline(always)]
     fn partial(&self, half: u32, s: u32) -> *const [u32; 4] {
-        let at = (half * self.sched.splits + s) as u64 * crate::abi::SPLIT_HALF_BYTES as u64;
+        let at = (half * self.sched.slots() + s) as u64 * crate::abi::SPLIT_HALF_BYTES as u64;
         (self.workspace + at) as *const [u32; 4]
     }
 
@@ -141,8 +142,7 @@ impl SplitKStore<'_> {
     /// [`store_f32`] and [`write_bf16`] place them, clipped to the matrix). Few registers: the
     /// accumulators stay reserved for the next unit's wgmma.
     #[inline(always)]
-    unsafe fn sum_share(&self, half: u32, split: u32, tile: Tile, cwg: u32, t: u32) {
-        let splits = self.sched.splits;
+    unsafe fn sum_share(&self, half: u32, split: u32, splits: u32, tile: Tile, cwg: u32, t: u32) {
         let c = &self.inner;
         let (l, w) = (t % 32, t / 32);
         let row = tile.m * TILE_M + cwg * 64 + 16 * w + l / 4;
@@ -179,7 +179,7 @@ impl SplitKStore<'_> {
     }
 }
 
-impl Epilogue for SplitKStore<'_> {
+impl<K: KSplit> Epilogue for SplitKStore<'_, K> {
     #[inline(always)]
     unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32) {
         if tile.m * TILE_M + cwg * 64 >= self.inner.m {
@@ -212,7 +212,8 @@ impl Epilogue for SplitKStore<'_> {
         fence_acq_rel_gpu();
         named_barrier_sync(bar, 128);
         let counter = (self.counters as *mut u32).add(half as usize);
-        let complete = self.epoch.wrapping_mul(self.sched.splits);
+        let splits = self.sched.arrivals(out_tile);
+        let complete = self.epoch.wrapping_mul(splits);
         if self.parallel {
             if t == 0 {
                 atom_add_acq_rel_gpu_u32(counter, 1);
@@ -220,7 +221,7 @@ impl Epilogue for SplitKStore<'_> {
                 let _ = self.bound.flag(counter, complete, tile.index);
             }
             named_barrier_sync(bar, 128);
-            self.sum_share(half, split, tile, cwg, t);
+            self.sum_share(half, split, splits, tile, cwg, t);
             return;
         }
         let last_word = smem.base + SCRATCH_OFF + 4 + 4 * cwg;
@@ -245,7 +246,7 @@ impl Epilogue for SplitKStore<'_> {
             }};
         }
         unroll32!(load);
-        for s in 1..self.sched.splits {
+        for s in 1..splits {
             let src = self.partial(half, s);
             macro_rules! add {
                 ($j:expr) => {{

@@ -7,7 +7,7 @@ use crate::arch::*;
 use crate::comm::signal::launch_epoch;
 use crate::gemm::engine::Operands;
 use crate::gemm::*;
-use crate::sched::{GroupedRaster, NoGate, Role, SplitK, TileGrid};
+use crate::sched::{GroupedRaster, KSplit, NoGate, Role, SplitK, StreamK, TileGrid, TileScheduler};
 use crate::sync::Bound;
 
 /// The plain GEMM's pieces for the parameter block `p`.
@@ -31,8 +31,10 @@ unsafe fn gemm<const TRANS_B: u32>(p: &GemmParams) {
     compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &NoGate, &epi, p.roles.compute, b);
 }
 
+/// The split-K and stream-K GEMMs' common body: the epoch, then the engine with scheduler
+/// `sched` and the summing epilogue around the local store.
 #[inline(always)]
-unsafe fn gemm_splitk<const TRANS_B: u32>(p: &SplitKParams) {
+unsafe fn gemm_split<const TRANS_B: u32, K: KSplit + TileScheduler>(p: &SplitKParams, sched: impl Fn(TileGrid) -> K) {
     let g = &p.gemm;
     if block_idx_x() >= g.roles.compute {
         return;
@@ -43,11 +45,10 @@ unsafe fn gemm_splitk<const TRANS_B: u32>(p: &SplitKParams) {
     }
     sync_threads();
     let (ops, GroupedRaster(grid), store) = parts(g);
-    let sched = SplitK { grid, splits: p.splits };
     let bound = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: 0, role: Role::Compute as u32 };
     let epi = SplitKStore {
         inner: store,
-        sched,
+        sched: sched(grid),
         workspace: p.workspace,
         counters: p.counters,
         c_bf16: p.c_bf16,
@@ -55,7 +56,26 @@ unsafe fn gemm_splitk<const TRANS_B: u32>(p: &SplitKParams) {
         epoch: ld_shared_u32(scratch),
         bound,
     };
-    compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &NoGate, &epi, g.roles.compute, bound);
+    compute_cta::<TRANS_B, _, _, _>(&ops, &epi.sched, &NoGate, &epi, g.roles.compute, bound);
+}
+
+#[inline(always)]
+unsafe fn gemm_splitk<const TRANS_B: u32>(p: &SplitKParams) {
+    gemm_split::<TRANS_B, _>(p, |grid| SplitK { grid, splits: p.splits });
+}
+
+#[inline(always)]
+unsafe fn gemm_streamk<const TRANS_B: u32>(p: &SplitKParams) {
+    let k_blocks = p.gemm.k.div_ceil(TILE_K);
+    gemm_split::<TRANS_B, _>(p, |grid| StreamK::new(grid, k_blocks, p.gemm.roles.compute));
+}
+
+b_layout_entry_points! {
+    SplitKParams => gemm_streamk;
+    /// Stream-K GEMM (fewer tiles than SMs, too many to split evenly) with B `[K, N]`.
+    kn: mk_gemm_streamk_kn;
+    /// Stream-K GEMM with B `[N, K]`.
+    nk: mk_gemm_streamk_nk
 }
 
 b_layout_entry_points! {
