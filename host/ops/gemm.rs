@@ -146,8 +146,7 @@ pub const MIN_SPLIT_K_BLOCKS: u32 = 4;
 /// into `floor(ctas / tiles)` units puts every SM to loading (one wave, never a second partial
 /// one), each unit keeping at least [`MIN_SPLIT_K_BLOCKS`] k-blocks. Otherwise 1.
 pub fn default_split_k(shape: GemmShape, ctas: u32) -> u32 {
-    let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u64;
-    let k_blocks = shape.k.div_ceil(TILE_K as usize) as u64;
+    let (tiles, k_blocks) = tiles_and_k_blocks(shape);
     if tiles == 0 || 4 * tiles >= 3 * ctas as u64 {
         return 1;
     }
@@ -168,8 +167,7 @@ pub const PARALLEL_SUM_MIN_SPLITS: u32 = 8;
 /// 0.16 ms to 0.15 (0.73x cuBLAS to 0.86x), at M = 64 and 128 it was no faster or slower (its
 /// partial sums cost more than the idle SMs there).
 pub fn default_stream_k(shape: GemmShape, ctas: u32) -> bool {
-    let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u64;
-    let k_blocks = shape.k.div_ceil(TILE_K as usize) as u64;
+    let (tiles, k_blocks) = tiles_and_k_blocks(shape);
     let ctas = ctas as u64;
     shape.m <= STREAM_K_MAX_M
         && 4 * tiles >= 3 * ctas
@@ -178,15 +176,22 @@ pub fn default_stream_k(shape: GemmShape, ctas: u32) -> bool {
         && tiles * k_blocks < 1 << 32
 }
 
+/// Output tiles and k-blocks per tile of `shape`.
+fn tiles_and_k_blocks(shape: GemmShape) -> (u64, u64) {
+    let tiles = shape.m.div_ceil(TILE_M as usize) as u64 * shape.n.div_ceil(TILE_N as usize) as u64;
+    (tiles, shape.k.div_ceil(TILE_K as usize) as u64)
+}
+
 /// Most rows for which [`default_stream_k`] picks stream-K.
 pub const STREAM_K_MAX_M: usize = 32;
 
 /// The most units a tile is cut into.
 pub const MAX_SPLIT_K: u32 = 32;
 
-/// A split-K launch's parameters and the scratch it owns.
+/// A split-K or stream-K launch's parameters and the scratch it owns.
 struct SplitLaunch {
     params: SplitKParams,
+    stream: bool,
     kernel: kernels::Kernel<SplitKParams>,
     _workspace: DeviceBuffer<f32>,
     _counters: DeviceBuffer<u32>,
@@ -239,8 +244,9 @@ impl<'a> Gemm<'a> {
         if ctas == 0 {
             return Err(invalid("ctas", "must be at least 1"));
         }
-        let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u32;
-        let k_blocks = shape.k.div_ceil(TILE_K as usize) as u32;
+        let (tiles, k_blocks) = tiles_and_k_blocks(shape);
+        // The shape's dimensions are below 2^31 (validated): the tile count fits a u32.
+        let (tiles, k_blocks) = (tiles as u32, k_blocks as u32);
         let splits = opts.split_k.unwrap_or_else(|| default_split_k(shape, ctas));
         if splits == 0 || splits > k_blocks.min(MAX_SPLIT_K) {
             return Err(invalid(
@@ -297,6 +303,7 @@ impl<'a> Gemm<'a> {
                     // together, each its share.
                     parallel: (!stream && ctas == tiles * splits && splits >= PARALLEL_SUM_MIN_SPLITS) as u32,
                 },
+                stream,
                 kernel,
                 _workspace: workspace,
                 _counters: counters,
@@ -310,12 +317,12 @@ impl<'a> Gemm<'a> {
 
     /// Units each output tile's k-blocks are cut into (1: the plain GEMM or stream-K).
     pub fn splits(&self) -> u32 {
-        self.split.as_ref().filter(|_| !self.stream_k()).map_or(1, |s| s.params.splits)
+        self.split.as_ref().filter(|s| !s.stream).map_or(1, |s| s.params.splits)
     }
 
     /// Whether the launch is stream-K.
     pub fn stream_k(&self) -> bool {
-        self.split.as_ref().is_some_and(|s| s.kernel.name.starts_with("mk_gemm_streamk"))
+        self.split.as_ref().is_some_and(|s| s.stream)
     }
 
     /// The shape.
