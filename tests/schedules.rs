@@ -1,0 +1,117 @@
+//! Property tests (proptest, inside `cargo test`) of the tile schedulers' index math, which the
+//! GPU kernels and the host share (`mkernel::sched`), on random shapes, splits, CTA counts and
+//! ranks: every unit of work is covered exactly once, partial slots and arrival counts agree,
+//! reduce-scatter owners only reach a tile after every source sent it; and of the GEMM's
+//! split-K / stream-K choices, which must never ask for more than the GPU can hold at once.
+use mkernel::gemm::{default_split_k, default_stream_k, GemmShape, MAX_SPLIT_K, TILE_K, TILE_M, TILE_N};
+use mkernel::sched::{KSplit, OwnerTiles, SplitK, StreamK, TileGrid, TileScheduler};
+use proptest::prelude::*;
+
+/// Every (tile, k-block) of `grid` x `k_blocks` covered once by `s`'s non-empty units; each
+/// unit's (tile, slot) inside the tile's arrival count; each tile's units exactly that count.
+fn check_k_split<S: TileScheduler + KSplit>(s: &S, grid: TileGrid, k_blocks: u32) -> Result<(), TestCaseError> {
+    let tiles = grid.count();
+    let mut seen = vec![0u8; (tiles * k_blocks) as usize];
+    let mut units = vec![0u32; tiles as usize];
+    let mut slots = vec![Vec::new(); tiles as usize];
+    for u in 0..s.count() {
+        let (kb0, kb1) = s.k_range(u, k_blocks);
+        prop_assert!(kb0 <= kb1 && kb1 <= k_blocks);
+        if kb0 == kb1 {
+            prop_assert!(S::MAY_BE_EMPTY, "unit {} is empty", u);
+            continue;
+        }
+        let t = s.tile(u);
+        let (tile, slot) = s.unit(u);
+        prop_assert_eq!(grid.coords(tile), (t.m, t.n));
+        prop_assert!(slot < s.arrivals(tile) && s.arrivals(tile) <= s.slots());
+        units[tile as usize] += 1;
+        slots[tile as usize].push((slot, kb0));
+        for kb in kb0..kb1 {
+            seen[(tile * k_blocks + kb) as usize] += 1;
+        }
+    }
+    prop_assert!(seen.iter().all(|&c| c == 1));
+    for t in 0..tiles {
+        prop_assert_eq!(units[t as usize], s.arrivals(t));
+        // Slots follow k order: the sum in slot order is the sum in k order.
+        let mut by_slot = slots[t as usize].clone();
+        by_slot.sort();
+        prop_assert!(by_slot.windows(2).all(|w| w[0].1 < w[1].1 && w[0].0 < w[1].0));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn split_k_units_cover_each_k_block_once(
+        m in 1u32..2000, n in 1u32..4000, k_blocks in 1u32..300, splits in 1u32..=32, group_m in 1u32..10,
+    ) {
+        let splits = splits.min(k_blocks);
+        let grid = TileGrid::new(m, n, TILE_M, TILE_N, group_m);
+        check_k_split(&SplitK { grid, splits }, grid, k_blocks)?;
+    }
+
+    #[test]
+    fn stream_k_ranges_cover_each_k_block_once_evenly(
+        m in 1u32..1500, n in 1u32..9000, k_blocks in 1u32..300, extra in 0u32..200, group_m in 1u32..10,
+    ) {
+        let grid = TileGrid::new(m, n, TILE_M, TILE_N, group_m);
+        let ctas = grid.count() + extra;
+        let s = StreamK::new(grid, k_blocks, ctas);
+        check_k_split(&s, grid, k_blocks)?;
+        // No CTA does more than its share.
+        let mut work = vec![0u32; ctas as usize];
+        for u in 0..s.count() {
+            let (kb0, kb1) = s.k_range(u, k_blocks);
+            work[(u % ctas) as usize] += kb1 - kb0;
+        }
+        prop_assert!(work.iter().all(|&w| w <= s.len));
+    }
+
+    #[test]
+    fn owner_tiles_reach_an_own_tile_after_every_source_sent_it(
+        rows in 1u32..1500, n in 1u32..3000, world in 1u32..=8, lead in 0u32..400,
+    ) {
+        let per = OwnerTiles::new(rows, n, (TILE_M, TILE_N), 8, world, 0, lead).per_owner();
+        let lead = lead.min(per);
+        let mut pos = vec![vec![vec![0u32; per as usize]; world as usize]; world as usize];
+        for rank in 0..world {
+            let s = OwnerTiles::new(rows, n, (TILE_M, TILE_N), 8, world, rank, lead);
+            let mut seen = vec![false; (world * per) as usize];
+            for i in 0..s.count() {
+                let t = s.tile(i);
+                let o = s.locate(t.m, t.n);
+                let k = (o.owner * per + o.slot) as usize;
+                prop_assert!(!seen[k]);
+                seen[k] = true;
+                pos[rank as usize][o.owner as usize][s.order(i).1 as usize] = i;
+            }
+            prop_assert!(seen.iter().all(|&x| x));
+        }
+        for me in 0..world as usize {
+            for q in (0..world as usize).filter(|&q| q != me) {
+                for j in 0..per as usize {
+                    prop_assert!(pos[me][me][j] >= pos[q][me][j] + lead.max(1));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn default_splits_stay_within_one_wave(
+        m in 1usize..20000, n in 1usize..60000, k in 1usize..70000, ctas in 1u32..200,
+    ) {
+        let shape = GemmShape { m, n: n.div_ceil(8) * 8, k: k.div_ceil(8) * 8 };
+        let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u64;
+        let k_blocks = shape.k.div_ceil(TILE_K as usize) as u64;
+        let split = default_split_k(shape, ctas);
+        prop_assert!((1..=MAX_SPLIT_K).contains(&split) && split as u64 <= k_blocks);
+        prop_assert!(split == 1 || tiles * split as u64 <= ctas as u64, "{} tiles x {} > {} CTAs", tiles, split, ctas);
+        if default_stream_k(shape, ctas) {
+            prop_assert!(split == 1 && tiles < ctas as u64);
+        }
+    }
+}
