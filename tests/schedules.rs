@@ -91,10 +91,10 @@ proptest! {
             }
             prop_assert!(seen.iter().all(|&x| x));
         }
-        for me in 0..world as usize {
-            for q in (0..world as usize).filter(|&q| q != me) {
-                for j in 0..per as usize {
-                    prop_assert!(pos[me][me][j] >= pos[q][me][j] + lead.max(1));
+        for (me, mine) in pos.iter().enumerate() {
+            for theirs in pos.iter().enumerate().filter(|&(q, _)| q != me).map(|(_, p)| p) {
+                for (&own, &sent) in mine[me].iter().zip(&theirs[me]) {
+                    prop_assert!(own >= sent + lead.max(1));
                 }
             }
         }
