@@ -144,8 +144,6 @@ impl<K: KSplit> SplitKStore<'_, K> {
     #[inline(always)]
     unsafe fn sum_share(&self, half: u32, split: u32, splits: u32, tile: Tile, cwg: u32, t: u32) {
         let c = &self.inner;
-        let (l, w) = (t % 32, t / 32);
-        let row = tile.m * TILE_M + cwg * 64 + 16 * w + l / 4;
         let mut j = div_nz(32 * split, splits);
         let end = div_nz(32 * (split + 1), splits);
         while j < end {
@@ -160,7 +158,10 @@ impl<K: KSplit> SplitKStore<'_, K> {
                     v[i] += f32::from_bits(x[i]);
                 }
             }
-            let col = tile.n * TILE_N + 8 * j + 2 * (l % 4);
+            // Chunk j holds accumulators 4j..4j+4: a column pair in one row, the same pair 8
+            // rows down.
+            let (r, cc) = wgmma_acc_coord(t, 4 * j);
+            let (row, col) = (tile.m * TILE_M + cwg * 64 + r, tile.n * TILE_N + cc);
             // n is a multiple of 8: a pair starting inside the matrix ends inside it.
             let put = |r: u32, x: f32, y: f32| {
                 if r < c.m && col < c.n {

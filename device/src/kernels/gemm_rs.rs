@@ -33,7 +33,7 @@ use crate::gemm::epilogue::{store_f32, tma_store_tile, write_bf16, Handoff};
 use crate::gemm::mainloop::Smem;
 use crate::gemm::*;
 use crate::sched::{div_nz, rem_nz, GaveUp, InputGate, OwnerTiles, Role, Tile};
-use crate::sync::Bound;
+use crate::sync::{Bound, WaitResult};
 
 /// The epoch of this launch, which thread 0 put into shared memory before the engine's first
 /// block barrier.
@@ -106,6 +106,19 @@ impl ReduceEpilogue<'_> {
         }
     }
 
+    /// Wait (one thread, bounded) until my flag `index` reaches this launch's epoch; `tag` names
+    /// the wait in a timeout report.
+    #[inline(always)]
+    unsafe fn wait_flag(&self, index: u32, tag: u32) -> WaitResult {
+        self.bound().flag((self.p.flags as *const u32).add(index as usize), epoch(), tag)
+    }
+
+    /// Raise local rank `lr`'s flag `index` (mapped here) to this launch's epoch.
+    #[inline(always)]
+    unsafe fn signal_peer(&self, lr: u32, index: u32) {
+        signal((peer(&self.table().flags, lr) as *mut u32).add(index as usize), epoch());
+    }
+
     /// Wait (one thread) until local rank `lr` entered this launch: it is done with the previous
     /// launch's slots and output, so they may be written.
     #[inline(always)]
@@ -113,8 +126,7 @@ impl ReduceEpilogue<'_> {
         let p = self.p;
         if lr != p.local_rank {
             let rank = p.rank - p.local_rank + lr;
-            let flag = (p.flags as *const u32).add(GemmRsParams::ready_flag(rank) as usize);
-            let _ = self.bound().flag(flag, epoch(), rank);
+            let _ = self.wait_flag(GemmRsParams::ready_flag(rank), rank);
         }
     }
 
@@ -123,8 +135,7 @@ impl ReduceEpilogue<'_> {
     unsafe fn signal_others(&self, index: u32) {
         let p = self.p;
         for i in 1..p.local_world {
-            let lr = rem_nz(p.local_rank + i, p.local_world);
-            signal((peer(&self.table().flags, lr) as *mut u32).add(index as usize), epoch());
+            self.signal_peer(rem_nz(p.local_rank + i, p.local_world), index);
         }
     }
 
@@ -201,8 +212,7 @@ impl ReduceEpilogue<'_> {
             if s == p.rank {
                 continue;
             }
-            let flag = (p.flags as *const u32).add(p.part_flag(s, slot, cwg) as usize);
-            let _ = self.bound().flag(flag, epoch(), slot);
+            let _ = self.wait_flag(p.part_flag(s, slot, cwg), slot);
             let src = peer(&self.table().staging, s - (p.rank - p.local_rank)) + p.outbox_offset(p.rank, slot, cwg);
             mbarrier_arrive_expect_tx(h.loaded(), HALF_TILE_BYTES);
             bulk_load(c, src, HALF_TILE_BYTES, h.loaded());
@@ -317,8 +327,7 @@ impl Epilogue for ReduceEpilogue<'_> {
             } else {
                 for s in 0..p.world {
                     if s != p.rank {
-                        let flag = (p.flags as *const u32).add(p.part_flag(s, o.slot, cwg) as usize);
-                        let _ = self.bound().flag(flag, epoch(), o.slot);
+                        let _ = self.wait_flag(p.part_flag(s, o.slot, cwg), o.slot);
                         bulk_prefetch_l2(p.staging + p.slot_offset(s, o.slot, cwg), HALF_TILE_BYTES);
                     }
                 }
@@ -348,7 +357,7 @@ impl Epilogue for ReduceEpilogue<'_> {
             bulk_store(dst, c, HALF_TILE_BYTES);
             bulk_commit_group();
             bulk_wait_group::<0>();
-            signal((peer(&self.table().flags, lr) as *mut u32).add(p.part_flag(p.rank, o.slot, cwg) as usize), epoch());
+            self.signal_peer(lr, p.part_flag(p.rank, o.slot, cwg));
         } else if p.gemm.out_f32 == 0 {
             let block_tile = Tile { index: tile.index, m: o.tm, n: o.tn };
             tma_store_tile(p.out_maps + 128 * p.local_rank as u64, c, p.rows, p.gemm.n, block_tile, cwg);
@@ -382,8 +391,7 @@ impl Epilogue for ReduceEpilogue<'_> {
         while x < p.world * per * 2 {
             let (q, rest) = (div_nz(x, 2 * per), rem_nz(x, 2 * per));
             if q != p.rank {
-                let flag = (p.flags as *const u32).add(p.done_flag(q, rest / 2, rest % 2) as usize);
-                if self.bound().flag(flag, epoch(), rest / 2).is_err() {
+                if self.wait_flag(p.done_flag(q, rest / 2, rest % 2), rest / 2).is_err() {
                     return;
                 }
             }
