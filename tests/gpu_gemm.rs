@@ -111,6 +111,27 @@ fn persistent_schedule_variants() {
 }
 
 #[test]
+fn both_rings_on_ragged_shapes() {
+    // The deep ring (four stages, stores straight from registers) and the staged one (three,
+    // bf16 through staging tiles and TMA stores) must each be right at any shape, whichever the
+    // default picks: edges, one row, a ring that wraps across the tiles of a CTA (7 CTAs),
+    // bf16 and f32 out.
+    let Some(gpu) = gpu_or_skip("both_rings_on_ragged_shapes") else { return };
+    let mut rng = Rng::fresh("both_rings_on_ragged_shapes");
+    for deep in [true, false] {
+        let opts = GemmOptions { deep_ring: Some(deep), ..GemmOptions::default().whole_tiles() };
+        for &(m, n, k) in &[(1, 8, 8), (129, 264, 72), (64, 4104, 776), (300, 520, 1000)] {
+            for layout in [BLayout::NK, BLayout::KN] {
+                check(&gpu, &mut rng, GemmShape { m, n, k }, layout, false, 64, opts);
+            }
+        }
+        check(&gpu, &mut rng, GemmShape { m: 77, n: 1000, k: 328 }, BLayout::KN, true, 77, opts);
+        let few = GemmOptions { ctas: Some(7), ..opts };
+        check(&gpu, &mut rng, GemmShape { m: 1100, n: 1040, k: 328 }, BLayout::NK, false, 48, few);
+    }
+}
+
+#[test]
 fn large_8192_cubed_sampled() {
     let Some(gpu) = gpu_or_skip("large_8192_cubed_sampled") else { return };
     let mut rng = Rng::fresh("large_8192_cubed_sampled");

@@ -2,7 +2,7 @@
 //! fails instead with MKERNEL_REQUIRE_GPU=1). Random data, poisoned outputs.
 use half::bf16;
 use mkernel::abi::*;
-use mkernel::gpu::{kernels, LaunchConfig, Swizzle, Tile2d, TmaDtype};
+use mkernel::gpu::{kernels, L2Promotion, LaunchConfig, Swizzle, Tile2d, TmaDtype};
 use mkernel::testing::{gpu_or_skip, max_scaled_err, rel_err, Rng, POISON_BYTE};
 use mkernel::tile::{swizzle128, wgmma_acc_coord};
 use std::sync::atomic::Ordering;
@@ -50,6 +50,7 @@ fn tma_roundtrip_with_128b_swizzle() {
         row_stride_bytes: 2 * w as u64,
         box_dims: [bw as u32, bh as u32],
         swizzle: Swizzle::B128,
+        promotion: L2Promotion::B128,
     };
     let maps = gpu.upload_tensor_maps(&[tile(dsrc.addr()), tile(dst.addr())]).unwrap();
     let raw = gpu.alloc::<u32>(box_bytes as usize / 4).unwrap();
@@ -101,6 +102,7 @@ fn wgmma_case(gpu: &mkernel::Gpu, rng: &mut Rng, n: usize, layout: u32) {
         row_stride_bytes: 2 * dims[0],
         box_dims,
         swizzle: Swizzle::B128,
+        promotion: L2Promotion::B128,
     };
     let b_tile = if layout == B_NK {
         sw(db.addr(), [64, n as u64], [64, n as u32])

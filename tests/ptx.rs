@@ -202,7 +202,10 @@ fn summing_epilogues_keep_the_mainloop_clean() {
     // splits) hold more than the others: a few values set up before the tile loop may spill, but
     // the wgmma k-loop (first wgmma to its back edge) must not touch local memory nor be
     // serialised.
+    // The deep-ring GEMM (no staging tiles, stores from registers) is held to the same.
     let kernels = [
+        kernels::GEMM_DEEP_KN.name,
+        kernels::GEMM_DEEP_NK.name,
         kernels::GEMM_RS_KN.name,
         kernels::GEMM_RS_NK.name,
         kernels::GEMM_SPLITK_KN.name,

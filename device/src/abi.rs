@@ -192,7 +192,7 @@ abi_struct! {
 
 abi_struct! {
     /// The persistent GEMM: `C[m, n] = A[m, k] @ B`, bf16 in, f32 accumulate, bf16 (TMA store
-    /// through `c_map`) or f32 (`c_f32`) out.
+    /// through `c_map`, or plain stores to `c`) or f32 (`c`) out.
     pub struct GemmParams [96] {
         /// Device address of A's tensor map (`[m, k]` bf16, 128-byte swizzle).
         pub a_map: u64,
@@ -200,8 +200,9 @@ abi_struct! {
         pub b_map: u64,
         /// Device address of C's bf16 tensor map (encoded even for f32 output, then unused).
         pub c_map: u64,
-        /// Device address of the f32 C `[m, n]` when `out_f32`; else 0.
-        pub c_f32: u64,
+        /// Device address of C `[m, n]`: f32 when `out_f32`, else bf16 (which the kernels with
+        /// staging tiles store through `c_map`, the others straight from registers).
+        pub c: u64,
         /// Where a timed-out wait reports.
         pub diag: Diag,
         /// Bound on every device-side wait, in ns.
@@ -215,7 +216,7 @@ abi_struct! {
         /// [`B_KN`] or [`B_NK`]. Informational: the kernel launched (`_kn` or `_nk`) fixes the
         /// layout.
         pub b_layout: u32,
-        /// 1: f32 output to `c_f32`; 0: bf16 through `c_map`.
+        /// 1: f32 output; 0: bf16.
         pub out_f32: u32,
         /// Tile rows per group of the grouped raster order (L2 reuse).
         pub group_m: u32,
@@ -235,7 +236,7 @@ abi_struct! {
     /// the splits, storing them straight into C; otherwise the last unit to arrive sums the whole
     /// half and stores it. Either way the sum runs in split order: the same bits whichever unit
     /// finished last. A warpgroup whose rows all lie past M writes and counts nothing.
-    pub struct SplitKParams [136] {
+    pub struct SplitKParams [128] {
         /// The GEMM (tensor maps, shape, output).
         pub gemm: GemmParams,
         /// Device f32 scratch: `2 x tiles x splits` half tiles.
@@ -244,8 +245,6 @@ abi_struct! {
         pub counters: u64,
         /// Launch counter (device `u64`, zero before the first launch): the epoch.
         pub launches: u64,
-        /// Device address of the bf16 C (`[m, n]`; the `parallel` sums store without TMA).
-        pub c_bf16: u64,
         /// Units per output tile (2 or more).
         pub splits: u32,
         /// 1: every unit has its own CTA (see above).
@@ -767,7 +766,7 @@ abi_struct! {
     pub struct MoeParams [320] {
         /// The grouped GEMM: `a_map` over `xe [cap_rows, hidden]`, `b_map` over the experts'
         /// weights stacked (`[local_experts * hidden, inter]` or `[local_experts * inter,
-        /// hidden]`), `c_map` / `c_f32` over `y [cap_rows, inter]`; `m` = `cap_rows`, `n` =
+        /// hidden]`), `c_map` / `c` over `y [cap_rows, inter]`; `m` = `cap_rows`, `n` =
         /// inter, `k` = hidden; `roles`: compute, then intra-comm (router + pull) CTAs.
         pub gemm: GemmParams,
         /// This rank's tokens `[tokens, hidden]` bf16 (the caller's buffer).

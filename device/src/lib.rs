@@ -37,28 +37,63 @@ pub mod kernels_info {
         pub const TILE_N: u32 = 256;
         /// K elements per pipeline stage (one 128-byte swizzle row of bf16).
         pub const TILE_K: u32 = 64;
-        /// Depth of the shared-memory ring.
+        /// Depth of the shared-memory ring of the compute-bound kernels: three stages leave room
+        /// for the consumers' bf16 staging tiles (TMA stores that drain under the next tile).
         pub const STAGES: u32 = 3;
+        /// Depth of the ring of the memory-bound kernels (the small-M GEMMs: split-K, stream-K,
+        /// one tile row): four stages, no staging tiles (their stores go straight from
+        /// registers). A consumer holds the stage it multiplies, so loads in flight go from two
+        /// stages to three.
+        pub const DEEP_STAGES: u32 = 4;
         /// Threads per CTA: one producer and two consumer warpgroups.
         pub const THREADS: u32 = 384;
         pub(crate) const A_STAGE_BYTES: u32 = TILE_M * TILE_K * 2;
         pub(crate) const B_STAGE_BYTES: u32 = TILE_N * TILE_K * 2;
         pub(crate) const C_WG_BYTES: u32 = 64 * TILE_N * 2;
-        pub(crate) const A_OFF: u32 = 0;
-        pub(crate) const B_OFF: u32 = A_OFF + STAGES * A_STAGE_BYTES;
-        pub(crate) const C_OFF: u32 = B_OFF + STAGES * B_STAGE_BYTES;
-        pub(crate) const BAR_OFF: u32 = C_OFF + 2 * C_WG_BYTES;
+        /// Bytes after the barriers: 16 of scratch words (`scratch_off`), then the epilogue
+        /// handoff barriers, four of 8 bytes per consumer warpgroup (`handoff_off`).
+        const TAIL_BYTES: u32 = 16 + 2 * 4 * 8;
+        const LIMIT: u32 = 227 * 1024;
+
+        // The layout of the engine's dynamic shared memory for a ring of `stages`: A stages,
+        // B stages, the consumers' C staging tiles when they fit, the ring's barriers, the
+        // scratch words, the handoff barriers.
+        /// Whether the two consumers' bf16 staging tiles fit beside a ring of `stages`.
+        pub const fn has_c_staging(stages: u32) -> bool {
+            stages * (A_STAGE_BYTES + B_STAGE_BYTES) + 2 * C_WG_BYTES + 16 * stages + TAIL_BYTES <= LIMIT
+        }
+        pub(crate) const fn b_off(stages: u32) -> u32 {
+            stages * A_STAGE_BYTES
+        }
+        pub(crate) const fn c_off(stages: u32) -> u32 {
+            b_off(stages) + stages * B_STAGE_BYTES
+        }
+        pub(crate) const fn bar_off(stages: u32) -> u32 {
+            c_off(stages) + if has_c_staging(stages) { 2 * C_WG_BYTES } else { 0 }
+        }
+        /// A few bytes after the barriers for a kernel's per-launch values (its epoch, split-K's
+        /// last-arriver words), written by thread 0 before the engine's first block barrier.
+        pub const fn scratch_off(stages: u32) -> u32 {
+            bar_off(stages) + 2 * stages * 8
+        }
+        /// The epilogue handoff barriers (`gemm::epilogue::Handoff`).
+        pub(crate) const fn handoff_off(stages: u32) -> u32 {
+            scratch_off(stages) + 16
+        }
+        /// Dynamic shared memory of the engine with a ring of `stages`.
+        pub const fn smem_bytes(stages: u32) -> u32 {
+            handoff_off(stages) + 2 * 4 * 8
+        }
+        /// [`scratch_off`] of the [`STAGES`] ring.
+        pub const SCRATCH_OFF: u32 = scratch_off(STAGES);
+        /// Dynamic shared memory of the [`STAGES`] ring.
+        pub const SMEM_BYTES: u32 = smem_bytes(STAGES);
+        /// Dynamic shared memory of the [`DEEP_STAGES`] ring.
+        pub const DEEP_SMEM_BYTES: u32 = smem_bytes(DEEP_STAGES);
         // The comm CTAs of fused kernels run a bulk-copy ring in the same shared memory.
         const _: () = assert!(super::allgather::BULK_SMEM_BYTES <= SMEM_BYTES);
-        /// A few bytes after the barriers for a fused kernel's per-launch values (its epoch), written
-        /// by thread 0 before the engine's first block barrier.
-        pub const SCRATCH_OFF: u32 = BAR_OFF + 2 * STAGES * 8;
-        /// The epilogue handoff barriers (`gemm::epilogue::Handoff`): four per consumer
-        /// warpgroup.
-        pub(crate) const HANDOFF_OFF: u32 = SCRATCH_OFF + 16;
-        /// Dynamic shared memory the kernel needs.
-        pub const SMEM_BYTES: u32 = HANDOFF_OFF + 2 * 4 * 8;
-        const _: () = assert!(SMEM_BYTES <= 227 * 1024);
+        const _: () = assert!(has_c_staging(STAGES) && !has_c_staging(DEEP_STAGES));
+        const _: () = assert!(SMEM_BYTES <= LIMIT && DEEP_SMEM_BYTES <= LIMIT);
     }
 
     /// The flash-attention forward's tile and launch shape (per head dimension `d`, 64 or 128).

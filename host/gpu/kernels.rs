@@ -43,6 +43,11 @@ pub const CLUSTER_IDS: Kernel<ClusterIdsParams> = Kernel::new("mk_cluster_ids");
 pub const GEMM_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_kn");
 /// The persistent GEMM, B `[N, K]` row-major (a torch `Linear` weight).
 pub const GEMM_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_nk");
+/// The memory-bound GEMM (few rows: the deep ring, no staging tiles), B `[K, N]` row-major
+/// (launched by [`crate::ops::gemm::Gemm`] per [`crate::ops::gemm::default_deep_ring`]).
+pub const GEMM_DEEP_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_kn");
+/// The memory-bound GEMM, B `[N, K]` row-major.
+pub const GEMM_DEEP_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_nk");
 /// The split-K GEMM (few output tiles), B `[K, N]` row-major (launched by
 /// [`crate::ops::gemm::Gemm`] when its split is 2 or more).
 pub const GEMM_SPLITK_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_kn");
@@ -97,6 +102,8 @@ pub const ALL: &[&str] = &[
     CLUSTER_IDS.name,
     GEMM_KN.name,
     GEMM_NK.name,
+    GEMM_DEEP_KN.name,
+    GEMM_DEEP_NK.name,
     GEMM_SPLITK_KN.name,
     GEMM_SPLITK_NK.name,
     GEMM_STREAMK_KN.name,

@@ -11,7 +11,7 @@ pub mod topology;
 pub use error::{GpuError, Result};
 pub use kernels::Kernel;
 pub use memory::{take_drop_errors, DeviceBuffer, DeviceSlice, MappedBuffer};
-pub use tensor_map::{EncodeTensorMap, Swizzle, TensorMap, Tile2d, Tile4d, TmaDtype};
+pub use tensor_map::{EncodeTensorMap, L2Promotion, Swizzle, TensorMap, Tile2d, Tile4d, TmaDtype};
 
 use bytemuck::Pod;
 use cust::context::Context;

@@ -50,6 +50,26 @@ impl TmaDtype {
     }
 }
 
+/// How much TMA loads of a map make L2 fetch per miss (`CUtensorMapL2promotion`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L2Promotion {
+    /// 128-byte fills: a box's row of up to 128 bytes, no more.
+    B128,
+    /// 256-byte fills: a 128-byte box row also brings in the next 128 bytes of the tensor row,
+    /// which a GEMM streaming a K-major operand reads with its next k-block. Measured on H200
+    /// (docs/PERF.md) for the small-M GEMM's operands.
+    B256,
+}
+
+impl L2Promotion {
+    fn code(self) -> u32 {
+        match self {
+            L2Promotion::B128 => 2,
+            L2Promotion::B256 => 3,
+        }
+    }
+}
+
 /// Shared-memory swizzle of the box.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Swizzle {
@@ -99,6 +119,8 @@ pub struct Tile2d {
     pub box_dims: [u32; 2],
     /// How the box is laid out in shared memory; it bounds the inner box's bytes.
     pub swizzle: Swizzle,
+    /// L2 fill size of the map's loads.
+    pub promotion: L2Promotion,
 }
 
 fn bad(arg: &'static str, rule: String) -> GpuError {
@@ -160,7 +182,15 @@ impl Tile2d {
     /// Validate and encode. The driver must be initialised (any `Gpu` exists).
     pub fn encode(&self) -> Result<TensorMap> {
         self.validate()?;
-        encode_tiled(self.base, self.dtype, &self.dims, &[self.row_stride_bytes], &self.box_dims, self.swizzle)
+        encode_tiled(
+            self.base,
+            self.dtype,
+            &self.dims,
+            &[self.row_stride_bytes],
+            &self.box_dims,
+            self.swizzle,
+            self.promotion,
+        )
     }
 }
 
@@ -194,6 +224,7 @@ impl Tile4d {
             row_stride_bytes: self.strides_bytes[0],
             box_dims: [self.box_dims[0], self.box_dims[1]],
             swizzle: self.swizzle,
+            promotion: L2Promotion::B128,
         }
         .validate()?;
         for i in 2..4 {
@@ -222,7 +253,15 @@ impl Tile4d {
     /// Validate and encode. The driver must be initialised (any `Gpu` exists).
     pub fn encode(&self) -> Result<TensorMap> {
         self.validate()?;
-        encode_tiled(self.base, self.dtype, &self.dims, &self.strides_bytes, &self.box_dims, self.swizzle)
+        encode_tiled(
+            self.base,
+            self.dtype,
+            &self.dims,
+            &self.strides_bytes,
+            &self.box_dims,
+            self.swizzle,
+            L2Promotion::B128,
+        )
     }
 }
 
@@ -245,7 +284,7 @@ impl EncodeTensorMap for Tile4d {
 }
 
 /// `cuTensorMapEncodeTiled` for a validated tensor of rank `dims.len()` (`strides` has one entry
-/// fewer), element strides 1, no interleave, 128-byte L2 promotion, zero fill out of bounds.
+/// fewer), element strides 1, no interleave, L2 promotion `promotion`, zero fill out of bounds.
 fn encode_tiled(
     base: u64,
     dtype: TmaDtype,
@@ -253,6 +292,7 @@ fn encode_tiled(
     strides: &[u64],
     box_dims: &[u32],
     swizzle: Swizzle,
+    promotion: L2Promotion,
 ) -> Result<TensorMap> {
     debug_assert!(strides.len() + 1 == dims.len() && box_dims.len() == dims.len());
     let api = cuda12()?;
@@ -272,7 +312,7 @@ fn encode_tiled(
             elem_strides.as_ptr(),
             0, // no interleave
             swizzle.code(),
-            2, // L2 promotion: 128 bytes
+            promotion.code(),
             0, // out-of-bounds elements read as zero
         )
     })?;

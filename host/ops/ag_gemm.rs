@@ -241,7 +241,17 @@ impl<'a> AgGemm<'a> {
         let diag = DiagBuffers::new(gpu)?;
         let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout, ..Default::default() }
             .whole_tiles();
-        let (mut gemm, maps) = plan(gpu, shape, b_layout, gathered.addr(), b.addr(), (&c).into(), &gopts, &diag)?;
+        let (mut gemm, maps) = plan(
+            gpu,
+            shape,
+            b_layout,
+            gathered.addr(),
+            b.addr(),
+            (&c).into(),
+            &gopts,
+            &diag,
+            crate::gpu::L2Promotion::B128,
+        )?;
         gemm.roles = RoleSplit {
             compute: split.compute,
             intra_comm: split.push + split.fwd,

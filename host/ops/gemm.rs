@@ -17,14 +17,16 @@
 //! ```
 use crate::abi::{GemmParams, RoleSplit, SplitKParams, B_KN, B_NK, SPLIT_HALF_BYTES};
 use crate::error::{invalid, need_len, DiagBuffers, Error, Result};
-use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype};
+use crate::gpu::{
+    kernels, DeviceBuffer, DeviceSlice, Gpu, L2Promotion, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype,
+};
 use crate::sched::{KSplit, StreamK, TileGrid};
 use half::bf16;
 use mkernel_device::kernels_info::gemm as k;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-pub use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
+pub use mkernel_device::kernels_info::gemm::{DEEP_SMEM_BYTES, SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
 
 /// Layout of B.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,13 +120,24 @@ pub struct GemmOptions {
     /// Stream-K: every CTA takes an equal, contiguous run of the tiles' k-blocks (at most one
     /// tile per CTA; not with a split above 1). None: [`default_stream_k`] when not split.
     pub stream_k: Option<bool>,
+    /// The deep shared-memory ring (`DEEP_STAGES` stages, stores straight from registers)
+    /// rather than the staged one (`STAGES`, bf16 through staging tiles and TMA stores).
+    /// Split-K and stream-K always run deep. None: [`default_deep_ring`].
+    pub deep_ring: Option<bool>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
 
 impl Default for GemmOptions {
     fn default() -> Self {
-        Self { ctas: None, group_m: 8, split_k: None, stream_k: None, timeout: Duration::from_secs(10) }
+        Self {
+            ctas: None,
+            group_m: 8,
+            split_k: None,
+            stream_k: None,
+            deep_ring: None,
+            timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -182,6 +195,15 @@ fn tiles_and_k_blocks(shape: GemmShape) -> (u64, u64) {
     (tiles, shape.k.div_ceil(TILE_K as usize) as u64)
 }
 
+/// Whether the GEMM runs the deep ring unless told otherwise: when its rows are few enough that
+/// reading B, not the tensor cores, bounds it (at most [`DEEP_RING_MAX_M`]).
+pub fn default_deep_ring(shape: GemmShape) -> bool {
+    shape.m <= DEEP_RING_MAX_M
+}
+
+/// Most rows for which [`default_deep_ring`] picks the deep ring.
+pub const DEEP_RING_MAX_M: usize = 256;
+
 /// Most rows for which [`default_stream_k`] picks stream-K.
 pub const STREAM_K_MAX_M: usize = 32;
 
@@ -205,6 +227,7 @@ pub struct Gemm<'a> {
     ctas: u32,
     kernel: kernels::Kernel<GemmParams>,
     split: Option<SplitLaunch>,
+    smem: u32,
     _maps: DeviceBuffer<TensorMap>,
     diag: DiagBuffers,
     _bufs: PhantomData<&'a ()>,
@@ -273,10 +296,18 @@ impl<'a> Gemm<'a> {
             }
         }
         let ctas = if stream { ctas } else { ctas.min(tiles.saturating_mul(splits)) };
+        let deep = opts.deep_ring.unwrap_or_else(|| default_deep_ring(shape)) || splits > 1 || stream;
+        // The deep ring streams B from memory: its loads also fetch the next k-block's bytes.
+        let promotion = if deep { L2Promotion::B256 } else { L2Promotion::B128 };
         let diag = DiagBuffers::new(gpu)?;
-        let (mut params, maps) = plan(gpu, shape, b_layout, a, b, c, &opts, &diag)?;
+        let (mut params, maps) = plan(gpu, shape, b_layout, a, b, c, &opts, &diag, promotion)?;
         params.roles = RoleSplit::compute_only(ctas);
-        let kernel = if b_layout == BLayout::KN { kernels::GEMM_KN } else { kernels::GEMM_NK };
+        let kernel = match (deep, b_layout) {
+            (false, BLayout::KN) => kernels::GEMM_KN,
+            (false, BLayout::NK) => kernels::GEMM_NK,
+            (true, BLayout::KN) => kernels::GEMM_DEEP_KN,
+            (true, BLayout::NK) => kernels::GEMM_DEEP_NK,
+        };
         // Partial slots per tile: the splits, or the CTAs a stream-K tile can span.
         let grid = TileGrid::new(shape.m as u32, shape.n as u32, TILE_M, TILE_N, opts.group_m);
         let slots = if stream { StreamK::new(grid, k_blocks, ctas).slots() } else { splits };
@@ -297,7 +328,6 @@ impl<'a> Gemm<'a> {
                     workspace: workspace.addr(),
                     counters: counters.addr(),
                     launches: launches.addr(),
-                    c_bf16: if c.f32 { 0 } else { c.addr },
                     splits: slots,
                     // Every unit its own CTA: a tile's units all run at once and can sum
                     // together, each its share.
@@ -312,7 +342,8 @@ impl<'a> Gemm<'a> {
         } else {
             None
         };
-        Ok(Self { shape, params, ctas, kernel, split, _maps: maps, diag, _bufs: PhantomData })
+        let smem = if deep { DEEP_SMEM_BYTES } else { SMEM_BYTES };
+        Ok(Self { shape, params, ctas, kernel, split, smem, _maps: maps, diag, _bufs: PhantomData })
     }
 
     /// Units each output tile's k-blocks are cut into (1: the plain GEMM or stream-K).
@@ -337,7 +368,7 @@ impl<'a> Gemm<'a> {
 
     /// Enqueue one product on `gpu`'s stream (asynchronous).
     pub fn launch(&self, gpu: &Gpu) -> Result<()> {
-        let cfg = LaunchConfig::linear(self.ctas, THREADS, SMEM_BYTES);
+        let cfg = LaunchConfig::linear(self.ctas, THREADS, self.smem);
         // SAFETY: the tensor maps, buffers, split-K scratch and diagnostics block are borrowed
         // for 'a / owned by self, validated against the shape above, and outlive the launch as
         // long as the caller synchronises before dropping them (run() does). Launches on one
@@ -378,8 +409,8 @@ impl From<&Output<'_>> for CAddr {
     }
 }
 
-/// The GEMM parameter block and its tensor maps (A `[m, k]` at `a`, B at `b`, C from `c`), with
-/// no CTAs assigned yet: what the plain GEMM and every fused op built on the engine share.
+/// The GEMM parameter block and its tensor maps (A `[m, k]` at `a`, B at `b`, C from `c`; the
+/// operands' loads with L2 promotion `promotion`), with no CTAs assigned yet: what the plain GEMM and every fused op built on the engine share.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn plan(
     gpu: &Gpu,
@@ -390,22 +421,23 @@ pub(crate) fn plan(
     c: CAddr,
     opts: &GemmOptions,
     diag: &DiagBuffers,
+    promotion: L2Promotion,
 ) -> Result<(GemmParams, DeviceBuffer<TensorMap>)> {
     let (m, n, kk) = (shape.m as u64, shape.n as u64, shape.k as u64);
-    let sw = bf16_sw128;
+    let sw = |base, dims, row, box_dims| Tile2d { promotion, ..bf16_sw128(base, dims, row, box_dims) };
     let a_map = sw(a, [kk, m], 2 * kk, [TILE_K, TILE_M]);
     let b_map = match b_layout {
         BLayout::NK => sw(b, [kk, n], 2 * kk, [TILE_K, TILE_N]),
         BLayout::KN => sw(b, [n, kk], 2 * n, [64, TILE_K]),
     };
     // The bf16 output map; unused (but still valid) for f32 output.
-    let c_map = sw(c.addr, [n, m], if c.f32 { 4 * n } else { 2 * n }, [64, 64]);
+    let c_map = bf16_sw128(c.addr, [n, m], if c.f32 { 4 * n } else { 2 * n }, [64, 64]);
     let maps = gpu.upload_tensor_maps(&[a_map, b_map, c_map])?;
     let params = GemmParams {
         a_map: maps.addr(),
         b_map: maps.addr() + 128,
         c_map: maps.addr() + 256,
-        c_f32: if c.f32 { c.addr } else { 0 },
+        c: c.addr,
         diag: diag.abi(),
         timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
         m: shape.m as u32,
@@ -422,7 +454,15 @@ pub(crate) fn plan(
 /// A bf16 matrix's tensor map with 128-byte swizzle (how the engine reads operands and stores
 /// C): `dims` (inner, outer) elements, `row` bytes between rows, `box_dims` elements per box.
 pub(crate) fn bf16_sw128(base: u64, dims: [u64; 2], row: u64, box_dims: [u32; 2]) -> Tile2d {
-    Tile2d { base, dtype: TmaDtype::Bf16, dims, row_stride_bytes: row, box_dims, swizzle: Swizzle::B128 }
+    Tile2d {
+        base,
+        dtype: TmaDtype::Bf16,
+        dims,
+        row_stride_bytes: row,
+        box_dims,
+        swizzle: Swizzle::B128,
+        promotion: L2Promotion::B128,
+    }
 }
 
 /// Row `i` of `A @ B` computed on the host in f64 from the bf16 inputs (the test reference).

@@ -210,7 +210,17 @@ impl<'a> GemmRs<'a> {
         let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout, ..Default::default() }
             .whole_tiles();
         let c = CAddr { addr: out.addr(), f32: opts.out_f32 };
-        let (mut gemm, maps) = super::gemm::plan(gpu, local, b_layout, a.addr(), b.addr(), c, &gopts, &diag)?;
+        let (mut gemm, maps) = super::gemm::plan(
+            gpu,
+            local,
+            b_layout,
+            a.addr(),
+            b.addr(),
+            c,
+            &gopts,
+            &diag,
+            crate::gpu::L2Promotion::B128,
+        )?;
         let tiles = w as u32 * per_owner;
         gemm.roles = RoleSplit::compute_only(gpu.info().sm_count.min(tiles));
         let params = GemmRsParams {

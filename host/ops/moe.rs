@@ -296,7 +296,7 @@ impl<'a> MoeDispatchGemm<'a> {
             a_map: maps.addr(),
             b_map: maps.addr() + 128,
             c_map: maps.addr() + 256,
-            c_f32: if opts.out_f32 { y.addr() } else { 0 },
+            c: y.addr(),
             diag: diag.abi(),
             timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
             m: cap as u32,

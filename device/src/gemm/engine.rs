@@ -35,11 +35,14 @@ pub struct Operands {
 /// the CTA (`THREADS`) calls it. A shared-memory barrier that never completes is
 /// a bug or a dead device: the wait reports through `b` and the CTA traps, ending the grid.
 ///
+/// `STAGES` is the depth of the shared-memory ring: `STAGES` of `kernels_info::gemm` for
+/// compute-bound kernels (room for C staging tiles), `DEEP_STAGES` for memory-bound ones.
+///
 /// # Safety
-/// Launched with `THREADS` threads and `SMEM_BYTES` of dynamic shared memory; the operands, the
-/// scheduler's memory and the epilogue's outputs are valid for the launch.
+/// Launched with `THREADS` threads and `smem_bytes(STAGES)` of dynamic shared memory; the
+/// operands, the scheduler's memory and the epilogue's outputs are valid for the launch.
 #[inline(always)]
-pub unsafe fn compute_cta<const TRANS_B: u32, S: TileScheduler, G: InputGate, E: Epilogue>(
+pub unsafe fn compute_cta<const TRANS_B: u32, const STAGES: u32, S: TileScheduler, G: InputGate, E: Epilogue>(
     ops: &Operands,
     sched: &S,
     gate: &G,
@@ -47,7 +50,7 @@ pub unsafe fn compute_cta<const TRANS_B: u32, S: TileScheduler, G: InputGate, E:
     ctas: u32,
     b: Bound<'_>,
 ) {
-    let smem = Smem { base: dyn_smem_base() };
+    let smem = Smem::<STAGES> { base: dyn_smem_base() };
     let tid = thread_idx_x();
     let wg = tid / 128;
     if tid == 0 {
@@ -62,7 +65,7 @@ pub unsafe fn compute_cta<const TRANS_B: u32, S: TileScheduler, G: InputGate, E:
     if wg == 0 {
         setmaxnreg_dec::<40>();
         if tid == 0 {
-            produce::<TRANS_B, S, G>(ops, sched, gate, &smem, tiles(), &b);
+            produce::<TRANS_B, STAGES, S, G>(ops, sched, gate, &smem, tiles(), &b);
         } else if E::HELPER && (tid == 32 || tid == 64) {
             let cwg = tid / 32 - 1;
             let mut n = 0;
@@ -74,16 +77,16 @@ pub unsafe fn compute_cta<const TRANS_B: u32, S: TileScheduler, G: InputGate, E:
         }
     } else {
         setmaxnreg_inc::<232>();
-        consume::<TRANS_B, S, E>(ops, sched, epi, &smem, tiles(), &b, wg - 1, tid % 128);
+        consume::<TRANS_B, STAGES, S, E>(ops, sched, epi, &smem, tiles(), &b, wg - 1, tid % 128);
     }
 }
 
 #[inline(always)]
-unsafe fn produce<const TRANS_B: u32, S: TileScheduler, G: InputGate>(
+unsafe fn produce<const TRANS_B: u32, const STAGES: u32, S: TileScheduler, G: InputGate>(
     ops: &Operands,
     sched: &S,
     gate: &G,
-    smem: &Smem,
+    smem: &Smem<STAGES>,
     tiles: TileIter,
     b: &Bound<'_>,
 ) {
@@ -109,7 +112,7 @@ unsafe fn produce<const TRANS_B: u32, S: TileScheduler, G: InputGate>(
                 trap();
             }
             pipe.expect(st, STAGE_TX_BYTES);
-            load_k_block::<TRANS_B>(smem, a_map, ops.b_map, st.slot, pipe.full(st.slot), origin, b_row0, kb);
+            load_k_block::<TRANS_B, STAGES>(smem, a_map, ops.b_map, st.slot, pipe.full(st.slot), origin, b_row0, kb);
             st.advance();
         }
     }
@@ -117,11 +120,11 @@ unsafe fn produce<const TRANS_B: u32, S: TileScheduler, G: InputGate>(
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn consume<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
+unsafe fn consume<const TRANS_B: u32, const STAGES: u32, S: TileScheduler, E: Epilogue>(
     ops: &Operands,
     sched: &S,
     epi: &E,
-    smem: &Smem,
+    smem: &Smem<STAGES>,
     tiles: TileIter,
     b: &Bound<'_>,
     cwg: u32,
@@ -142,7 +145,7 @@ unsafe fn consume<const TRANS_B: u32, S: TileScheduler, E: Epilogue>(
                 trap();
             }
             wgmma::fence();
-            mma_k_block::<TRANS_B>(&mut acc, smem, st.slot, cwg, kb == kb0);
+            mma_k_block::<TRANS_B, STAGES>(&mut acc, smem, st.slot, cwg, kb == kb0);
             wgmma::commit_group();
             // Keep this k-block's wgmmas in flight; the previous one's are done, so its slot can
             // go back to the producer.

@@ -20,7 +20,7 @@ pub trait Epilogue {
     ///
     /// # Safety
     /// Called once, by one thread, before any other method.
-    unsafe fn init(&self, _smem: &Smem) {}
+    unsafe fn init<const ST: u32>(&self, _smem: &Smem<ST>) {}
 
     /// Consumer warpgroup `cwg`'s 128 threads (`t` is this one) write its 64 rows of `tile`, the
     /// warpgroup's `n`-th (0, 1, ...), whose accumulators are `acc` (the wgmma layout, see
@@ -29,7 +29,7 @@ pub trait Epilogue {
     ///
     /// # Safety
     /// All 128 threads call it together; the output locations the epilogue knows are valid.
-    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32);
+    unsafe fn store<const ST: u32>(&self, smem: &Smem<ST>, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32);
 
     /// Thread 0 of each consumer warpgroup, after its last tile: let outstanding writes finish.
     ///
@@ -44,7 +44,7 @@ pub trait Epilogue {
     ///
     /// # Safety
     /// Called by the helper thread only, once per tile of its warpgroup, in tile order.
-    unsafe fn help(&self, _smem: &Smem, _tile: Tile, _n: u32, _cwg: u32) {}
+    unsafe fn help<const ST: u32>(&self, _smem: &Smem<ST>, _tile: Tile, _n: u32, _cwg: u32) {}
 
     /// With [`Epilogue::HELPER`]: the helper thread after its last tile.
     ///
@@ -70,8 +70,8 @@ pub struct Handoff {
 impl Handoff {
     /// Warpgroup `cwg`'s barriers.
     #[inline(always)]
-    pub const fn of(smem: &Smem, cwg: u32) -> Self {
-        Self { base: smem.base + HANDOFF_OFF + cwg * 32 }
+    pub const fn of<const ST: u32>(smem: &Smem<ST>, cwg: u32) -> Self {
+        Self { base: smem.handoff() + cwg * 32 }
     }
     /// The helper saw the inputs.
     #[inline(always)]
@@ -119,8 +119,6 @@ pub struct SplitKStore<'a, K> {
     pub workspace: u64,
     /// Arrival counter per half tile.
     pub counters: u64,
-    /// bf16 C, for the shared sums' stores.
-    pub c_bf16: u64,
     /// Every unit has its own CTA: the units of a tile sum together.
     pub parallel: bool,
     /// This launch's epoch.
@@ -139,7 +137,7 @@ impl<K: KSplit> SplitKStore<'_, K> {
 
     /// This unit's share of the half tile: chunks `32 split / splits ..` of every thread, each
     /// summed over the splits in order and stored straight into C (rows and columns as
-    /// [`store_f32`] and [`write_bf16`] place them, clipped to the matrix). Few registers: the
+    /// [`StoreC::put_pair`] places them, clipped to the matrix). Few registers: the
     /// accumulators stay reserved for the next unit's wgmma.
     #[inline(always)]
     unsafe fn sum_share(&self, half: u32, split: u32, splits: u32, tile: Tile, cwg: u32, t: u32) {
@@ -162,19 +160,8 @@ impl<K: KSplit> SplitKStore<'_, K> {
             // rows down.
             let (r, cc) = wgmma_acc_coord(t, 4 * j);
             let (row, col) = (tile.m * TILE_M + cwg * 64 + r, tile.n * TILE_N + cc);
-            // n is a multiple of 8: a pair starting inside the matrix ends inside it.
-            let put = |r: u32, x: f32, y: f32| {
-                if r < c.m && col < c.n {
-                    let at = r as usize * c.n as usize + col as usize;
-                    if c.out_f32 {
-                        *(c.c_f32 as *mut [f32; 2]).add(at / 2) = [x, y];
-                    } else {
-                        *(self.c_bf16 as *mut u32).add(at / 2) = pack_bf16x2(x, y);
-                    }
-                }
-            };
-            put(row, v[0], v[1]);
-            put(row + 8, v[2], v[3]);
+            c.put_pair(row, col, v[0], v[1]);
+            c.put_pair(row + 8, col, v[2], v[3]);
             j += 1;
         }
     }
@@ -182,7 +169,7 @@ impl<K: KSplit> SplitKStore<'_, K> {
 
 impl<K: KSplit> Epilogue for SplitKStore<'_, K> {
     #[inline(always)]
-    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32) {
+    unsafe fn store<const ST: u32>(&self, smem: &Smem<ST>, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32) {
         if tile.m * TILE_M + cwg * 64 >= self.inner.m {
             // This warpgroup's rows are all past the matrix (M <= 64 at decode sizes): nothing
             // to store, so no partial to write or sum (every split agrees).
@@ -225,7 +212,7 @@ impl<K: KSplit> Epilogue for SplitKStore<'_, K> {
             self.sum_share(half, split, splits, tile, cwg, t);
             return;
         }
-        let last_word = smem.base + SCRATCH_OFF + 4 + 4 * cwg;
+        let last_word = smem.scratch() + 4 + 4 * cwg;
         if t == 0 {
             let last = atom_add_acq_rel_gpu_u32(counter, 1).wrapping_add(1) == complete;
             st_shared_u32(last_word, last as u32);
@@ -265,32 +252,81 @@ impl<K: KSplit> Epilogue for SplitKStore<'_, K> {
 }
 
 /// Store C `[m, n]` locally: bf16 through `c_map` (TMA stores that drain under the next tile's
-/// mainloop), or f32 to `c_f32` when `out_f32`.
+/// mainloop) when the ring leaves room for staging tiles, else bf16 or f32 pairs straight from
+/// the registers to `c`.
 #[derive(Clone, Copy)]
 pub struct StoreC {
     /// Device address of C's bf16 tensor map (64 x 64 boxes, 128-byte swizzle; unused when
-    /// `out_f32`).
+    /// `out_f32` or without staging tiles).
     pub c_map: u64,
-    /// Device address of the f32 C (used only when `out_f32`).
-    pub c_f32: u64,
+    /// Device address of C: f32 when `out_f32`, else bf16.
+    pub c: u64,
     /// Rows of C (edge tiles are clipped to it).
     pub m: u32,
     /// Columns of C (edge tiles are clipped to it).
     pub n: u32,
-    /// Store f32 to `c_f32` rather than bf16 through `c_map`.
+    /// f32 output rather than bf16.
     pub out_f32: bool,
+}
+
+impl StoreC {
+    /// Store the column pair `(x, y)` at `(row, col)` of C (`col` even), if inside the matrix:
+    /// `n` is a multiple of 8, so a pair that starts inside it ends inside it.
+    ///
+    /// # Safety
+    /// `c` holds `m * n` elements of the output type.
+    #[inline(always)]
+    pub unsafe fn put_pair(&self, row: u32, col: u32, x: f32, y: f32) {
+        if row < self.m && col < self.n {
+            let at = (row as usize * self.n as usize + col as usize) / 2;
+            if self.out_f32 {
+                *(self.c as *mut [f32; 2]).add(at) = [x, y];
+            } else {
+                *(self.c as *mut u32).add(at) = pack_bf16x2(x, y);
+            }
+        }
+    }
+}
+
+impl StoreC {
+    /// Warpgroup `cwg`'s 64 rows of `tile` straight from the registers, a column pair per store,
+    /// clipped to the matrix.
+    ///
+    /// # Safety
+    /// All 128 threads of the warpgroup call it (`t` is this one); `c` is valid as for
+    /// [`StoreC::put_pair`].
+    #[inline(always)]
+    pub unsafe fn store_direct(&self, acc: &[f32; 128], tile: Tile, cwg: u32, t: u32) {
+        let (r0, c0) = (tile.m * TILE_M + cwg * 64, tile.n * TILE_N);
+        macro_rules! put {
+            ($j:expr) => {{
+                let (r, c) = wgmma_acc_coord(t, 4 * $j);
+                self.put_pair(r0 + r, c0 + c, acc[4 * $j], acc[4 * $j + 1]);
+                self.put_pair(r0 + r + 8, c0 + c, acc[4 * $j + 2], acc[4 * $j + 3]);
+            }};
+        }
+        unroll32!(put);
+    }
 }
 
 impl Epilogue for StoreC {
     #[inline(always)]
-    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, _n: u32, cwg: u32, t: u32) {
-        if self.out_f32 {
-            store_f32(self.c_f32 as *mut f32, self.m, self.n, acc, tile, cwg, t);
-        } else {
+    unsafe fn store<const ST: u32>(
+        &self,
+        smem: &Smem<ST>,
+        acc: &mut [f32; 128],
+        tile: Tile,
+        _n: u32,
+        cwg: u32,
+        t: u32,
+    ) {
+        if Smem::<ST>::HAS_C && !self.out_f32 {
             stage_bf16(smem.c(cwg), acc, cwg, t);
             if t == 0 {
                 tma_store_tile(self.c_map, smem.c(cwg), self.m, self.n, tile, cwg);
             }
+        } else {
+            self.store_direct(acc, tile, cwg, t);
         }
     }
 }
@@ -361,23 +397,5 @@ pub unsafe fn tma_store_tile(map: u64, c: u32, m: u32, n: u32, tile: Tile, cwg: 
 /// `out` holds `m * n` f32.
 #[inline(always)]
 pub unsafe fn store_f32(out: *mut f32, m: u32, n: u32, acc: &[f32; 128], tile: Tile, cwg: u32, t: u32) {
-    let w = t / 32;
-    let l = t % 32;
-    let row = tile.m * TILE_M + cwg * 64 + 16 * w + l / 4;
-    let out = out as *mut [f32; 2];
-    let nn = n as usize;
-    macro_rules! put {
-        ($j:expr) => {{
-            let col = tile.n * TILE_N + 8 * $j + 2 * (l % 4);
-            if col < n {
-                if row < m {
-                    *out.add((row as usize * nn + col as usize) / 2) = [acc[4 * $j], acc[4 * $j + 1]];
-                }
-                if row + 8 < m {
-                    *out.add(((row + 8) as usize * nn + col as usize) / 2) = [acc[4 * $j + 2], acc[4 * $j + 3]];
-                }
-            }
-        }};
-    }
-    unroll32!(put);
+    StoreC { c_map: 0, c: out as u64, m, n, out_f32: true }.store_direct(acc, tile, cwg, t);
 }

@@ -8,35 +8,50 @@ use crate::tile::*;
 
 const _: () = assert!(A_STAGE_BYTES % SW128_ATOM_BYTES == 0 && B_STAGE_BYTES % SW128_ATOM_BYTES == 0);
 
-/// The compute CTA's dynamic shared memory: A stages, B stages, the two consumer warpgroups' C
-/// staging tiles, then the pipeline's barriers.
+/// The compute CTA's dynamic shared memory with a ring of `STAGES` (see `kernels_info::gemm`):
+/// A stages, B stages, the two consumer warpgroups' C staging tiles where they fit, then the
+/// pipeline's barriers, scratch words and the epilogue handoff barriers.
 #[derive(Clone, Copy)]
-pub struct Smem {
-    /// Shared-memory address of the dynamic shared memory (`dyn_smem_base`); the `*_OFF`
-    /// constants of `kernels_info::gemm` are relative to it.
+pub struct Smem<const STAGES: u32 = { crate::kernels_info::gemm::STAGES }> {
+    /// Shared-memory address of the dynamic shared memory (`dyn_smem_base`); the offsets of
+    /// `kernels_info::gemm` are relative to it.
     pub base: u32,
 }
 
-impl Smem {
+impl<const STAGES: u32> Smem<STAGES> {
+    /// Whether the layout has the consumers' C staging tiles ([`Smem::c`]).
+    pub const HAS_C: bool = has_c_staging(STAGES);
+
     /// A of stage `s` (`TILE_M` rows of `TILE_K`, K-major, swizzled).
     #[inline(always)]
     pub const fn a(&self, s: u32) -> u32 {
-        self.base + A_OFF + s * A_STAGE_BYTES
+        self.base + s * A_STAGE_BYTES
     }
     /// B of stage `s`.
     #[inline(always)]
     pub const fn b(&self, s: u32) -> u32 {
-        self.base + B_OFF + s * B_STAGE_BYTES
+        self.base + b_off(STAGES) + s * B_STAGE_BYTES
     }
-    /// Consumer warpgroup `wg`'s 64 x `TILE_N` output staging tile.
+    /// Consumer warpgroup `wg`'s 64 x `TILE_N` output staging tile. Only with [`Smem::HAS_C`]:
+    /// a ring without staging tiles has its barriers there.
     #[inline(always)]
     pub const fn c(&self, wg: u32) -> u32 {
-        self.base + C_OFF + wg * C_WG_BYTES
+        self.base + c_off(STAGES) + wg * C_WG_BYTES
     }
     /// The mainloop's pipeline.
     #[inline(always)]
     pub const fn pipeline(&self) -> Pipeline<STAGES> {
-        Pipeline::at(self.base + BAR_OFF)
+        Pipeline::at(self.base + bar_off(STAGES))
+    }
+    /// The scratch words (16 bytes).
+    #[inline(always)]
+    pub const fn scratch(&self) -> u32 {
+        self.base + scratch_off(STAGES)
+    }
+    /// The epilogue handoff barriers.
+    #[inline(always)]
+    pub const fn handoff(&self) -> u32 {
+        self.base + handoff_off(STAGES)
     }
 }
 
@@ -52,8 +67,8 @@ pub const STAGE_TX_BYTES: u32 = A_STAGE_BYTES + B_STAGE_BYTES;
 /// The maps are valid tensor maps of A `[M, K]` and B; the slot is acquired and `full` expects
 /// [`STAGE_TX_BYTES`].
 #[inline(always)]
-pub unsafe fn load_k_block<const TRANS_B: u32>(
-    smem: &Smem,
+pub unsafe fn load_k_block<const TRANS_B: u32, const ST: u32>(
+    smem: &Smem<ST>,
     a_map: u64,
     b_map: u64,
     slot: u32,
@@ -81,7 +96,13 @@ pub unsafe fn load_k_block<const TRANS_B: u32>(
 /// # Safety
 /// All 128 threads of the warpgroup call it together after `wgmma::fence`; the stage holds data.
 #[inline(always)]
-pub unsafe fn mma_k_block<const TRANS_B: u32>(acc: &mut [f32; 128], smem: &Smem, slot: u32, cwg: u32, first: bool) {
+pub unsafe fn mma_k_block<const TRANS_B: u32, const ST: u32>(
+    acc: &mut [f32; 128],
+    smem: &Smem<ST>,
+    slot: u32,
+    cwg: u32,
+    first: bool,
+) {
     let a = smem.a(slot) + cwg * 64 * SW128_ROW_BYTES;
     let b = smem.b(slot);
     for ks in 0..TILE_K / 16 {

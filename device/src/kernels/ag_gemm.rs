@@ -267,9 +267,9 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
             let grid = TileGrid::new(g.m, g.n, TILE_M, TILE_N, g.group_m);
             let sched = RowOrder { grid, rows: p.row_order as *const u32 };
             let gate = ArrivalGate { p, epoch };
-            let epi = StoreC { c_map: g.c_map, c_f32: g.c_f32, m: g.m, n: g.n, out_f32: g.out_f32 != 0 };
+            let epi = StoreC { c_map: g.c_map, c: g.c, m: g.m, n: g.n, out_f32: g.out_f32 != 0 };
             let ops = Operands { a_map: g.a_map, b_map: g.b_map, k: g.k };
-            compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &gate, &epi, roles.compute, bound(Role::Compute));
+            compute_cta::<TRANS_B, STAGES, _, _, _>(&ops, &sched, &gate, &epi, roles.compute, bound(Role::Compute));
         }
         Some((Role::IntraComm, idx)) => {
             let ring = if tid == 0 { Some(BulkRing::new(ring_base())) } else { None };

@@ -1,7 +1,9 @@
 //! The plain GEMM `C = A @ B` (bf16 in, f32 accumulate, bf16 or f32 out): the framework's engine
-//! with the grouped-raster scheduler and the local-store epilogue, one CTA per SM; and its
-//! split-K form for shapes with too few output tiles to fill the GPU (the `SplitK` scheduler and
-//! the `SplitKStore` epilogue around the same local store).
+//! with the grouped-raster scheduler and the local-store epilogue, one CTA per SM, on the staged
+//! ring (compute-bound shapes) or the deep one (few rows: bound by reading B); and its split-K
+//! and stream-K forms for shapes with too few output tiles to fill the GPU (the `SplitK` /
+//! `StreamK` schedulers and the `SplitKStore` epilogue around the same local store), which are
+//! memory-bound by construction and run deep.
 use crate::abi::*;
 use crate::arch::*;
 use crate::comm::signal::launch_epoch;
@@ -16,30 +18,41 @@ pub fn parts(p: &GemmParams) -> (Operands, GroupedRaster, StoreC) {
     (
         Operands { a_map: p.a_map, b_map: p.b_map, k: p.k },
         GroupedRaster(TileGrid::new(p.m, p.n, TILE_M, TILE_N, p.group_m)),
-        StoreC { c_map: p.c_map, c_f32: p.c_f32, m: p.m, n: p.n, out_f32: p.out_f32 != 0 },
+        StoreC { c_map: p.c_map, c: p.c, m: p.m, n: p.n, out_f32: p.out_f32 != 0 },
     )
 }
 
+/// The plain GEMM on a ring of `STAGES`.
 #[inline(always)]
-unsafe fn gemm<const TRANS_B: u32>(p: &GemmParams) {
+unsafe fn gemm_ring<const TRANS_B: u32, const STAGES: u32>(p: &GemmParams) {
     let cta = block_idx_x();
     if cta >= p.roles.compute {
         return;
     }
     let (ops, sched, epi) = parts(p);
     let b = Bound { timeout_ns: p.timeout_ns, diag: &p.diag, rank: 0, role: Role::Compute as u32 };
-    compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &NoGate, &epi, p.roles.compute, b);
+    compute_cta::<TRANS_B, STAGES, _, _, _>(&ops, &sched, &NoGate, &epi, p.roles.compute, b);
 }
 
-/// The split-K and stream-K GEMMs' common body: the epoch, then the engine with scheduler
-/// `sched` and the summing epilogue around the local store.
+#[inline(always)]
+unsafe fn gemm<const TRANS_B: u32>(p: &GemmParams) {
+    gemm_ring::<TRANS_B, STAGES>(p);
+}
+
+#[inline(always)]
+unsafe fn gemm_deep<const TRANS_B: u32>(p: &GemmParams) {
+    gemm_ring::<TRANS_B, DEEP_STAGES>(p);
+}
+
+/// The split-K and stream-K GEMMs' common body: the epoch, then the engine (deep ring) with
+/// scheduler `sched` and the summing epilogue around the local store.
 #[inline(always)]
 unsafe fn gemm_split<const TRANS_B: u32, K: KSplit + TileScheduler>(p: &SplitKParams, sched: impl Fn(TileGrid) -> K) {
     let g = &p.gemm;
     if block_idx_x() >= g.roles.compute {
         return;
     }
-    let scratch = dyn_smem_base() + SCRATCH_OFF;
+    let scratch = dyn_smem_base() + scratch_off(DEEP_STAGES);
     if thread_idx_x() == 0 {
         st_shared_u32(scratch, launch_epoch(p.launches as *mut u64, g.roles.compute));
     }
@@ -51,12 +64,11 @@ unsafe fn gemm_split<const TRANS_B: u32, K: KSplit + TileScheduler>(p: &SplitKPa
         sched: sched(grid),
         workspace: p.workspace,
         counters: p.counters,
-        c_bf16: p.c_bf16,
         parallel: p.parallel != 0,
         epoch: ld_shared_u32(scratch),
         bound,
     };
-    compute_cta::<TRANS_B, _, _, _>(&ops, &epi.sched, &NoGate, &epi, g.roles.compute, bound);
+    compute_cta::<TRANS_B, DEEP_STAGES, _, _, _>(&ops, &epi.sched, &NoGate, &epi, g.roles.compute, bound);
 }
 
 #[inline(always)]
@@ -92,4 +104,13 @@ b_layout_entry_points! {
     kn: mk_gemm_bf16_kn;
     /// GEMM with B `[N, K]` row-major (a torch `Linear` weight).
     nk: mk_gemm_bf16_nk
+}
+
+b_layout_entry_points! {
+    GemmParams => gemm_deep;
+    /// GEMM for memory-bound shapes (few rows: reading B, not the tensor cores, bounds it) with
+    /// B `[K, N]`: the deep ring, stores straight from registers.
+    kn: mk_gemm_deep_kn;
+    /// The memory-bound GEMM with B `[N, K]`.
+    nk: mk_gemm_deep_nk
 }

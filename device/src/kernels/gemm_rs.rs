@@ -260,13 +260,13 @@ impl Epilogue for ReduceEpilogue<'_> {
     const HELPER: bool = true;
 
     #[inline(always)]
-    unsafe fn init(&self, smem: &Smem) {
+    unsafe fn init<const ST: u32>(&self, smem: &Smem<ST>) {
         Handoff::of(smem, 0).init();
         Handoff::of(smem, 1).init();
     }
 
     #[inline(always)]
-    unsafe fn store(&self, smem: &Smem, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32) {
+    unsafe fn store<const ST: u32>(&self, smem: &Smem<ST>, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32) {
         let p = self.p;
         let h = Handoff::of(smem, cwg);
         let bar = 1 + cwg;
@@ -314,7 +314,7 @@ impl Epilogue for ReduceEpilogue<'_> {
     unsafe fn finish(&self, _cwg: u32) {}
 
     #[inline(always)]
-    unsafe fn help(&self, smem: &Smem, tile: Tile, n: u32, cwg: u32) {
+    unsafe fn help<const ST: u32>(&self, smem: &Smem<ST>, tile: Tile, n: u32, cwg: u32) {
         let p = self.p;
         let h = Handoff::of(smem, cwg);
         let c = smem.c(cwg);
@@ -427,7 +427,7 @@ unsafe fn gemm_rs<const TRANS_B: u32>(p: &GemmRsParams) {
     let bound = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: p.rank, role: Role::Compute as u32 };
     let gate = OwnerRows { p, tiles };
     let epi = ReduceEpilogue { p, tiles };
-    compute_cta::<TRANS_B, _, _, _>(&ops, &tiles, &gate, &epi, roles.compute, bound);
+    compute_cta::<TRANS_B, STAGES, _, _, _>(&ops, &tiles, &gate, &epi, roles.compute, bound);
 }
 
 b_layout_entry_points! {

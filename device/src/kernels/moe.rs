@@ -803,9 +803,9 @@ unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
                 tile_m: TILE_M,
             };
             let gate = RowGate { p, tb, wait: !gemm_only };
-            let epi = StoreC { c_map: g.c_map, c_f32: g.c_f32, m: g.m, n: g.n, out_f32: g.out_f32 != 0 };
+            let epi = StoreC { c_map: g.c_map, c: g.c, m: g.m, n: g.n, out_f32: g.out_f32 != 0 };
             let ops = Operands { a_map: g.a_map, b_map: g.b_map, k: g.k };
-            compute_cta::<TRANS_B, _, _, _>(&ops, &sched, &gate, &epi, roles.compute, bound(Role::Compute));
+            compute_cta::<TRANS_B, STAGES, _, _, _>(&ops, &sched, &gate, &epi, roles.compute, bound(Role::Compute));
         }
         Some((Role::IntraComm, idx)) if !gemm_only => {
             let b = bound(Role::IntraComm);
