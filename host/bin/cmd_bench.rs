@@ -23,6 +23,7 @@ pub fn gemm(
     shapes: &[GemmShape],
     layouts: &[BLayout],
     split_k: Option<u32>,
+    deep_ring: Option<bool>,
     timing: Timing,
     json: Option<&Path>,
 ) -> anyhow::Result<()> {
@@ -41,7 +42,7 @@ pub fn gemm(
     let mut records = Vec::new();
     for &s in shapes {
         for &l in layouts {
-            let opts = mkernel::gemm::GemmOptions { split_k, ..Default::default() };
+            let opts = mkernel::gemm::GemmOptions { split_k, deep_ring, ..Default::default() };
             records.extend(bench::bench_gemm(&g, cublas.as_ref(), s, l, opts, timing)?);
             bar.inc(1);
         }

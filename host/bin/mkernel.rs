@@ -123,6 +123,11 @@ enum BenchCmd {
         /// `gemm::default_split_k`; 1 turns split-K off).
         #[arg(long = "split-k", value_parser = clap::value_parser!(u32).range(1..))]
         split_k: Option<u32>,
+        /// Shared-memory ring of unsplit launches: `deep` (4 stages, stores from registers) or
+        /// `staged` (3 stages, TMA stores) (default: per shape, see `gemm::default_deep_ring`;
+        /// split-K and stream-K always run deep).
+        #[arg(long, value_parser = ["deep", "staged"])]
+        ring: Option<String>,
         #[command(flatten)]
         timing: TimingArgs,
         /// Also write JSON lines here.
@@ -452,8 +457,9 @@ fn main() -> ExitCode {
 
 fn bench(b: BenchCmd) -> anyhow::Result<()> {
     match b {
-        BenchCmd::Gemm { shapes, layouts, split_k, timing, json } => {
-            cmd_bench::gemm(&shapes, &layouts, split_k, timing.timing(), json.as_deref())
+        BenchCmd::Gemm { shapes, layouts, split_k, ring, timing, json } => {
+            let deep_ring = ring.map(|r| r == "deep");
+            cmd_bench::gemm(&shapes, &layouts, split_k, deep_ring, timing.timing(), json.as_deref())
         }
         BenchCmd::Attention { configs, layouts, masks, timing, json } => {
             cmd_bench::attention(&configs, &layouts, &masks, timing.timing(), json.as_deref())
