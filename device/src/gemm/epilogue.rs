@@ -286,9 +286,7 @@ impl StoreC {
             }
         }
     }
-}
 
-impl StoreC {
     /// Warpgroup `cwg`'s 64 rows of `tile` straight from the registers, a column pair per store,
     /// clipped to the matrix.
     ///

@@ -12,7 +12,7 @@ const _: () = assert!(A_STAGE_BYTES % SW128_ATOM_BYTES == 0 && B_STAGE_BYTES % S
 /// A stages, B stages, the two consumer warpgroups' C staging tiles where they fit, then the
 /// pipeline's barriers, scratch words and the epilogue handoff barriers.
 #[derive(Clone, Copy)]
-pub struct Smem<const STAGES: u32 = { crate::kernels_info::gemm::STAGES }> {
+pub struct Smem<const STAGES: u32> {
     /// Shared-memory address of the dynamic shared memory (`dyn_smem_base`); the offsets of
     /// `kernels_info::gemm` are relative to it.
     pub base: u32,
