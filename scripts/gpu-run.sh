@@ -14,7 +14,10 @@
 # sanitize (memcheck, racecheck, synccheck over the single-process GPU tests and every fused op's
 # rank-check at 1 x 2; CS overrides the sanitizer's path), soak (tests/gpu_soak.rs) -- these two
 # only when named --,
-# torch (torch_baselines.py multi at world 2 and every GPU, same call), all.
+# torch (torch_baselines.py multi at world 2 and every GPU, same call), all;
+# small (named only: the small and skinny GEMM shapes of issue 15 with the default plan and with
+# each variant of MKERNEL_SMALL_VARIANTS, e.g. "w64:--tile-n,64;sk:--stream-k,on", the seven
+# large shapes, torch_baselines.py single on the same shapes, all in one call).
 # Logs go to $OUT (or ./gpu-out): one tests log, one bench log, JSON lines.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -169,6 +172,27 @@ if want_named soak; then
   timeout 300 "$here/bin/test-gpu_soak" --nocapture > "$out/soak.log" 2>&1; rc=$?
   grep -E "soak ok|panicked|Error" "$out/soak.log" | tee -a "$out/bench.log"
   [ $rc -eq 0 ] || status=1
+fi
+if want_named small; then
+  small="1x8192x8192,16x8192x8192,64x8192x8192,128x8192x8192,256x8192x8192,1x28672x8192,16x28672x8192,64x28672x8192,128x28672x8192,256x28672x8192,1x4096x14336,16x4096x14336,64x4096x14336,128x4096x14336,256x4096x14336"
+  large="8192x8192x8192,16384x8192x8192,16384x4096x8192,16384x16384x2048,12288x12288x12288,4096x14336x4096,16384x1536x8192"
+  # Each variant: a name, then `mkernel bench gemm` flags (MKERNEL_SMALL_VARIANTS: "name:flag,flag;...").
+  IFS=';' read -ra variants <<< "default:;${MKERNEL_SMALL_VARIANTS:-}"
+  for v in "${variants[@]}"; do
+    [ -n "$v" ] || continue
+    name=${v%%:*}; IFS=',' read -ra args <<< "${v#*:}"
+    echo "== bench gemm, small shapes, $name ${args[*]}" | tee -a "$out/small.log"
+    "$here/bin/mkernel" bench gemm --shapes "${MKERNEL_SMALL_SHAPES:-$small}" --reps "${MKERNEL_SMALL_REPS:-50}" "${args[@]}" --json "$out/small-$name.jsonl" 2>> "$out/small.log" | tee -a "$out/small.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  done
+  echo "== bench gemm, large shapes" | tee -a "$out/small.log"
+  "$here/bin/mkernel" bench gemm --shapes "$large" --json "$out/large.jsonl" 2>> "$out/small.log" | tee -a "$out/small.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  if [ -f "$here/torch_baselines.py" ]; then
+    echo "== torch_baselines.py single --shapes (small and large)" | tee -a "$out/small.log"
+    PYTHONUNBUFFERED=1 timeout 400 python3 "$here/torch_baselines.py" single --shapes "$small,$large" --json "$out/torch-single.jsonl" 2>&1 | grep -E "gemm|Error|error" | tee -a "$out/small.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  fi
 fi
 if want torch && [ "$ngpu" -ge 2 ] && [ -f "$here/torch_baselines.py" ]; then
   for w in $worlds; do

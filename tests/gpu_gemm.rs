@@ -1,9 +1,14 @@
-//! GEMM correctness on the GPU against an f64 host reference of the same bf16 inputs: one tile,
-//! ragged shapes, both B layouts, bf16 and f32 output, and 8192^3 on sampled rows; split-K at the
-//! small shapes it serves and at its boundaries (k-blocks not a multiple of the split, more units
-//! than CTAs, one k-block per unit). Random data, poisoned outputs (a NaN left anywhere fails).
+//! GEMM correctness on the GPU against an f64 host reference of the same bf16 inputs: one tile of
+//! each width, ragged shapes, both B layouts, bf16 and f32 output, and 8192^3 on sampled rows;
+//! the narrow (64- and 128-column) tiles at ragged shapes and at the small shapes the defaults
+//! give them; split-K at the small shapes it serves and at its boundaries (k-blocks not a
+//! multiple of the split, more units than CTAs, one k-block per unit), in every width. Random
+//! data, poisoned outputs (a NaN left anywhere fails).
 use half::bf16;
-use mkernel::gemm::{default_split_k, default_stream_k, reference_row, BLayout, Gemm, GemmOptions, GemmShape, Output};
+use mkernel::gemm::{
+    default_split_k, default_stream_k, default_tile_n, reference_row, BLayout, Gemm, GemmOptions, GemmShape, Output,
+    TILE_N, TILE_WIDTHS,
+};
 use mkernel::gpu::DeviceBuffer;
 use mkernel::testing::{gpu_or_skip, max_scaled_err, rel_err, Rng, POISON_BYTE};
 use mkernel::Gpu;
@@ -77,10 +82,76 @@ fn check(
 fn one_tile() {
     let Some(gpu) = gpu_or_skip("one_tile") else { return };
     let mut rng = Rng::fresh("one_tile");
-    for layout in [BLayout::NK, BLayout::KN] {
-        for f32_out in [false, true] {
-            check(&gpu, &mut rng, GemmShape { m: 128, n: 256, k: 64 }, layout, f32_out, 128, GemmOptions::default());
+    for w in TILE_WIDTHS {
+        let opts = GemmOptions { tile_n: Some(w), ..Default::default() };
+        for layout in [BLayout::NK, BLayout::KN] {
+            for f32_out in [false, true] {
+                check(&gpu, &mut rng, GemmShape { m: 128, n: w as usize, k: 64 }, layout, f32_out, 128, opts);
+            }
         }
+    }
+}
+
+#[test]
+fn narrow_tiles_on_ragged_and_small_shapes() {
+    // 64- and 128-column tiles (9- and 7-stage rings) at edges, one row, a ring that wraps over
+    // the tiles of 7 CTAs, split-K in each width, bf16 and f32 out; then the shapes the defaults
+    // give them, and what they refuse.
+    let Some(gpu) = gpu_or_skip("narrow_tiles_on_ragged_and_small_shapes") else { return };
+    let mut rng = Rng::fresh("narrow_tiles_on_ragged_and_small_shapes");
+    for w in [64, 128] {
+        let opts = GemmOptions { tile_n: Some(w), ..GemmOptions::default() };
+        for &(m, n, k) in &[(1, 8, 8), (129, 264, 72), (64, 4104, 776), (256, 1000, 1032)] {
+            for layout in [BLayout::NK, BLayout::KN] {
+                check(&gpu, &mut rng, GemmShape { m, n, k }, layout, false, 64, opts);
+            }
+        }
+        check(&gpu, &mut rng, GemmShape { m: 77, n: 1000, k: 328 }, BLayout::KN, true, 77, opts);
+        let few = GemmOptions { ctas: Some(7), ..opts };
+        check(&gpu, &mut rng, GemmShape { m: 1100, n: 1040, k: 328 }, BLayout::NK, false, 48, few);
+        for (split, f32_out) in [(3, false), (2, true)] {
+            let opts = GemmOptions { split_k: Some(split), ..opts };
+            for layout in [BLayout::NK, BLayout::KN] {
+                check(&gpu, &mut rng, GemmShape { m: 300, n: 520, k: 1000 }, layout, f32_out, 24, opts);
+            }
+        }
+    }
+    let sms = gpu.info().sm_count;
+    for &(m, n, k, want) in &[(128, 8192, 8192, 64), (256, 8192, 8192, 128), (16, 4096, 14336, 64)] {
+        let shape = GemmShape { m, n, k };
+        assert_eq!(default_tile_n(shape, sms), want, "{m}x{n}x{k}: default tile width");
+        for layout in [BLayout::NK, BLayout::KN] {
+            check(&gpu, &mut rng, shape, layout, false, 6, GemmOptions::default());
+        }
+    }
+    // Deterministic across launches.
+    let shape = GemmShape { m: 200, n: 4096, k: 2056 };
+    let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k)).unwrap();
+    let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n)).unwrap();
+    let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
+    for w in [64, 128] {
+        let g = Gemm::new(
+            &gpu,
+            shape,
+            BLayout::KN,
+            &a,
+            &b,
+            Output::Bf16(&c),
+            GemmOptions { tile_n: Some(w), ..Default::default() },
+        )
+        .unwrap();
+        assert_eq!(g.tile_n(), w);
+        same_bits_after_relaunches(&gpu, &g, &c, 20, "a later narrow-tile launch produced different bits");
+    }
+    // Widths the kernels do not have, or with the staged ring, are refused before any launch.
+    for bad in [
+        GemmOptions { tile_n: Some(96), ..Default::default() },
+        GemmOptions { tile_n: Some(0), ..Default::default() },
+        GemmOptions { tile_n: Some(64), deep_ring: Some(false), ..Default::default() },
+    ] {
+        let e = Gemm::new(&gpu, shape, BLayout::KN, &a, &b, Output::Bf16(&c), bad);
+        let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.contains("tile_n"), "{bad:?}: {msg}");
     }
 }
 
@@ -170,18 +241,29 @@ fn same_bits_after_relaunches(gpu: &Gpu, g: &Gemm, c: &DeviceBuffer<bf16>, n: us
 fn split_k_small_and_skinny_shapes() {
     let Some(gpu) = gpu_or_skip("split_k_small_and_skinny_shapes") else { return };
     let mut rng = Rng::fresh("split_k_small_and_skinny_shapes");
-    // The default split of the decode-like shapes (4 units per tile at N = 8192, 8 at N = 4096).
-    for &(m, n, k) in &[(1, 8192, 8192), (16, 8192, 8192), (64, 4096, 14336), (200, 8192, 1032)] {
+    // The default split of the decode-like shapes in 256-column tiles (4 units per tile at N =
+    // 8192, 8 at N = 4096), and at the default width where that still splits (two units of 64
+    // tiles of 64 columns at N = 4096).
+    let sms = gpu.info().sm_count;
+    for &(m, n, k, wide) in &[
+        (1, 8192, 8192, true),
+        (16, 8192, 8192, true),
+        (64, 4096, 14336, true),
+        (200, 8192, 1032, true),
+        (64, 4096, 14336, false),
+    ] {
         let shape = GemmShape { m, n, k };
-        let opts = GemmOptions::default();
-        let split = default_split_k(shape, gpu.info().sm_count);
-        assert!(split > 1, "{m}x{n}x{k}: expected split-K by default, got {split}");
+        let tile_n = if wide { TILE_N } else { default_tile_n(shape, sms) };
+        let opts = GemmOptions { tile_n: Some(tile_n), ..Default::default() };
+        let split = default_split_k(shape, sms, tile_n);
+        assert!(split > 1, "{m}x{n}x{k}, {tile_n} columns: expected split-K by default, got {split}");
         for layout in [BLayout::NK, BLayout::KN] {
             check(&gpu, &mut rng, shape, layout, false, 6, opts);
         }
     }
     // Forced splits at ragged shapes: k-blocks not a multiple of the split (16 / 5, 65 / 3), one
-    // k-block per unit (2 / 2), more units than CTAs (56 tiles x 3 over 7 CTAs), f32 output.
+    // k-block per unit (2 / 2), more units than CTAs (56 tiles x 3 over 7 CTAs), f32 output; in
+    // the default widths (256 columns for the first two, 64 for the others).
     let cases = [
         ((300, 520, 1000), 5, None, false),
         ((1000, 1544, 4104), 3, Some(7), false),
@@ -200,12 +282,12 @@ fn split_k_small_and_skinny_shapes() {
 fn split_k_is_deterministic_and_checked() {
     let Some(gpu) = gpu_or_skip("split_k_is_deterministic_and_checked") else { return };
     let mut rng = Rng::fresh("split_k_is_deterministic_and_checked");
-    // 16 tiles x 8 splits: every unit its own CTA, so the units sum together.
+    // 16 tiles of 256 columns x 8 splits: every unit its own CTA, so the units sum together.
     let shape = GemmShape { m: 64, n: 4096, k: 4096 };
     let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k)).unwrap();
     let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n)).unwrap();
     let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
-    let opts = GemmOptions { split_k: Some(8), ..Default::default() };
+    let opts = GemmOptions { split_k: Some(8), tile_n: Some(TILE_N), ..Default::default() };
     let g = Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), opts).unwrap();
     assert_eq!(g.splits(), 8);
     // Each launch takes the next epoch of the arrival counters, and the sum runs in split order
@@ -239,20 +321,26 @@ fn stream_k_shapes_and_boundaries() {
     let Some(gpu) = gpu_or_skip("stream_k_shapes_and_boundaries") else { return };
     let mut rng = Rng::fresh("stream_k_shapes_and_boundaries");
     let sms = gpu.info().sm_count;
-    // The default takes stream-K at N = 28672, M <= 32 (112 tiles, fewer than the SMs).
-    for &(m, n, k) in &[(1, 28672, 8192), (16, 28672, 8192)] {
+    // The default takes stream-K for the partial last wave of 256-column tiles (224 tiles on
+    // 132 SMs at N = 28672, M = 129..256).
+    for &(m, n, k) in &[(256, 28672, 8192), (200, 28672, 1024)] {
         let shape = GemmShape { m, n, k };
-        assert!(default_stream_k(shape, sms), "{m}x{n}x{k}: expected stream-K by default");
+        assert!(default_stream_k(shape, sms, default_tile_n(shape, sms)), "{m}x{n}x{k}: expected stream-K by default");
         for layout in [BLayout::NK, BLayout::KN] {
             check(&gpu, &mut rng, shape, layout, false, 6, GemmOptions::default());
         }
     }
     // Forced, at ragged shapes: ranges crossing tile boundaries (33 tiles x 16 k-blocks over 40
-    // CTAs), more CTAs than k-blocks per tile (4 tiles x 2 over 5), f32 output.
-    for ((m, n, k), ctas, f32_out) in
-        [((300, 2600, 1000), 40, false), ((129, 264, 72), 5, true), ((77, 4096, 8200), 23, false)]
-    {
-        let opts = GemmOptions { stream_k: Some(true), ctas: Some(ctas), ..Default::default() };
+    // CTAs), more CTAs than k-blocks per tile (4 tiles x 2 over 5), f32 output; more tiles than
+    // CTAs: whole waves first, then ranges over the rest (33 tiles over 7 CTAs, 5 over 2).
+    for ((m, n, k), ctas, f32_out) in [
+        ((300, 2600, 1000), 40, false),
+        ((129, 264, 72), 5, true),
+        ((77, 4096, 8200), 23, false),
+        ((300, 2600, 1000), 7, false),
+        ((129, 520, 1000), 2, true),
+    ] {
+        let opts = GemmOptions { stream_k: Some(true), ctas: Some(ctas), tile_n: Some(TILE_N), ..Default::default() };
         for layout in [BLayout::NK, BLayout::KN] {
             check(&gpu, &mut rng, GemmShape { m, n, k }, layout, f32_out, 24, opts);
         }
@@ -262,14 +350,18 @@ fn stream_k_shapes_and_boundaries() {
     let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k)).unwrap();
     let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n)).unwrap();
     let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
-    let opts = GemmOptions { stream_k: Some(true), ..Default::default() };
+    let opts = GemmOptions { stream_k: Some(true), tile_n: Some(TILE_N), ..Default::default() };
     let g = Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), opts).unwrap();
     assert!(g.stream_k() && g.splits() == 1);
     same_bits_after_relaunches(&gpu, &g, &c, 50, "a later stream-K launch produced different bits");
+    // Over fewer CTAs than tiles (ranges over several tiles, some tiles whole in one range).
+    let few = GemmOptions { ctas: Some(37), ..opts };
+    let g = Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), few).unwrap();
+    same_bits_after_relaunches(&gpu, &g, &c, 5, "a later stream-K launch over 37 CTAs produced different bits");
     // What stream-K cannot take is refused before anything launches.
     for (bad, what) in [
         (GemmOptions { stream_k: Some(true), split_k: Some(2), ..Default::default() }, "with a split"),
-        (GemmOptions { stream_k: Some(true), ctas: Some(50), ..Default::default() }, "more tiles than CTAs"),
+        (GemmOptions { stream_k: Some(true), tile_n: Some(128), ..Default::default() }, "narrow tiles"),
     ] {
         let e = Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), bad);
         let msg = e.err().map(|e| e.to_string()).unwrap_or_default();

@@ -202,20 +202,36 @@ fn summing_epilogues_keep_the_mainloop_clean() {
     // splits) hold more than the others: a few values set up before the tile loop may spill, but
     // the wgmma k-loop (first wgmma to its back edge) must not touch local memory nor be
     // serialised.
-    // The deep-ring GEMM (no staging tiles, stores from registers) is held to the same.
+    // The deep-ring GEMMs (no staging tiles, stores from registers) in every tile width are held
+    // to the same, each with the wgmma of its width.
+    let wide = "HGMMA.64x256x16.F32.BF16";
+    let (n128, n64) = ("HGMMA.64x128x16.F32.BF16", "HGMMA.64x64x16.F32.BF16");
     let kernels = [
-        kernels::GEMM_DEEP_KN.name,
-        kernels::GEMM_DEEP_NK.name,
-        kernels::GEMM_RS_KN.name,
-        kernels::GEMM_RS_NK.name,
-        kernels::GEMM_SPLITK_KN.name,
-        kernels::GEMM_SPLITK_NK.name,
-        kernels::GEMM_STREAMK_KN.name,
-        kernels::GEMM_STREAMK_NK.name,
+        (kernels::GEMM_DEEP_KN.name, wide),
+        (kernels::GEMM_DEEP_NK.name, wide),
+        (kernels::GEMM_DEEP_N128_KN.name, n128),
+        (kernels::GEMM_DEEP_N128_NK.name, n128),
+        (kernels::GEMM_DEEP_N64_KN.name, n64),
+        (kernels::GEMM_DEEP_N64_NK.name, n64),
+        (kernels::GEMM_RS_KN.name, wide),
+        (kernels::GEMM_RS_NK.name, wide),
+        (kernels::GEMM_SPLITK_KN.name, wide),
+        (kernels::GEMM_SPLITK_NK.name, wide),
+        (kernels::GEMM_SPLITK_N128_KN.name, n128),
+        (kernels::GEMM_SPLITK_N128_NK.name, n128),
+        (kernels::GEMM_SPLITK_N64_KN.name, n64),
+        (kernels::GEMM_SPLITK_N64_NK.name, n64),
+        (kernels::GEMM_STREAMK_KN.name, wide),
+        (kernels::GEMM_STREAMK_NK.name, wide),
     ];
-    for k in kernels {
+    for (k, width) in kernels {
         let sass = sass_of(k);
-        let hgmma = sass.find("HGMMA.64x256x16.F32.BF16").unwrap_or_else(|| panic!("{k} has no HGMMA"));
+        let hgmma = sass.find(width).unwrap_or_else(|| panic!("{k} has no {width}"));
+        // One width per kernel: a narrow kernel that also holds a wider wgmma is the wrong one.
+        for other in [wide, n128, n64].into_iter().filter(|&o| o != width) {
+            assert!(!sass.contains(other), "{k} holds {other} besides {width}");
+        }
+        assert!(sass.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1"), "{k}: no wgmma batch stays in flight");
         let first = sass[..hgmma].rfind('\n').map_or(0, |i| i + 1);
         let mainloop = &sass[first..first + loop_back_edge(&sass[first..]).unwrap_or_else(|| panic!("{k}: no k-loop"))];
         assert!(!mainloop.contains("LDL") && !mainloop.contains("STL"), "{k}: local memory inside the mainloop");

@@ -3,7 +3,10 @@
 //! ranks: every unit of work is covered exactly once, partial slots and arrival counts agree,
 //! reduce-scatter owners only reach a tile after every source sent it; and of the GEMM's
 //! split-K / stream-K choices, which must never ask for more than the GPU can hold at once.
-use mkernel::gemm::{default_split_k, default_stream_k, GemmShape, MAX_SPLIT_K, TILE_K, TILE_M, TILE_N};
+use mkernel::gemm::{
+    default_split_k, default_stream_k, default_tile_n, stream_cost, GemmShape, MAX_SPLIT_K, TILE_K, TILE_M, TILE_N,
+    TILE_WIDTHS,
+};
 use mkernel::sched::{KSplit, OwnerTiles, SplitK, StreamK, TileGrid, TileScheduler};
 use proptest::prelude::*;
 
@@ -25,6 +28,9 @@ fn check_k_split<S: TileScheduler + KSplit>(s: &S, grid: TileGrid, k_blocks: u32
         let (tile, slot) = s.unit(u);
         prop_assert_eq!(grid.coords(tile), (t.m, t.n));
         prop_assert!(slot < s.arrivals(tile) && s.arrivals(tile) <= s.slots());
+        if s.arrivals(tile) > 1 {
+            prop_assert!(s.workspace_tile(tile) < s.split_tiles(), "tile {} outside the workspace", tile);
+        }
         units[tile as usize] += 1;
         slots[tile as usize].push((slot, kb0));
         for kb in kb0..kb1 {
@@ -56,19 +62,36 @@ proptest! {
 
     #[test]
     fn stream_k_ranges_cover_each_k_block_once_evenly(
-        m in 1u32..1500, n in 1u32..9000, k_blocks in 1u32..300, extra in 0u32..200, group_m in 1u32..10,
+        m in 1u32..1500, n in 1u32..9000, k_blocks in 1u32..300, ctas_seed in 0u32..10_000, group_m in 1u32..10,
     ) {
+        // Fewer CTAs than tiles (ranges over several tiles) as well as more; at least one per
+        // tile row.
         let grid = TileGrid::new(m, n, TILE_M, TILE_N, group_m);
-        let ctas = grid.count() + extra;
+        let ctas = grid.m_tiles + ctas_seed % (grid.count() + 200);
         let s = StreamK::new(grid, k_blocks, ctas);
-        check_k_split(&s, grid, k_blocks)?;
-        // No CTA does more than its share.
+        check_k_split(&s, s.grid, k_blocks)?;
+        // No CTA does more than its share: its whole waves' tiles and one range; a group's CTAs
+        // take the same columns at the same k-blocks, one tile row each.
         let mut work = vec![0u32; ctas as usize];
         for u in 0..s.count() {
             let (kb0, kb1) = s.k_range(u, k_blocks);
             work[(u % ctas) as usize] += kb1 - kb0;
+            if kb0 < kb1 {
+                let (t, c) = (s.tile(u), u % ctas);
+                prop_assert_eq!(t.m, c % grid.m_tiles, "unit {} of CTA {} is in the wrong tile row", u, c);
+                let first = u - c % grid.m_tiles;
+                prop_assert_eq!((s.tile(first).n, s.k_range(first, k_blocks)), (t.n, (kb0, kb1)));
+            }
         }
-        prop_assert!(work.iter().all(|&w| w <= s.len));
+        let dp = s.dp_cols * grid.m_tiles;
+        prop_assert!(s.dp_cols.is_multiple_of(s.groups) && dp <= grid.count() && grid.n_tiles - s.dp_cols < s.groups);
+        prop_assert!(work.iter().all(|&w| w <= s.dp_cols / s.groups * k_blocks + s.len));
+        // Distinct tiles in the workspace: a cut-up tile's place is its own.
+        let mut places: Vec<u32> = (0..grid.count()).filter(|&t| s.arrivals(t) > 1).map(|t| s.workspace_tile(t)).collect();
+        let n = places.len();
+        places.sort();
+        places.dedup();
+        prop_assert_eq!(places.len(), n);
     }
 
     #[test]
@@ -105,13 +128,24 @@ proptest! {
         m in 1usize..20000, n in 1usize..60000, k in 1usize..70000, ctas in 1u32..200,
     ) {
         let shape = GemmShape { m, n: n.div_ceil(8) * 8, k: k.div_ceil(8) * 8 };
-        let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u64;
+        let w = default_tile_n(shape, ctas);
+        prop_assert!(TILE_WIDTHS.contains(&w));
+        prop_assert!(w == TILE_N || m <= 256, "{}x{}: {} columns at more than 256 rows", m, n, w);
+        // The width streams no more per SM than any other (each with its default split).
+        let cost = |w: u32| stream_cost(shape, w, default_split_k(shape, ctas, w), ctas);
+        if m <= 256 {
+            for other in TILE_WIDTHS {
+                prop_assert!(cost(w) <= cost(other), "{}x{}x{}: {} columns cost more than {}", m, n, k, w, other);
+            }
+        }
+        let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(w as usize)) as u64;
         let k_blocks = shape.k.div_ceil(TILE_K as usize) as u64;
-        let split = default_split_k(shape, ctas);
+        let split = default_split_k(shape, ctas, w);
         prop_assert!((1..=MAX_SPLIT_K).contains(&split) && split as u64 <= k_blocks);
         prop_assert!(split == 1 || tiles * split as u64 <= ctas as u64, "{} tiles x {} > {} CTAs", tiles, split, ctas);
-        if default_stream_k(shape, ctas) {
-            prop_assert!(split == 1 && tiles < ctas as u64);
+        // Stream-K only spreads a partial last wave of whole-width tiles, never with a split.
+        if default_stream_k(shape, ctas, w) {
+            prop_assert!(split == 1 && tiles > ctas as u64 && !tiles.is_multiple_of(ctas as u64) && w == TILE_N);
         }
     }
 }

@@ -228,7 +228,8 @@ abi_struct! {
 abi_struct! {
     /// The split-K GEMM: `gemm` as for the plain GEMM, its tiles' k-blocks cut into `splits`
     /// units ([`crate::sched::SplitK`]). Each unit stores its f32 partial (one warpgroup's half
-    /// tile, [`SPLIT_HALF_BYTES`], in the accumulators' own layout) into
+    /// tile, `kernels_info::gemm::split_half_bytes` of the kernel's tile width, in the
+    /// accumulators' own layout) into
     /// `workspace[half][split]`, `half` = 2 x tile + warpgroup, then adds 1 to `counters[half]`,
     /// which only grows: launch `e` (from `launches`) is complete for a half when it reaches
     /// `e x splits`. With `parallel` (every unit has its own CTA, so all of a tile's units run at
@@ -251,9 +252,6 @@ abi_struct! {
         pub parallel: u32,
     }
 }
-
-/// Bytes of one warpgroup's f32 partial of a tile (64 x 256 f32) in a split-K workspace.
-pub const SPLIT_HALF_BYTES: u32 = 64 * 256 * 4;
 
 /// FIFO command opcodes (`FifoCmd::header` bits 0..8; 0 marks an empty slot).
 pub const OP_WRITE: u64 = 1;

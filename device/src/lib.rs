@@ -29,71 +29,127 @@ pub mod pipeline;
 
 /// Launch constants of the kernels, visible to the host (which sizes grids and shared memory).
 pub mod kernels_info {
-    /// The GEMM engine's tile and launch shape.
+    /// The GEMM engine's tile and launch shape. A tile is `TILE_M` rows (two consumer
+    /// warpgroups of 64) by a width of 64, 128 or 256 columns (the consumers' wgmma N): the
+    /// fused kernels and the compute-bound GEMM use [`TILE_N`], the memory-bound GEMMs the width
+    /// whose tile count fills the GPU (see the host's `ops::gemm::default_tile_n`).
     pub mod gemm {
         /// Output tile rows.
         pub const TILE_M: u32 = 128;
-        /// Output tile columns (the wgmma N).
+        /// Output tile columns of the fused kernels and the compute-bound GEMM (the widest
+        /// wgmma N).
         pub const TILE_N: u32 = 256;
+        /// Every tile width the engine is built for, narrowest first.
+        pub const TILE_WIDTHS: [u32; 3] = [64, 128, 256];
         /// K elements per pipeline stage (one 128-byte swizzle row of bf16).
         pub const TILE_K: u32 = 64;
         /// Depth of the shared-memory ring of the compute-bound kernels: three stages leave room
         /// for the consumers' bf16 staging tiles (TMA stores that drain under the next tile).
         pub const STAGES: u32 = 3;
-        /// Depth of the ring of the memory-bound kernels (the small-M GEMMs: split-K, stream-K,
-        /// one tile row): four stages, no staging tiles (their stores go straight from
-        /// registers). A consumer holds the stage it multiplies, so loads in flight go from two
-        /// stages to three.
-        pub const DEEP_STAGES: u32 = 4;
+        /// Depth of the [`TILE_N`]-wide ring of the memory-bound kernels (the small-M GEMMs:
+        /// split-K, stream-K, one tile row): [`deep_stages`] of it, four stages, no staging
+        /// tiles (their stores go straight from registers). A consumer holds the stage it
+        /// multiplies, so loads in flight go from two stages to three.
+        pub const DEEP_STAGES: u32 = deep_stages(TILE_N);
         /// Threads per CTA: one producer and two consumer warpgroups.
         pub const THREADS: u32 = 384;
         pub(crate) const A_STAGE_BYTES: u32 = TILE_M * TILE_K * 2;
-        pub(crate) const B_STAGE_BYTES: u32 = TILE_N * TILE_K * 2;
-        pub(crate) const C_WG_BYTES: u32 = 64 * TILE_N * 2;
+        /// Rows of A's TMA box (and of an A stage that loads fill) for a GEMM of `m` rows: the
+        /// whole tile height, or `m` rounded up to 8 when the matrix is shorter. The TMA unit
+        /// fills a box's rows past the matrix with zeros, and at decode sizes that fill cost
+        /// more than the loads (measured on H200, docs/PERF.md); stage rows past the box hold
+        /// stale data, which only reaches accumulator rows past `m`, and those are never stored.
+        pub const fn a_box_rows(m: u32) -> u32 {
+            if m >= TILE_M {
+                TILE_M
+            } else if m <= 8 {
+                8
+            } else {
+                m.next_multiple_of(8)
+            }
+        }
+        /// Bytes one k-block stage brings in: A's box of `a_rows` rows and a `tile_n`-wide B.
+        pub const fn stage_tx_bytes(a_rows: u32, tile_n: u32) -> u32 {
+            a_rows * TILE_K * 2 + b_stage_bytes(tile_n)
+        }
+        /// Bytes of one B stage of a `tile_n`-wide tile.
+        pub(crate) const fn b_stage_bytes(tile_n: u32) -> u32 {
+            tile_n * TILE_K * 2
+        }
+        /// Bytes of one consumer warpgroup's bf16 staging tile (64 rows of `tile_n`).
+        pub(crate) const fn c_wg_bytes(tile_n: u32) -> u32 {
+            64 * tile_n * 2
+        }
         /// Bytes after the barriers: 16 of scratch words (`scratch_off`), then the epilogue
         /// handoff barriers, four of 8 bytes per consumer warpgroup (`handoff_off`).
         const TAIL_BYTES: u32 = 16 + 2 * 4 * 8;
         const LIMIT: u32 = 227 * 1024;
 
-        // The layout of the engine's dynamic shared memory for a ring of `stages`: A stages,
-        // B stages, the consumers' C staging tiles when they fit, the ring's barriers, the
-        // scratch words, the handoff barriers.
+        // The layout of the engine's dynamic shared memory for a ring of `stages` and tiles
+        // `tile_n` wide: A stages, B stages, the consumers' C staging tiles when they fit, the
+        // ring's barriers, the scratch words, the handoff barriers.
         /// Whether the two consumers' bf16 staging tiles fit beside a ring of `stages`.
-        pub const fn has_c_staging(stages: u32) -> bool {
-            stages * (A_STAGE_BYTES + B_STAGE_BYTES) + 2 * C_WG_BYTES + 16 * stages + TAIL_BYTES <= LIMIT
+        pub const fn has_c_staging(stages: u32, tile_n: u32) -> bool {
+            stages * (A_STAGE_BYTES + b_stage_bytes(tile_n)) + 2 * c_wg_bytes(tile_n) + 16 * stages + TAIL_BYTES
+                <= LIMIT
+        }
+        /// The deepest ring of `tile_n`-wide tiles that fits without staging tiles: 4 stages at
+        /// 256 columns, 7 at 128, 9 at 64. Memory-bound kernels keep as many loads in flight as
+        /// shared memory holds.
+        pub const fn deep_stages(tile_n: u32) -> u32 {
+            (LIMIT - TAIL_BYTES) / (A_STAGE_BYTES + b_stage_bytes(tile_n) + 16)
         }
         pub(crate) const fn b_off(stages: u32) -> u32 {
             stages * A_STAGE_BYTES
         }
-        pub(crate) const fn c_off(stages: u32) -> u32 {
-            b_off(stages) + stages * B_STAGE_BYTES
+        pub(crate) const fn c_off(stages: u32, tile_n: u32) -> u32 {
+            b_off(stages) + stages * b_stage_bytes(tile_n)
         }
-        pub(crate) const fn bar_off(stages: u32) -> u32 {
-            c_off(stages) + if has_c_staging(stages) { 2 * C_WG_BYTES } else { 0 }
+        pub(crate) const fn bar_off(stages: u32, tile_n: u32) -> u32 {
+            c_off(stages, tile_n) + if has_c_staging(stages, tile_n) { 2 * c_wg_bytes(tile_n) } else { 0 }
         }
         /// A few bytes after the barriers for a kernel's per-launch values (its epoch, split-K's
         /// last-arriver words), written by thread 0 before the engine's first block barrier.
-        pub const fn scratch_off(stages: u32) -> u32 {
-            bar_off(stages) + 2 * stages * 8
+        pub const fn scratch_off(stages: u32, tile_n: u32) -> u32 {
+            bar_off(stages, tile_n) + 2 * stages * 8
         }
         /// The epilogue handoff barriers (`gemm::epilogue::Handoff`).
-        pub(crate) const fn handoff_off(stages: u32) -> u32 {
-            scratch_off(stages) + 16
+        pub(crate) const fn handoff_off(stages: u32, tile_n: u32) -> u32 {
+            scratch_off(stages, tile_n) + 16
         }
-        /// Dynamic shared memory of the engine with a ring of `stages`.
-        pub const fn smem_bytes(stages: u32) -> u32 {
-            handoff_off(stages) + 2 * 4 * 8
+        /// Dynamic shared memory of the engine with a ring of `stages` and `tile_n`-wide tiles.
+        pub const fn smem_bytes(stages: u32, tile_n: u32) -> u32 {
+            handoff_off(stages, tile_n) + 2 * 4 * 8
+        }
+        /// Dynamic shared memory of the deep ring of `tile_n`-wide tiles.
+        pub const fn deep_smem_bytes(tile_n: u32) -> u32 {
+            smem_bytes(deep_stages(tile_n), tile_n)
+        }
+        /// Bytes of one consumer warpgroup's f32 partial of a `tile_n`-wide tile (64 x `tile_n`)
+        /// in a split-K workspace.
+        pub const fn split_half_bytes(tile_n: u32) -> u32 {
+            64 * tile_n * 4
         }
         /// [`scratch_off`] of the [`STAGES`] ring.
-        pub const SCRATCH_OFF: u32 = scratch_off(STAGES);
+        pub const SCRATCH_OFF: u32 = scratch_off(STAGES, TILE_N);
         /// Dynamic shared memory of the [`STAGES`] ring.
-        pub const SMEM_BYTES: u32 = smem_bytes(STAGES);
+        pub const SMEM_BYTES: u32 = smem_bytes(STAGES, TILE_N);
         /// Dynamic shared memory of the [`DEEP_STAGES`] ring.
-        pub const DEEP_SMEM_BYTES: u32 = smem_bytes(DEEP_STAGES);
+        pub const DEEP_SMEM_BYTES: u32 = deep_smem_bytes(TILE_N);
         // The comm CTAs of fused kernels run a bulk-copy ring in the same shared memory.
         const _: () = assert!(super::allgather::BULK_SMEM_BYTES <= SMEM_BYTES);
-        const _: () = assert!(has_c_staging(STAGES) && !has_c_staging(DEEP_STAGES));
-        const _: () = assert!(SMEM_BYTES <= LIMIT && DEEP_SMEM_BYTES <= LIMIT);
+        const _: () = assert!(has_c_staging(STAGES, TILE_N) && !has_c_staging(DEEP_STAGES, TILE_N));
+        const _: () = assert!(DEEP_STAGES == 4 && deep_stages(128) == 7 && deep_stages(64) == 9);
+        const _: () = {
+            let mut i = 0;
+            while i < TILE_WIDTHS.len() {
+                let w = TILE_WIDTHS[i];
+                assert!(deep_smem_bytes(w) <= LIMIT && !has_c_staging(deep_stages(w), w));
+                assert!(b_stage_bytes(w).is_multiple_of(1024) && w.is_multiple_of(64));
+                i += 1;
+            }
+        };
+        const _: () = assert!(SMEM_BYTES <= LIMIT);
     }
 
     /// The flash-attention forward's tile and launch shape (per head dimension `d`, 64 or 128).

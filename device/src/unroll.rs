@@ -26,10 +26,18 @@ macro_rules! unroll16 {
     };
 }
 
-/// `$f!(0); ... $f!(31);`
-macro_rules! unroll32 {
-    ($f:ident) => {
-        unroll16!($f, 0);
-        unroll16!($f, 16);
+/// `$f!(j)` for `j` in `0..$n` (`$n` a constant `u32` of at most 32, such as an
+/// `Accumulators::CHUNKS`): written out for all 32 and skipped past `$n` at compile time.
+macro_rules! unroll_below {
+    ($n:expr, $f:ident) => {
+        unroll_below!(@ $n, $f, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31)
+    };
+    (@ $n:expr, $f:ident, $($j:literal)*) => {
+        const { assert!($n <= 32) };
+        $(
+            if $j < $n {
+                $f!($j);
+            }
+        )*
     };
 }

@@ -70,7 +70,10 @@ pub fn bench_gemm(
         .map(|(&t, imp)| {
             let r = run.record("gemm", shape.label(), layout.name(), imp, t).with_flops(shape.flops());
             if imp == "mkernel" {
-                r.with("split_k", gemm.splits()).with("stream_k", gemm.stream_k() as u32).with("ctas", gemm.ctas())
+                r.with("split_k", gemm.splits())
+                    .with("stream_k", gemm.stream_k() as u32)
+                    .with("tile_n", gemm.tile_n())
+                    .with("ctas", gemm.ctas())
             } else {
                 r
             }

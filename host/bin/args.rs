@@ -108,6 +108,12 @@ pub fn ordinal(s: &str) -> Result<u32, String> {
     s.trim().parse().map_err(|_| format!("`{s}` is not a GPU ordinal (0, 1, ...)"))
 }
 
+/// A GEMM tile width: one of `gemm::TILE_WIDTHS`.
+pub fn tile_width(s: &str) -> Result<u32, String> {
+    let widths = mkernel::gemm::TILE_WIDTHS;
+    s.parse::<u32>().ok().filter(|w| widths.contains(w)).ok_or_else(|| format!("`{s}`: must be one of {widths:?}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,8 +22,7 @@ fn finish(records: &[Record], vs: Option<&str>, json: Option<&Path>) -> anyhow::
 pub fn gemm(
     shapes: &[GemmShape],
     layouts: &[BLayout],
-    split_k: Option<u32>,
-    deep_ring: Option<bool>,
+    opts: mkernel::gemm::GemmOptions,
     timing: Timing,
     json: Option<&Path>,
 ) -> anyhow::Result<()> {
@@ -42,14 +41,27 @@ pub fn gemm(
     let mut records = Vec::new();
     for &s in shapes {
         for &l in layouts {
-            let opts = mkernel::gemm::GemmOptions { split_k, deep_ring, ..Default::default() };
             records.extend(bench::bench_gemm(&g, cublas.as_ref(), s, l, opts, timing)?);
             bar.inc(1);
         }
     }
     bar.finish_and_clear();
     println!("GEMM bf16 -> bf16 on {}, median of {} interleaved launches (CUDA events)", g.info().name, timing.reps);
-    finish(&records, Some("cublas"), json)
+    finish(&records, Some("cublas"), json)?;
+    // What each launch ran (the defaults' choice unless the flags forced one).
+    for r in records.iter().filter(|r| r.imp == "mkernel") {
+        let x = |k: &str| r.extra.get(k).map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+        println!(
+            "plan {:<18} {:>2}: tile_n {:>3}  split_k {:>2}  stream_k {}  ctas {:>3}",
+            r.shape,
+            r.layout,
+            x("tile_n"),
+            x("split_k"),
+            x("stream_k"),
+            x("ctas")
+        );
+    }
+    Ok(())
 }
 
 /// `bench attention`: mkernel's attention forward per config, layout and mask.

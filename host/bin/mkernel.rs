@@ -123,11 +123,20 @@ enum BenchCmd {
         /// `gemm::default_split_k`; 1 turns split-K off).
         #[arg(long = "split-k", value_parser = clap::value_parser!(u32).range(1..))]
         split_k: Option<u32>,
-        /// Shared-memory ring of unsplit launches: `deep` (4 stages, stores from registers) or
-        /// `staged` (3 stages, TMA stores) (default: per shape, see `gemm::default_deep_ring`;
-        /// split-K and stream-K always run deep).
+        /// Shared-memory ring of unsplit launches: `deep` (as many stages as fit, stores from
+        /// registers) or `staged` (3 stages, TMA stores) (default: per shape, see
+        /// `gemm::default_deep_ring`; split-K, stream-K and tiles narrower than 256 always run
+        /// deep).
         #[arg(long, value_parser = ["deep", "staged"])]
         ring: Option<String>,
+        /// Output tile width in columns: 64, 128 or 256 (default: per shape, see
+        /// `gemm::default_tile_n`).
+        #[arg(long = "tile-n", value_parser = args::tile_width)]
+        tile_n: Option<u32>,
+        /// Stream-K on or off (default: per shape, see `gemm::default_stream_k`; only with
+        /// 256-column tiles and no split).
+        #[arg(long = "stream-k", value_parser = ["on", "off"])]
+        stream_k: Option<String>,
         #[command(flatten)]
         timing: TimingArgs,
         /// Also write JSON lines here.
@@ -457,9 +466,15 @@ fn main() -> ExitCode {
 
 fn bench(b: BenchCmd) -> anyhow::Result<()> {
     match b {
-        BenchCmd::Gemm { shapes, layouts, split_k, ring, timing, json } => {
-            let deep_ring = ring.map(|r| r == "deep");
-            cmd_bench::gemm(&shapes, &layouts, split_k, deep_ring, timing.timing(), json.as_deref())
+        BenchCmd::Gemm { shapes, layouts, split_k, ring, tile_n, stream_k, timing, json } => {
+            let opts = mkernel::gemm::GemmOptions {
+                split_k,
+                deep_ring: ring.map(|r| r == "deep"),
+                tile_n,
+                stream_k: stream_k.map(|s| s == "on"),
+                ..Default::default()
+            };
+            cmd_bench::gemm(&shapes, &layouts, opts, timing.timing(), json.as_deref())
         }
         BenchCmd::Attention { configs, layouts, masks, timing, json } => {
             cmd_bench::attention(&configs, &layouts, &masks, timing.timing(), json.as_deref())

@@ -48,11 +48,28 @@ pub const GEMM_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_nk");
 pub const GEMM_DEEP_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_kn");
 /// The memory-bound GEMM, B `[N, K]` row-major.
 pub const GEMM_DEEP_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_nk");
+/// The memory-bound GEMM in 128-column tiles, B `[K, N]` row-major (launched by
+/// [`crate::ops::gemm::Gemm`] per [`crate::ops::gemm::default_tile_n`]).
+pub const GEMM_DEEP_N128_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n128_kn");
+/// The memory-bound GEMM in 128-column tiles, B `[N, K]` row-major.
+pub const GEMM_DEEP_N128_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n128_nk");
+/// The memory-bound GEMM in 64-column tiles, B `[K, N]` row-major.
+pub const GEMM_DEEP_N64_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n64_kn");
+/// The memory-bound GEMM in 64-column tiles, B `[N, K]` row-major.
+pub const GEMM_DEEP_N64_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n64_nk");
 /// The split-K GEMM (few output tiles), B `[K, N]` row-major (launched by
 /// [`crate::ops::gemm::Gemm`] when its split is 2 or more).
 pub const GEMM_SPLITK_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_kn");
 /// The split-K GEMM, B `[N, K]` row-major.
 pub const GEMM_SPLITK_NK: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_nk");
+/// The split-K GEMM in 128-column tiles, B `[K, N]` row-major.
+pub const GEMM_SPLITK_N128_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_n128_kn");
+/// The split-K GEMM in 128-column tiles, B `[N, K]` row-major.
+pub const GEMM_SPLITK_N128_NK: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_n128_nk");
+/// The split-K GEMM in 64-column tiles, B `[K, N]` row-major.
+pub const GEMM_SPLITK_N64_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_n64_kn");
+/// The split-K GEMM in 64-column tiles, B `[N, K]` row-major.
+pub const GEMM_SPLITK_N64_NK: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_n64_nk");
 /// The stream-K GEMM (fewer tiles than SMs, too many to split evenly), B `[K, N]` row-major
 /// (launched by [`crate::ops::gemm::Gemm`]).
 pub const GEMM_STREAMK_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_streamk_kn");
@@ -104,8 +121,16 @@ pub const ALL: &[&str] = &[
     GEMM_NK.name,
     GEMM_DEEP_KN.name,
     GEMM_DEEP_NK.name,
+    GEMM_DEEP_N128_KN.name,
+    GEMM_DEEP_N128_NK.name,
+    GEMM_DEEP_N64_KN.name,
+    GEMM_DEEP_N64_NK.name,
     GEMM_SPLITK_KN.name,
     GEMM_SPLITK_NK.name,
+    GEMM_SPLITK_N128_KN.name,
+    GEMM_SPLITK_N128_NK.name,
+    GEMM_SPLITK_N64_KN.name,
+    GEMM_SPLITK_N64_NK.name,
     GEMM_STREAMK_KN.name,
     GEMM_STREAMK_NK.name,
     ALLGATHER.name,

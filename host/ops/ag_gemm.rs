@@ -250,7 +250,7 @@ impl<'a> AgGemm<'a> {
             (&c).into(),
             &gopts,
             &diag,
-            crate::gpu::L2Promotion::B128,
+            (crate::gpu::L2Promotion::B128, TILE_M),
         )?;
         gemm.roles = RoleSplit {
             compute: split.compute,

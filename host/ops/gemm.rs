@@ -15,7 +15,7 @@
 //! gemm.run(&gpu)?; // launch, wait, report any device-side timeout
 //! # Ok(()) }
 //! ```
-use crate::abi::{GemmParams, RoleSplit, SplitKParams, B_KN, B_NK, SPLIT_HALF_BYTES};
+use crate::abi::{GemmParams, RoleSplit, SplitKParams, B_KN, B_NK};
 use crate::error::{invalid, need_len, DiagBuffers, Error, Result};
 use crate::gpu::{
     kernels, DeviceBuffer, DeviceSlice, Gpu, L2Promotion, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype,
@@ -26,7 +26,10 @@ use mkernel_device::kernels_info::gemm as k;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-pub use mkernel_device::kernels_info::gemm::{DEEP_SMEM_BYTES, SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
+pub use mkernel_device::kernels_info::gemm::{
+    a_box_rows, deep_smem_bytes, split_half_bytes, stage_tx_bytes, DEEP_SMEM_BYTES, SMEM_BYTES, THREADS, TILE_K,
+    TILE_M, TILE_N, TILE_WIDTHS,
+};
 
 /// Layout of B.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,10 +123,14 @@ pub struct GemmOptions {
     /// Stream-K: every CTA takes an equal, contiguous run of the tiles' k-blocks (at most one
     /// tile per CTA; not with a split above 1). None: [`default_stream_k`] when not split.
     pub stream_k: Option<bool>,
-    /// The deep shared-memory ring (`DEEP_STAGES` stages, stores straight from registers)
+    /// The deep shared-memory ring (as many stages as fit, stores straight from registers)
     /// rather than the staged one (`STAGES`, bf16 through staging tiles and TMA stores).
-    /// Split-K and stream-K always run deep. None: [`default_deep_ring`].
+    /// Split-K, stream-K and tiles narrower than [`TILE_N`] always run deep. None:
+    /// [`default_deep_ring`].
     pub deep_ring: Option<bool>,
+    /// Output tile width in columns, one of [`TILE_WIDTHS`] (64, 128, 256); narrower tiles run
+    /// the deep ring, and stream-K takes only [`TILE_N`]. None: [`default_tile_n`].
+    pub tile_n: Option<u32>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
@@ -136,30 +143,71 @@ impl Default for GemmOptions {
             split_k: None,
             stream_k: None,
             deep_ring: None,
+            tile_n: None,
             timeout: Duration::from_secs(10),
         }
     }
 }
 
 impl GemmOptions {
-    /// These options with every tile computed whole by one CTA (no split-K, no stream-K): what
-    /// a fused op's unfused reference needs to sum in the fused kernel's order.
+    /// These options with every tile computed whole by one CTA (no split-K, no stream-K) in
+    /// the fused kernels' [`TILE_N`]-wide tiles: what a fused op's unfused reference needs to
+    /// sum in the fused kernel's order.
     pub fn whole_tiles(self) -> Self {
-        Self { split_k: Some(1), stream_k: Some(false), ..self }
+        Self { split_k: Some(1), stream_k: Some(false), tile_n: Some(TILE_N), ..self }
     }
 }
 
 /// Fewest k-blocks a split-K unit gets from [`default_split_k`]: below this the fixup (every
-/// unit writes and the last reads a 128 KiB f32 partial) outweighs the loads it spreads.
+/// unit writes and the last reads an f32 partial of the tile) outweighs the loads it spreads.
 pub const MIN_SPLIT_K_BLOCKS: u32 = 4;
 
-/// The split the GEMM takes unless told otherwise. A shape with fewer output tiles than three
-/// quarters of the `ctas` CTAs leaves SMs idle (at M = 64..128 and N = 8192 it has 32 tiles
-/// for 132 SMs) and at such sizes the GEMM is bound by reading B: cutting each tile's k-blocks
-/// into `floor(ctas / tiles)` units puts every SM to loading (one wave, never a second partial
-/// one), each unit keeping at least [`MIN_SPLIT_K_BLOCKS`] k-blocks. Otherwise 1.
-pub fn default_split_k(shape: GemmShape, ctas: u32) -> u32 {
-    let (tiles, k_blocks) = tiles_and_k_blocks(shape);
+/// The tile width the GEMM takes unless told otherwise. Compute-bound shapes (more than
+/// [`DEEP_RING_MAX_M`] rows) take [`TILE_N`]. The others are bound by streaming B into the SMs,
+/// so each width, with the split [`default_split_k`] gives it, is scored by [`stream_cost`]
+/// (what its busiest SM loads, plus the split-K fixup) and the cheapest wins, the wider on a
+/// tie. At N = 8192 that is 64 columns for M <= 128 (128 tiles, no split, where 256 columns
+/// needed 4 splits) and 128 at M = 256.
+pub fn default_tile_n(shape: GemmShape, ctas: u32) -> u32 {
+    if shape.m > DEEP_RING_MAX_M {
+        return TILE_N;
+    }
+    let cost = |w: u32| stream_cost(shape, w, default_split_k(shape, ctas, w), ctas);
+    TILE_WIDTHS.iter().copied().rev().min_by_key(|&w| cost(w)).unwrap_or(TILE_N)
+}
+
+/// Weight of a split-K fixup byte against a streamed one in [`stream_cost`]: the fixup runs
+/// after the mainloops, on the last unit of each tile, with nothing to hide it. Fitted to the
+/// H200 call of docs/PERF.md ("Narrow tiles"): every unit writes and the last reads the tile's
+/// f32 partials, 512 bytes per column per split.
+pub const FIXUP_WEIGHT: u64 = 10;
+
+/// Bytes the busiest SM moves for `shape` in `tile_n`-wide tiles cut into `splits` units over
+/// `ctas` CTAs: its waves of units, each `ceil(k-blocks / splits)` stages of A's box and B's
+/// columns, plus [`FIXUP_WEIGHT`] times the f32 partials of a split tile, scaled by the share
+/// of CTAs left idle. The measure by which [`default_tile_n`] compares widths of memory-bound
+/// shapes: there, how much each SM must take in (from L2 and memory through its TMA unit), not
+/// the tensor cores, sets the time.
+pub fn stream_cost(shape: GemmShape, tile_n: u32, splits: u32, ctas: u32) -> u64 {
+    let (tiles, k_blocks) = tiles_and_k_blocks(shape, tile_n);
+    let splits = splits.max(1) as u64;
+    let waves = (tiles * splits).div_ceil(ctas.max(1) as u64);
+    let stage = stage_tx_bytes(a_box_rows(shape.m.min(u32::MAX as usize) as u32), tile_n) as u64;
+    let fixup = if splits > 1 { FIXUP_WEIGHT * 512 * tile_n as u64 * splits } else { 0 };
+    // SMs left without a unit add no bandwidth: the busy ones' bytes count as if spread over
+    // all (112 tiles of 256 columns at N = 28672 use 112 of 132 SMs).
+    let busy = (tiles * splits).clamp(1, ctas.max(1) as u64);
+    (waves * k_blocks.div_ceil(splits) * stage + fixup) * ctas.max(1) as u64 / busy
+}
+
+/// The split the GEMM takes unless told otherwise, for tiles `tile_n` wide. A shape with fewer
+/// output tiles than three quarters of the `ctas` CTAs leaves SMs idle (at M = 64..128, N =
+/// 4096 it has 64 tiles of 64 columns for 132 SMs) and at such sizes the GEMM is bound by
+/// reading B: cutting each tile's k-blocks into `floor(ctas / tiles)` units puts every SM to
+/// loading (one wave, never a second partial one), each unit keeping at least
+/// [`MIN_SPLIT_K_BLOCKS`] k-blocks. Otherwise 1.
+pub fn default_split_k(shape: GemmShape, ctas: u32, tile_n: u32) -> u32 {
+    let (tiles, k_blocks) = tiles_and_k_blocks(shape, tile_n);
     if tiles == 0 || 4 * tiles >= 3 * ctas as u64 {
         return 1;
     }
@@ -172,26 +220,34 @@ pub fn default_split_k(shape: GemmShape, ctas: u32) -> u32 {
 /// (every unit then waits for the slowest before its share).
 pub const PARALLEL_SUM_MIN_SPLITS: u32 = 8;
 
-/// Whether the GEMM takes stream-K unless told otherwise: when its tiles fill three quarters of
-/// the `ctas` CTAs or more (too many to split evenly, see [`default_split_k`]) but fewer than all
-/// of them (at N = 28672: 112 tiles for 132 SMs), so that every CTA does the same work instead of
-/// 20 idling, each keeping at least [`MIN_SPLIT_K_BLOCKS`] k-blocks; and only up to
-/// [`STREAM_K_MAX_M`] rows. Measured on H200 (docs/PERF.md): at 1 x 28672 x 8192 stream-K took
-/// 0.16 ms to 0.15 (0.73x cuBLAS to 0.86x), at M = 64 and 128 it was no faster or slower (its
-/// partial sums cost more than the idle SMs there).
-pub fn default_stream_k(shape: GemmShape, ctas: u32) -> bool {
-    let (tiles, k_blocks) = tiles_and_k_blocks(shape);
-    let ctas = ctas as u64;
-    shape.m <= STREAM_K_MAX_M
-        && 4 * tiles >= 3 * ctas
-        && tiles < ctas
-        && tiles * k_blocks >= MIN_SPLIT_K_BLOCKS as u64 * ctas
+/// Whether the GEMM takes stream-K unless told otherwise, for tiles `tile_n` wide: memory-bound
+/// shapes (at most [`DEEP_RING_MAX_M`] rows) in [`TILE_N`]-wide tiles that take more than one
+/// wave, the last less than three quarters full (at 256 x 28672 x 8192: 224 tiles on 132 SMs,
+/// the second wave 92), with at least [`MIN_SPLIT_K_BLOCKS`] k-blocks per CTA in the last wave.
+/// Whole waves then run as they are and the last one's tiles are spread over every CTA
+/// ([`crate::sched::StreamK`]). Fewer tiles than CTAs take no stream-K: measured on H200
+/// (docs/PERF.md), its partial sums cost more than the idle SMs (at N = 28672, M <= 64: 0.82-0.89x
+/// cuBLAS, where 128-column tiles in two waves gave 0.93-1.01x).
+pub fn default_stream_k(shape: GemmShape, ctas: u32, tile_n: u32) -> bool {
+    let (tiles, k_blocks) = tiles_and_k_blocks(shape, tile_n);
+    // Stream-K's CTAs go in groups of one per tile row, walking columns (`sched::StreamK`).
+    let m_tiles = shape.m.div_ceil(TILE_M as usize) as u64;
+    let n_tiles = tiles / m_tiles.max(1);
+    let groups = ctas as u64 / m_tiles.max(1);
+    let last = n_tiles % groups.max(1);
+    tile_n == TILE_N
+        && shape.m <= DEEP_RING_MAX_M
+        && groups > 0
+        && n_tiles > groups
+        && last > 0
+        && 4 * last < 3 * groups
+        && last * k_blocks >= MIN_SPLIT_K_BLOCKS as u64 * groups
         && tiles * k_blocks < 1 << 32
 }
 
-/// Output tiles and k-blocks per tile of `shape`.
-fn tiles_and_k_blocks(shape: GemmShape) -> (u64, u64) {
-    let tiles = shape.m.div_ceil(TILE_M as usize) as u64 * shape.n.div_ceil(TILE_N as usize) as u64;
+/// Output tiles (`tile_n` wide) and k-blocks per tile of `shape`.
+fn tiles_and_k_blocks(shape: GemmShape, tile_n: u32) -> (u64, u64) {
+    let tiles = shape.m.div_ceil(TILE_M as usize) as u64 * shape.n.div_ceil(tile_n as usize) as u64;
     (tiles, shape.k.div_ceil(TILE_K as usize) as u64)
 }
 
@@ -201,14 +257,45 @@ pub fn default_deep_ring(shape: GemmShape) -> bool {
     shape.m <= DEEP_RING_MAX_M
 }
 
-/// Most rows for which [`default_deep_ring`] picks the deep ring.
+/// Most rows for which [`default_deep_ring`] picks the deep ring (and [`default_tile_n`] looks
+/// at narrower tiles).
 pub const DEEP_RING_MAX_M: usize = 256;
-
-/// Most rows for which [`default_stream_k`] picks stream-K.
-pub const STREAM_K_MAX_M: usize = 32;
 
 /// The most units a tile is cut into.
 pub const MAX_SPLIT_K: u32 = 32;
+
+/// The kernel of a launch: the plain GEMM on either ring, or split-K, or stream-K, per tile
+/// width and B layout (the device crate's `mk_gemm_*` entry points).
+fn plain_kernel(deep: bool, tile_n: u32, layout: BLayout) -> kernels::Kernel<GemmParams> {
+    use kernels::*;
+    let [kn, nk] = match (deep, tile_n) {
+        (false, _) => [GEMM_KN, GEMM_NK],
+        (true, 64) => [GEMM_DEEP_N64_KN, GEMM_DEEP_N64_NK],
+        (true, 128) => [GEMM_DEEP_N128_KN, GEMM_DEEP_N128_NK],
+        (true, _) => [GEMM_DEEP_KN, GEMM_DEEP_NK],
+    };
+    if layout == BLayout::KN {
+        kn
+    } else {
+        nk
+    }
+}
+
+/// See [`plain_kernel`].
+fn split_kernel(stream: bool, tile_n: u32, layout: BLayout) -> kernels::Kernel<SplitKParams> {
+    use kernels::*;
+    let [kn, nk] = match (stream, tile_n) {
+        (true, _) => [GEMM_STREAMK_KN, GEMM_STREAMK_NK],
+        (false, 64) => [GEMM_SPLITK_N64_KN, GEMM_SPLITK_N64_NK],
+        (false, 128) => [GEMM_SPLITK_N128_KN, GEMM_SPLITK_N128_NK],
+        (false, _) => [GEMM_SPLITK_KN, GEMM_SPLITK_NK],
+    };
+    if layout == BLayout::KN {
+        kn
+    } else {
+        nk
+    }
+}
 
 /// A split-K or stream-K launch's parameters and the scratch it owns.
 struct SplitLaunch {
@@ -225,6 +312,7 @@ pub struct Gemm<'a> {
     shape: GemmShape,
     params: GemmParams,
     ctas: u32,
+    tile_n: u32,
     kernel: kernels::Kernel<GemmParams>,
     split: Option<SplitLaunch>,
     smem: u32,
@@ -267,10 +355,17 @@ impl<'a> Gemm<'a> {
         if ctas == 0 {
             return Err(invalid("ctas", "must be at least 1"));
         }
-        let (tiles, k_blocks) = tiles_and_k_blocks(shape);
+        let tile_n = opts.tile_n.unwrap_or_else(|| default_tile_n(shape, ctas));
+        if !TILE_WIDTHS.contains(&tile_n) {
+            return Err(invalid("tile_n", format!("{tile_n}: must be one of {TILE_WIDTHS:?}")));
+        }
+        if tile_n != TILE_N && opts.deep_ring == Some(false) {
+            return Err(invalid("tile_n", format!("{tile_n}: tiles narrower than {TILE_N} run only the deep ring")));
+        }
+        let (tiles, k_blocks) = tiles_and_k_blocks(shape, tile_n);
         // The shape's dimensions are below 2^31 (validated): the tile count fits a u32.
         let (tiles, k_blocks) = (tiles as u32, k_blocks as u32);
-        let splits = opts.split_k.unwrap_or_else(|| default_split_k(shape, ctas));
+        let splits = opts.split_k.unwrap_or_else(|| default_split_k(shape, ctas, tile_n));
         if splits == 0 || splits > k_blocks.min(MAX_SPLIT_K) {
             return Err(invalid(
                 "split_k",
@@ -281,47 +376,52 @@ impl<'a> Gemm<'a> {
                 ),
             ));
         }
-        let stream = opts.stream_k.unwrap_or_else(|| splits == 1 && default_stream_k(shape, ctas));
+        let stream = opts.stream_k.unwrap_or_else(|| splits == 1 && default_stream_k(shape, ctas, tile_n));
         if stream {
             if splits > 1 {
                 return Err(invalid("stream_k", "cannot be combined with split_k above 1"));
             }
-            if tiles > ctas || (tiles as u64) * (k_blocks as u64) >= 1 << 32 {
+            if tile_n != TILE_N {
+                return Err(invalid("stream_k", format!("runs {TILE_N}-wide tiles only, not tile_n = {tile_n}")));
+            }
+            let m_tiles = shape.m.div_ceil(TILE_M as usize) as u32;
+            if (tiles as u64) * (k_blocks as u64) >= 1 << 32 || ctas < m_tiles {
                 return Err(invalid(
                     "stream_k",
                     format!(
-                        "needs at most one tile per CTA ({tiles} tiles, {ctas} CTAs) and tiles x k-blocks below 2^32"
+                        "needs tiles x k-blocks below 2^32 ({tiles} tiles of {k_blocks} k-blocks) and a CTA per tile row ({m_tiles} rows, {ctas} CTAs)"
                     ),
                 ));
             }
         }
         let ctas = if stream { ctas } else { ctas.min(tiles.saturating_mul(splits)) };
-        let deep = opts.deep_ring.unwrap_or_else(|| default_deep_ring(shape)) || splits > 1 || stream;
-        // The deep ring streams B from memory: its loads also fetch the next k-block's bytes.
-        let promotion = if deep { L2Promotion::B256 } else { L2Promotion::B128 };
+        let deep =
+            opts.deep_ring.unwrap_or_else(|| default_deep_ring(shape)) || splits > 1 || stream || tile_n != TILE_N;
+        // The deep ring streams B from memory: with B [N, K] its loads also fetch the next
+        // k-block's bytes. With B [K, N] a k-block's boxes lie side by side in each row, and the
+        // wider promotion measured 2.7% slower over the small shapes (docs/PERF.md).
+        let promotion = if deep && b_layout == BLayout::NK { L2Promotion::B256 } else { L2Promotion::B128 };
         let diag = DiagBuffers::new(gpu)?;
-        let (mut params, maps) = plan(gpu, shape, b_layout, a, b, c, &opts, &diag, promotion)?;
+        let opts = GemmOptions { tile_n: Some(tile_n), ..opts };
+        let a_rows = a_box_rows(shape.m as u32);
+        let (mut params, maps) = plan(gpu, shape, b_layout, a, b, c, &opts, &diag, (promotion, a_rows))?;
         params.roles = RoleSplit::compute_only(ctas);
-        let kernel = match (deep, b_layout) {
-            (false, BLayout::KN) => kernels::GEMM_KN,
-            (false, BLayout::NK) => kernels::GEMM_NK,
-            (true, BLayout::KN) => kernels::GEMM_DEEP_KN,
-            (true, BLayout::NK) => kernels::GEMM_DEEP_NK,
+        let kernel = plain_kernel(deep, tile_n, b_layout);
+        // Partial slots per tile (the splits, or the CTAs a stream-K tile can span) and the
+        // tiles that are cut up (all of split-K's; stream-K's last wave).
+        let grid = TileGrid::new(shape.m as u32, shape.n as u32, TILE_M, tile_n, opts.group_m);
+        let (slots, split_tiles) = if stream {
+            let sk = StreamK::new(grid, k_blocks, ctas);
+            (sk.slots(), sk.split_tiles())
+        } else {
+            (splits, tiles)
         };
-        // Partial slots per tile: the splits, or the CTAs a stream-K tile can span.
-        let grid = TileGrid::new(shape.m as u32, shape.n as u32, TILE_M, TILE_N, opts.group_m);
-        let slots = if stream { StreamK::new(grid, k_blocks, ctas).slots() } else { splits };
         let split = if splits > 1 || stream {
-            let halves = 2 * tiles as usize;
-            let workspace = gpu.alloc::<f32>(halves * slots as usize * SPLIT_HALF_BYTES as usize / 4)?;
+            let halves = 2 * split_tiles.max(1) as usize;
+            let workspace = gpu.alloc::<f32>(halves * slots as usize * split_half_bytes(tile_n) as usize / 4)?;
             let counters = gpu.upload(&vec![0u32; halves])?;
             let launches = gpu.upload(&[0u64])?;
-            let kernel = match (stream, b_layout) {
-                (true, BLayout::KN) => kernels::GEMM_STREAMK_KN,
-                (true, BLayout::NK) => kernels::GEMM_STREAMK_NK,
-                (false, BLayout::KN) => kernels::GEMM_SPLITK_KN,
-                (false, BLayout::NK) => kernels::GEMM_SPLITK_NK,
-            };
+            let kernel = split_kernel(stream, tile_n, b_layout);
             Some(SplitLaunch {
                 params: SplitKParams {
                     gemm: params,
@@ -342,8 +442,13 @@ impl<'a> Gemm<'a> {
         } else {
             None
         };
-        let smem = if deep { DEEP_SMEM_BYTES } else { SMEM_BYTES };
-        Ok(Self { shape, params, ctas, kernel, split, smem, _maps: maps, diag, _bufs: PhantomData })
+        let smem = if deep { deep_smem_bytes(tile_n) } else { SMEM_BYTES };
+        Ok(Self { shape, params, ctas, tile_n, kernel, split, smem, _maps: maps, diag, _bufs: PhantomData })
+    }
+
+    /// Output tile width in columns.
+    pub fn tile_n(&self) -> u32 {
+        self.tile_n
     }
 
     /// Units each output tile's k-blocks are cut into (1: the plain GEMM or stream-K).
@@ -409,8 +514,11 @@ impl From<&Output<'_>> for CAddr {
     }
 }
 
-/// The GEMM parameter block and its tensor maps (A `[m, k]` at `a`, B at `b`, C from `c`; the
-/// operands' loads with L2 promotion `promotion`), with no CTAs assigned yet: what the plain GEMM and every fused op built on the engine share.
+/// The GEMM parameter block and its tensor maps (A `[m, k]` at `a` in boxes of `a_rows` rows,
+/// which the kernel's mainloop must expect: [`TILE_M`] in the fused kernels, `a_box_rows(m)` in
+/// the plain GEMM's; B at `b` in boxes for tiles `opts.tile_n` wide ([`TILE_N`] if unset), C
+/// from `c`; the operands' loads with L2 promotion `promotion`), with no CTAs assigned yet: what
+/// the plain GEMM and every fused op built on the engine share.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn plan(
     gpu: &Gpu,
@@ -421,13 +529,14 @@ pub(crate) fn plan(
     c: CAddr,
     opts: &GemmOptions,
     diag: &DiagBuffers,
-    promotion: L2Promotion,
+    (promotion, a_rows): (L2Promotion, u32),
 ) -> Result<(GemmParams, DeviceBuffer<TensorMap>)> {
+    let tile_n = opts.tile_n.unwrap_or(TILE_N);
     let (m, n, kk) = (shape.m as u64, shape.n as u64, shape.k as u64);
     let sw = |base, dims, row, box_dims| Tile2d { promotion, ..bf16_sw128(base, dims, row, box_dims) };
-    let a_map = sw(a, [kk, m], 2 * kk, [TILE_K, TILE_M]);
+    let a_map = sw(a, [kk, m], 2 * kk, [TILE_K, a_rows]);
     let b_map = match b_layout {
-        BLayout::NK => sw(b, [kk, n], 2 * kk, [TILE_K, TILE_N]),
+        BLayout::NK => sw(b, [kk, n], 2 * kk, [TILE_K, tile_n]),
         BLayout::KN => sw(b, [n, kk], 2 * n, [64, TILE_K]),
     };
     // The bf16 output map; unused (but still valid) for f32 output.
@@ -494,39 +603,99 @@ const _: () = assert!(k::THREADS == 384 && k::TILE_M == 128 && k::TILE_N == 256)
 mod tests {
     use super::*;
 
+    fn shape(m: usize, n: usize, k: usize) -> GemmShape {
+        GemmShape { m, n, k }
+    }
+
+    #[test]
+    fn tile_width_streams_the_fewest_bytes_per_sm() {
+        let w = |m, n, k| default_tile_n(shape(m, n, k), 132);
+        // N = 8192: 32 tiles of 256 columns per tile row (4 splits); 64-column tiles make 128
+        // of them, no split.
+        assert_eq!(w(1, 8192, 8192), 64);
+        assert_eq!(w(64, 8192, 8192), 64);
+        assert_eq!(w(128, 8192, 8192), 64);
+        // Two tile rows: 128-column tiles make 128 (64-column ones would take two waves).
+        assert_eq!(w(256, 8192, 8192), 128);
+        // N = 28672: 112 tiles of 256 use 112 of 132 SMs; at one row 128-column ones in two
+        // waves stream as much per SM with every SM busy; at 64 rows and more the A box tips it.
+        assert_eq!(w(1, 28672, 8192), 128);
+        assert_eq!(w(64, 28672, 8192), 256);
+        assert_eq!(w(256, 28672, 8192), 256);
+        // N = 4096: 64 columns and two splits at one tile row; at two tile rows 128 columns
+        // and two splits stream less than 64 columns unsplit (each stage then is 2/3 A).
+        assert_eq!(w(64, 4096, 14336), 64);
+        assert_eq!(w(256, 4096, 14336), 128);
+        // Compute-bound: always the widest.
+        assert_eq!(w(257, 8192, 8192), 256);
+        assert_eq!(w(8192, 8192, 8192), 256);
+        // A tiny shape: one tile whatever the width, the narrowest streams least.
+        assert_eq!(w(1, 8, 8), 64);
+    }
+
+    #[test]
+    fn stream_cost_counts_waves_stages_and_fixup() {
+        // 1 x 8192 x 8192 in 64-column tiles: 128 tiles, one wave (4 of 132 SMs idle), 128 stages
+        // of an 8-row A box (1 KiB) and 64 columns of B (8 KiB).
+        assert_eq!(stream_cost(shape(1, 8192, 8192), 64, 1, 132), 128 * (1024 + 8192) * 132 / 128);
+        // The same in 256-column tiles, 4 splits: 32 stages of 1 + 32 KiB, plus the fixup.
+        assert_eq!(
+            stream_cost(shape(1, 8192, 8192), 256, 4, 132),
+            (32 * (1024 + 32768) + FIXUP_WEIGHT * 512 * 256 * 4) * 132 / 128
+        );
+        // Two waves count twice.
+        assert_eq!(stream_cost(shape(256, 8192, 8192), 64, 1, 132), 2 * 128 * (16384 + 8192));
+        // Idle SMs: 112 tiles on 132 CTAs.
+        assert_eq!(stream_cost(shape(128, 28672, 8192), 256, 1, 132), 128 * (16384 + 32768) * 132 / 112);
+    }
+
     #[test]
     fn stream_k_takes_the_shapes_split_k_leaves() {
-        let stream = |m, n, k| default_stream_k(GemmShape { m, n, k }, 132);
-        // N = 28672, M <= 32: 112 tiles for 132 SMs.
-        assert!(stream(1, 28672, 8192) && stream(16, 28672, 8192) && !stream(64, 28672, 8192));
-        // Split-K's shapes, full waves and more, and too little K: not stream-K.
-        assert!(!stream(64, 8192, 8192) && !stream(256, 28672, 8192) && !stream(8192, 8192, 8192));
-        assert!(!stream(128, 28672, 128));
-        for &(m, n, k) in &[(64usize, 8192usize, 8192usize), (1, 28672, 8192), (4096, 4096, 4096)] {
+        let stream = |m, n, k| {
+            let s = shape(m, n, k);
+            default_stream_k(s, 132, default_tile_n(s, 132))
+        };
+        // 224 tiles of 256 columns: the second wave 92 of 132.
+        assert!(stream(256, 28672, 8192));
+        // Fewer tiles than CTAs, split-K's shapes, full waves, compute-bound shapes and too
+        // little K: not stream-K.
+        assert!(!stream(1, 28672, 8192) && !stream(64, 28672, 8192) && !stream(128, 28672, 8192));
+        assert!(!stream(64, 8192, 8192) && !stream(8192, 8192, 8192) && !stream(256, 33792, 8192));
+        assert!(!stream(256, 28672, 64));
+        // Only 256-column tiles.
+        assert!(!default_stream_k(shape(256, 28672, 8192), 132, 128));
+        for &(m, n, k) in &[(64usize, 8192usize, 8192usize), (1, 28672, 8192), (4096, 4096, 4096), (64, 4096, 14336)] {
             // Never both.
-            let shape = GemmShape { m, n, k };
-            assert!(!(default_stream_k(shape, 132) && default_split_k(shape, 132) > 1), "{m}x{n}x{k}");
+            let s = shape(m, n, k);
+            let w = default_tile_n(s, 132);
+            assert!(!(default_stream_k(s, 132, w) && default_split_k(s, 132, w) > 1), "{m}x{n}x{k}");
         }
     }
 
     #[test]
     fn split_k_fills_one_wave_when_tiles_are_few() {
-        let split = |m, n, k| default_split_k(GemmShape { m, n, k }, 132);
-        // One tile row of N = 8192: 32 tiles, four units each (128 CTAs busy).
-        assert_eq!(split(64, 8192, 8192), 4);
-        assert_eq!(split(1, 8192, 8192), 4);
-        assert_eq!(split(256, 8192, 8192), 2);
-        assert_eq!(split(64, 4096, 14336), 8);
+        let split = |m, n, k, w| default_split_k(shape(m, n, k), 132, w);
+        // One tile row of N = 8192 in 256-column tiles: 32 tiles, four units each (128 CTAs busy).
+        assert_eq!(split(64, 8192, 8192, 256), 4);
+        assert_eq!(split(1, 8192, 8192, 256), 4);
+        assert_eq!(split(256, 8192, 8192, 256), 2);
+        assert_eq!(split(64, 4096, 14336, 256), 8);
+        // The default widths: N = 8192 needs no split; N = 4096 two units of 64 tiles.
+        assert_eq!(split(64, 8192, 8192, 64), 1);
+        assert_eq!(split(256, 8192, 8192, 128), 1);
+        assert_eq!(split(64, 4096, 14336, 64), 2);
         // Enough tiles (112 of 132 SMs, or more) or too few k-blocks: no split.
-        assert_eq!(split(64, 28672, 8192), 1);
-        assert_eq!(split(8192, 8192, 8192), 1);
-        assert_eq!(split(64, 8192, 64), 1);
-        assert_eq!(split(64, 8192, 512), 2);
+        assert_eq!(split(64, 28672, 8192, 256), 1);
+        assert_eq!(split(8192, 8192, 8192, 256), 1);
+        assert_eq!(split(64, 8192, 64, 256), 1);
+        assert_eq!(split(64, 8192, 512, 256), 2);
         // Never more units than CTAs.
         for &(m, n, k) in &[(1usize, 8usize, 8usize), (64, 256, 1 << 20), (130, 2048, 4096), (1, 8, 1 << 16)] {
-            let s = split(m, n, k);
-            let tiles = (m.div_ceil(128) * n.div_ceil(256)) as u32;
-            assert!((1..=MAX_SPLIT_K).contains(&s) && (s == 1 || tiles * s <= 132), "{m}x{n}x{k}: {s}");
+            for w in TILE_WIDTHS {
+                let s = split(m, n, k, w);
+                let tiles = (m.div_ceil(128) * n.div_ceil(w as usize)) as u32;
+                assert!((1..=MAX_SPLIT_K).contains(&s) && (s == 1 || tiles * s <= 132), "{m}x{n}x{k} w{w}: {s}");
+            }
         }
     }
 

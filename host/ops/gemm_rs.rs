@@ -29,7 +29,7 @@ use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::error::{invalid, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
-use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS};
+use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_M};
 use std::cell::Cell;
 use std::time::Duration;
 
@@ -219,7 +219,7 @@ impl<'a> GemmRs<'a> {
             c,
             &gopts,
             &diag,
-            crate::gpu::L2Promotion::B128,
+            (crate::gpu::L2Promotion::B128, TILE_M),
         )?;
         let tiles = w as u32 * per_owner;
         gemm.roles = RoleSplit::compute_only(gpu.info().sm_count.min(tiles));

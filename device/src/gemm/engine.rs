@@ -7,7 +7,7 @@
 //! [`Handoff`](super::epilogue::Handoff)). Registers move from the producer to the consumers with
 //! `setmaxnreg`.
 use super::epilogue::Epilogue;
-use super::mainloop::{load_k_block, mma_k_block, Smem, STAGE_TX_BYTES};
+use super::mainloop::{load_k_block, mma_k_block, Accumulators, Smem};
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
 use crate::pipeline::PipeState;
@@ -21,9 +21,11 @@ const EMPTY_ARRIVALS: u32 = 8;
 /// What the mainloop reads: tensor maps of A `[m, k]` and B, and `k`.
 #[derive(Clone, Copy)]
 pub struct Operands {
-    /// Device address of A's tensor map (boxes of `TILE_M` rows of `TILE_K` elements, 128-byte
+    /// Device address of A's tensor map (boxes of `a_rows` rows of `TILE_K` elements, 128-byte
     /// swizzle).
     pub a_map: u64,
+    /// Rows of A's box: `TILE_M`, or fewer when A has fewer rows (`a_box_rows`).
+    pub a_rows: u32,
     /// Device address of B's tensor map (box shape per the kernel's B layout).
     pub b_map: u64,
     /// The reduction length in elements: the mainloop runs `ceil(k / TILE_K)` k-blocks per tile.
@@ -36,13 +38,23 @@ pub struct Operands {
 /// a bug or a dead device: the wait reports through `b` and the CTA traps, ending the grid.
 ///
 /// `STAGES` is the depth of the shared-memory ring: `STAGES` of `kernels_info::gemm` for
-/// compute-bound kernels (room for C staging tiles), `DEEP_STAGES` for memory-bound ones.
+/// compute-bound kernels (room for C staging tiles), `deep_stages(A::N)` for memory-bound ones.
+/// `A`, the consumers' accumulators, fixes the tile width (see [`Accumulators`]); the
+/// scheduler's tiles must be that wide.
 ///
 /// # Safety
-/// Launched with `THREADS` threads and `smem_bytes(STAGES)` of dynamic shared memory; the
-/// operands, the scheduler's memory and the epilogue's outputs are valid for the launch.
+/// Launched with `THREADS` threads and `smem_bytes(STAGES, A::N)` of dynamic shared memory; the
+/// operands (B's map with boxes as wide as the tile), the scheduler's memory and the epilogue's
+/// outputs are valid for the launch.
 #[inline(always)]
-pub unsafe fn compute_cta<const TRANS_B: u32, const STAGES: u32, S: TileScheduler, G: InputGate, E: Epilogue>(
+pub unsafe fn compute_cta<
+    const TRANS_B: u32,
+    const STAGES: u32,
+    A: Accumulators,
+    S: TileScheduler,
+    G: InputGate,
+    E: Epilogue<A>,
+>(
     ops: &Operands,
     sched: &S,
     gate: &G,
@@ -50,7 +62,7 @@ pub unsafe fn compute_cta<const TRANS_B: u32, const STAGES: u32, S: TileSchedule
     ctas: u32,
     b: Bound<'_>,
 ) {
-    let smem = Smem::<STAGES> { base: dyn_smem_base() };
+    let smem = Smem::<STAGES, A>::at(dyn_smem_base());
     let tid = thread_idx_x();
     let wg = tid / 128;
     if tid == 0 {
@@ -65,7 +77,7 @@ pub unsafe fn compute_cta<const TRANS_B: u32, const STAGES: u32, S: TileSchedule
     if wg == 0 {
         setmaxnreg_dec::<40>();
         if tid == 0 {
-            produce::<TRANS_B, STAGES, S, G>(ops, sched, gate, &smem, tiles(), &b);
+            produce::<TRANS_B, STAGES, A, S, G>(ops, sched, gate, &smem, tiles(), &b);
         } else if E::HELPER && (tid == 32 || tid == 64) {
             let cwg = tid / 32 - 1;
             let mut n = 0;
@@ -77,16 +89,16 @@ pub unsafe fn compute_cta<const TRANS_B: u32, const STAGES: u32, S: TileSchedule
         }
     } else {
         setmaxnreg_inc::<232>();
-        consume::<TRANS_B, STAGES, S, E>(ops, sched, epi, &smem, tiles(), &b, wg - 1, tid % 128);
+        consume::<TRANS_B, STAGES, A, S, E>(ops, sched, epi, &smem, tiles(), &b, wg - 1, tid % 128);
     }
 }
 
 #[inline(always)]
-unsafe fn produce<const TRANS_B: u32, const STAGES: u32, S: TileScheduler, G: InputGate>(
+unsafe fn produce<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: TileScheduler, G: InputGate>(
     ops: &Operands,
     sched: &S,
     gate: &G,
-    smem: &Smem<STAGES>,
+    smem: &Smem<STAGES, A>,
     tiles: TileIter,
     b: &Bound<'_>,
 ) {
@@ -94,6 +106,7 @@ unsafe fn produce<const TRANS_B: u32, const STAGES: u32, S: TileScheduler, G: In
     prefetch_tensormap(ops.b_map);
     let pipe = smem.pipeline();
     let k_blocks = ops.k.div_ceil(TILE_K);
+    let tx_bytes = stage_tx_bytes(ops.a_rows, A::N);
     let mut st = PipeState::start();
     for i in tiles {
         let (kb0, kb1) = sched.k_range(i, k_blocks);
@@ -105,14 +118,14 @@ unsafe fn produce<const TRANS_B: u32, const STAGES: u32, S: TileScheduler, G: In
         // CTA finish (the host then returns the report) instead of trapping.
         let _ = gate.wait(tile);
         let (a_map, a_row) = gate.a_source(tile, ops.a_map, TILE_M);
-        let origin = (a_row as i32, (tile.n * TILE_N) as i32);
+        let origin = (a_row as i32, (tile.n * A::N) as i32);
         let b_row0 = gate.b_row0(tile) as i32;
         for kb in kb0..kb1 {
             if pipe.acquire(st, b, i).is_err() {
                 trap();
             }
-            pipe.expect(st, STAGE_TX_BYTES);
-            load_k_block::<TRANS_B, STAGES>(smem, a_map, ops.b_map, st.slot, pipe.full(st.slot), origin, b_row0, kb);
+            pipe.expect(st, tx_bytes);
+            load_k_block::<TRANS_B, STAGES, A>(smem, a_map, ops.b_map, st.slot, pipe.full(st.slot), origin, b_row0, kb);
             st.advance();
         }
     }
@@ -120,11 +133,11 @@ unsafe fn produce<const TRANS_B: u32, const STAGES: u32, S: TileScheduler, G: In
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn consume<const TRANS_B: u32, const STAGES: u32, S: TileScheduler, E: Epilogue>(
+unsafe fn consume<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: TileScheduler, E: Epilogue<A>>(
     ops: &Operands,
     sched: &S,
     epi: &E,
-    smem: &Smem<STAGES>,
+    smem: &Smem<STAGES, A>,
     tiles: TileIter,
     b: &Bound<'_>,
     cwg: u32,
@@ -134,7 +147,7 @@ unsafe fn consume<const TRANS_B: u32, const STAGES: u32, S: TileScheduler, E: Ep
     let k_blocks = ops.k.div_ceil(TILE_K);
     let lane = t % 32;
     let mut st = PipeState::start();
-    let mut acc = [0f32; 128];
+    let mut acc = A::ZERO;
     let mut n = 0u32;
     for i in tiles {
         let (kb0, kb1) = sched.k_range(i, k_blocks);
@@ -145,7 +158,7 @@ unsafe fn consume<const TRANS_B: u32, const STAGES: u32, S: TileScheduler, E: Ep
                 trap();
             }
             wgmma::fence();
-            mma_k_block::<TRANS_B, STAGES>(&mut acc, smem, st.slot, cwg, kb == kb0);
+            mma_k_block::<TRANS_B, STAGES, A>(&mut acc, smem, st.slot, cwg, kb == kb0);
             wgmma::commit_group();
             // Keep this k-block's wgmmas in flight; the previous one's are done, so its slot can
             // go back to the producer.

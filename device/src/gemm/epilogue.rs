@@ -2,14 +2,15 @@
 //! (bf16 through swizzled shared memory and TMA stores, or f32 straight from registers); fused
 //! kernels implement [`Epilogue`] to send, reduce or publish tiles instead, and may give each
 //! consumer warpgroup a helper thread ([`Handoff`]) that does the waiting for them.
-use super::mainloop::Smem;
+use super::mainloop::{Acc256, Accumulators, Smem};
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
 use crate::sched::{div_nz, KSplit, Tile};
 use crate::tile::*;
 
-/// A finished tile's way out.
-pub trait Epilogue {
+/// A finished tile's way out, for tiles as wide as the accumulators `A` (the fused kernels'
+/// epilogues take the default, 256 columns).
+pub trait Epilogue<A: Accumulators = Acc256> {
     /// Whether the epilogue has helper threads: then the engine runs [`Epilogue::help`] for every
     /// tile on one thread per consumer warpgroup in the producer warpgroup (lane 0 of warps 1
     /// and 2), alongside that warpgroup's [`Epilogue::store`]s.
@@ -20,7 +21,7 @@ pub trait Epilogue {
     ///
     /// # Safety
     /// Called once, by one thread, before any other method.
-    unsafe fn init<const ST: u32>(&self, _smem: &Smem<ST>) {}
+    unsafe fn init<const ST: u32>(&self, _smem: &Smem<ST, A>) {}
 
     /// Consumer warpgroup `cwg`'s 128 threads (`t` is this one) write its 64 rows of `tile`, the
     /// warpgroup's `n`-th (0, 1, ...), whose accumulators are `acc` (the wgmma layout, see
@@ -29,7 +30,7 @@ pub trait Epilogue {
     ///
     /// # Safety
     /// All 128 threads call it together; the output locations the epilogue knows are valid.
-    unsafe fn store<const ST: u32>(&self, smem: &Smem<ST>, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32);
+    unsafe fn store<const ST: u32>(&self, smem: &Smem<ST, A>, acc: &mut A, tile: Tile, n: u32, cwg: u32, t: u32);
 
     /// Thread 0 of each consumer warpgroup, after its last tile: let outstanding writes finish.
     ///
@@ -44,7 +45,7 @@ pub trait Epilogue {
     ///
     /// # Safety
     /// Called by the helper thread only, once per tile of its warpgroup, in tile order.
-    unsafe fn help<const ST: u32>(&self, _smem: &Smem<ST>, _tile: Tile, _n: u32, _cwg: u32) {}
+    unsafe fn help<const ST: u32>(&self, _smem: &Smem<ST, A>, _tile: Tile, _n: u32, _cwg: u32) {}
 
     /// With [`Epilogue::HELPER`]: the helper thread after its last tile.
     ///
@@ -70,7 +71,7 @@ pub struct Handoff {
 impl Handoff {
     /// Warpgroup `cwg`'s barriers.
     #[inline(always)]
-    pub const fn of<const ST: u32>(smem: &Smem<ST>, cwg: u32) -> Self {
+    pub const fn of<const ST: u32, A: Accumulators>(smem: &Smem<ST, A>, cwg: u32) -> Self {
         Self { base: smem.handoff() + cwg * 32 }
     }
     /// The helper saw the inputs.
@@ -128,30 +129,30 @@ pub struct SplitKStore<'a, K> {
 }
 
 impl<K: KSplit> SplitKStore<'_, K> {
-    /// Half tile `half`'s partial of slot `s`.
+    /// Half tile `half`'s partial of slot `s`, for tiles as wide as `A`.
     #[inline(always)]
-    fn partial(&self, half: u32, s: u32) -> *const [u32; 4] {
-        let at = (half * self.sched.slots() + s) as u64 * crate::abi::SPLIT_HALF_BYTES as u64;
+    fn partial<A: Accumulators>(&self, half: u32, s: u32) -> *const [u32; 4] {
+        let at = (half * self.sched.slots() + s) as u64 * split_half_bytes(A::N) as u64;
         (self.workspace + at) as *const [u32; 4]
     }
 
-    /// This unit's share of the half tile: chunks `32 split / splits ..` of every thread, each
+    /// This unit's share of the half tile: chunks `CHUNKS split / splits ..` of every thread, each
     /// summed over the splits in order and stored straight into C (rows and columns as
     /// [`StoreC::put_pair`] places them, clipped to the matrix). Few registers: the
     /// accumulators stay reserved for the next unit's wgmma.
     #[inline(always)]
-    unsafe fn sum_share(&self, half: u32, split: u32, splits: u32, tile: Tile, cwg: u32, t: u32) {
+    unsafe fn sum_share<A: Accumulators>(&self, half: u32, split: u32, splits: u32, tile: Tile, cwg: u32, t: u32) {
         let c = &self.inner;
-        let mut j = div_nz(32 * split, splits);
-        let end = div_nz(32 * (split + 1), splits);
+        let mut j = div_nz(A::CHUNKS * split, splits);
+        let end = div_nz(A::CHUNKS * (split + 1), splits);
         while j < end {
-            let first = ld_global_v4_u32(self.partial(half, 0).add((j * 128 + t) as usize));
+            let first = ld_global_v4_u32(self.partial::<A>(half, 0).add((j * 128 + t) as usize));
             let mut v = [0f32; 4];
             for i in 0..4 {
                 v[i] = f32::from_bits(first[i]);
             }
             for s in 1..splits {
-                let x = ld_global_v4_u32(self.partial(half, s).add((j * 128 + t) as usize));
+                let x = ld_global_v4_u32(self.partial::<A>(half, s).add((j * 128 + t) as usize));
                 for i in 0..4 {
                     v[i] += f32::from_bits(x[i]);
                 }
@@ -159,7 +160,7 @@ impl<K: KSplit> SplitKStore<'_, K> {
             // Chunk j holds accumulators 4j..4j+4: a column pair in one row, the same pair 8
             // rows down.
             let (r, cc) = wgmma_acc_coord(t, 4 * j);
-            let (row, col) = (tile.m * TILE_M + cwg * 64 + r, tile.n * TILE_N + cc);
+            let (row, col) = (tile.m * TILE_M + cwg * 64 + r, tile.n * A::N + cc);
             c.put_pair(row, col, v[0], v[1]);
             c.put_pair(row + 8, col, v[2], v[3]);
             j += 1;
@@ -167,20 +168,26 @@ impl<K: KSplit> SplitKStore<'_, K> {
     }
 }
 
-impl<K: KSplit> Epilogue for SplitKStore<'_, K> {
+impl<A: Accumulators, K: KSplit> Epilogue<A> for SplitKStore<'_, K> {
     #[inline(always)]
-    unsafe fn store<const ST: u32>(&self, smem: &Smem<ST>, acc: &mut [f32; 128], tile: Tile, n: u32, cwg: u32, t: u32) {
+    unsafe fn store<const ST: u32>(&self, smem: &Smem<ST, A>, acc: &mut A, tile: Tile, n: u32, cwg: u32, t: u32) {
         if tile.m * TILE_M + cwg * 64 >= self.inner.m {
             // This warpgroup's rows are all past the matrix (M <= 64 at decode sizes): nothing
             // to store, so no partial to write or sum (every split agrees).
             return;
         }
         let (out_tile, split) = self.sched.unit(tile.index);
-        let half = 2 * out_tile + cwg;
+        let splits = self.sched.arrivals(out_tile);
+        if splits == 1 {
+            // The whole tile is this unit's (stream-K's middle tiles): nothing to sum.
+            self.inner.store(smem, acc, tile, n, cwg, t);
+            return;
+        }
+        let half = 2 * self.sched.workspace_tile(out_tile) + cwg;
         let bar = 1 + cwg;
         // My partial, thread t's j-th 16 bytes at (j * 128 + t) * 16: each warp store writes
         // 512 contiguous bytes.
-        let mine = self.partial(half, split) as *mut [u32; 4];
+        let mine = self.partial::<A>(half, split) as *mut [u32; 4];
         macro_rules! put {
             ($j:expr) => {
                 st_global_v4_u32(
@@ -194,13 +201,12 @@ impl<K: KSplit> Epilogue for SplitKStore<'_, K> {
                 );
             };
         }
-        unroll32!(put);
+        unroll_below!(A::CHUNKS, put);
         // Every thread's stores, then one arrival for all of them; the acquire that sees the
         // last arrival makes every split's stores visible to this warpgroup.
         fence_acq_rel_gpu();
         named_barrier_sync(bar, 128);
         let counter = (self.counters as *mut u32).add(half as usize);
-        let splits = self.sched.arrivals(out_tile);
         let complete = self.epoch.wrapping_mul(splits);
         if self.parallel {
             if t == 0 {
@@ -209,7 +215,7 @@ impl<K: KSplit> Epilogue for SplitKStore<'_, K> {
                 let _ = self.bound.flag(counter, complete, tile.index);
             }
             named_barrier_sync(bar, 128);
-            self.sum_share(half, split, splits, tile, cwg, t);
+            self.sum_share::<A>(half, split, splits, tile, cwg, t);
             return;
         }
         let last_word = smem.scratch() + 4 + 4 * cwg;
@@ -224,7 +230,7 @@ impl<K: KSplit> Epilogue for SplitKStore<'_, K> {
         // The sum in split order, accumulated in place: split 0 loaded straight into the
         // accumulators, then each later split added 16 chunks at a time (64 registers of loads
         // in flight next to the 128 accumulators).
-        let first = self.partial(half, 0);
+        let first = self.partial::<A>(half, 0);
         macro_rules! load {
             ($j:expr) => {{
                 let w = ld_global_v4_u32(first.add($j * 128 + t as usize));
@@ -233,9 +239,9 @@ impl<K: KSplit> Epilogue for SplitKStore<'_, K> {
                 }
             }};
         }
-        unroll32!(load);
+        unroll_below!(A::CHUNKS, load);
         for s in 1..splits {
-            let src = self.partial(half, s);
+            let src = self.partial::<A>(half, s);
             macro_rules! add {
                 ($j:expr) => {{
                     let w = ld_global_v4_u32(src.add($j * 128 + t as usize));
@@ -244,8 +250,7 @@ impl<K: KSplit> Epilogue for SplitKStore<'_, K> {
                     }
                 }};
             }
-            unroll16!(add, 0);
-            unroll16!(add, 16);
+            unroll_below!(A::CHUNKS, add);
         }
         self.inner.store(smem, acc, tile, n, cwg, t);
     }
@@ -294,8 +299,8 @@ impl StoreC {
     /// All 128 threads of the warpgroup call it (`t` is this one); `c` is valid as for
     /// [`StoreC::put_pair`].
     #[inline(always)]
-    pub unsafe fn store_direct(&self, acc: &[f32; 128], tile: Tile, cwg: u32, t: u32) {
-        let (r0, c0) = (tile.m * TILE_M + cwg * 64, tile.n * TILE_N);
+    pub unsafe fn store_direct<A: Accumulators>(&self, acc: &A, tile: Tile, cwg: u32, t: u32) {
+        let (r0, c0) = (tile.m * TILE_M + cwg * 64, tile.n * A::N);
         macro_rules! put {
             ($j:expr) => {{
                 let (r, c) = wgmma_acc_coord(t, 4 * $j);
@@ -303,25 +308,17 @@ impl StoreC {
                 self.put_pair(r0 + r + 8, c0 + c, acc[4 * $j + 2], acc[4 * $j + 3]);
             }};
         }
-        unroll32!(put);
+        unroll_below!(A::CHUNKS, put);
     }
 }
 
-impl Epilogue for StoreC {
+impl<A: Accumulators> Epilogue<A> for StoreC {
     #[inline(always)]
-    unsafe fn store<const ST: u32>(
-        &self,
-        smem: &Smem<ST>,
-        acc: &mut [f32; 128],
-        tile: Tile,
-        _n: u32,
-        cwg: u32,
-        t: u32,
-    ) {
-        if Smem::<ST>::HAS_C && !self.out_f32 {
+    unsafe fn store<const ST: u32>(&self, smem: &Smem<ST, A>, acc: &mut A, tile: Tile, _n: u32, cwg: u32, t: u32) {
+        if Smem::<ST, A>::HAS_C && !self.out_f32 {
             stage_bf16(smem.c(cwg), acc, cwg, t);
             if t == 0 {
-                tma_store_tile(self.c_map, smem.c(cwg), self.m, self.n, tile, cwg);
+                tma_store_cols::<A>(self.c_map, smem.c(cwg), self.m, self.n, tile, cwg);
             }
         } else {
             self.store_direct(acc, tile, cwg, t);
@@ -329,14 +326,14 @@ impl Epilogue for StoreC {
     }
 }
 
-/// Round the accumulators to bf16 into warpgroup `cwg`'s 64 x 256 staging tile `c` (four 64 x 64
-/// swizzled boxes), ready for TMA. The staging tile is rewritten only after the previous tile's
+/// Round the accumulators to bf16 into warpgroup `cwg`'s 64 x N staging tile `c` (N / 64 swizzled
+/// 64 x 64 boxes), ready for TMA. The staging tile is rewritten only after the previous tile's
 /// stores finished reading it; on return it is complete and fenced for the async proxy.
 ///
 /// # Safety
 /// All 128 threads of the warpgroup call it together.
 #[inline(always)]
-pub unsafe fn stage_bf16(c: u32, acc: &[f32; 128], cwg: u32, t: u32) {
+pub unsafe fn stage_bf16<A: Accumulators>(c: u32, acc: &A, cwg: u32, t: u32) {
     let bar_id = 1 + cwg;
     if t == 0 {
         bulk_wait_group_read::<0>();
@@ -353,7 +350,7 @@ pub unsafe fn stage_bf16(c: u32, acc: &[f32; 128], cwg: u32, t: u32) {
 /// # Safety
 /// `c` is a warpgroup's staging tile that no copy still reads.
 #[inline(always)]
-pub unsafe fn write_bf16(c: u32, acc: &[f32; 128], t: u32) {
+pub unsafe fn write_bf16<A: Accumulators>(c: u32, acc: &A, t: u32) {
     let w = t / 32;
     let l = t % 32;
     let row = 16 * w + l / 4;
@@ -366,7 +363,7 @@ pub unsafe fn write_bf16(c: u32, acc: &[f32; 128], t: u32) {
             st_shared_u32(chunk + swizzle128(row + 8, byte), pack_bf16x2(acc[4 * $j + 2], acc[4 * $j + 3]));
         }};
     }
-    unroll32!(put);
+    unroll_below!(A::CHUNKS, put);
 }
 
 /// Thread 0 of warpgroup `cwg`: TMA-store its staged 64 rows of `tile` through `map` (any map of
@@ -377,10 +374,19 @@ pub unsafe fn write_bf16(c: u32, acc: &[f32; 128], t: u32) {
 /// `map` is a valid tensor map; `c` was filled by [`stage_bf16`].
 #[inline(always)]
 pub unsafe fn tma_store_tile(map: u64, c: u32, m: u32, n: u32, tile: Tile, cwg: u32) {
+    tma_store_cols::<Acc256>(map, c, m, n, tile, cwg);
+}
+
+/// [`tma_store_tile`] for tiles as wide as `A`.
+///
+/// # Safety
+/// As for [`tma_store_tile`].
+#[inline(always)]
+pub unsafe fn tma_store_cols<A: Accumulators>(map: u64, c: u32, m: u32, n: u32, tile: Tile, cwg: u32) {
     let m0 = tile.m * TILE_M + cwg * 64;
     if m0 < m {
-        for j in 0..TILE_N / 64 {
-            let n0 = tile.n * TILE_N + 64 * j;
+        for j in 0..A::N / 64 {
+            let n0 = tile.n * A::N + 64 * j;
             if n0 < n {
                 tma_store_2d(map, c + j * 64 * SW128_ROW_BYTES, n0 as i32, m0 as i32);
             }
@@ -394,6 +400,6 @@ pub unsafe fn tma_store_tile(map: u64, c: u32, m: u32, n: u32, tile: Tile, cwg: 
 /// # Safety
 /// `out` holds `m * n` f32.
 #[inline(always)]
-pub unsafe fn store_f32(out: *mut f32, m: u32, n: u32, acc: &[f32; 128], tile: Tile, cwg: u32, t: u32) {
+pub unsafe fn store_f32<A: Accumulators>(out: *mut f32, m: u32, n: u32, acc: &A, tile: Tile, cwg: u32, t: u32) {
     StoreC { c_map: 0, c: out as u64, m, n, out_f32: true }.store_direct(acc, tile, cwg, t);
 }

@@ -1,27 +1,78 @@
 //! The wgmma mainloop: where A and B k-blocks live in shared memory, how the producer loads one
-//! (TMA, 128-byte swizzle), and how a consumer warpgroup multiplies it (m64n256k16 wgmma from
-//! shared memory, both B layouts).
+//! (TMA, 128-byte swizzle), and how a consumer warpgroup multiplies it (m64nNk16 wgmma from
+//! shared memory, both B layouts). The tile width N (64, 128 or 256 columns) is the type of the
+//! consumers' accumulators ([`Accumulators`]): the shared-memory layout, the loads, the wgmma and
+//! the epilogues all follow from it.
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
 use crate::pipeline::Pipeline;
 use crate::tile::*;
+use core::ops::IndexMut;
 
-const _: () = assert!(A_STAGE_BYTES % SW128_ATOM_BYTES == 0 && B_STAGE_BYTES % SW128_ATOM_BYTES == 0);
+/// One consumer thread's accumulators of a 64 x `N` wgmma (`N / 2` f32 in the layout of
+/// `arch::wgmma`), which fixes the engine's tile width: `[f32; 32]` for 64 columns, `[f32; 64]`
+/// for 128, `[f32; 128]` for 256. Code over them indexes with constants only (unrolled, chunks
+/// past [`Accumulators::CHUNKS`] skipped at compile time), so they stay in registers.
+pub trait Accumulators: Copy + IndexMut<usize, Output = f32> {
+    /// Tile columns: the wgmma N.
+    const N: u32;
+    /// 16-byte chunks (four accumulators) per thread: `N / 8`.
+    const CHUNKS: u32 = Self::N / 8;
+    /// Every accumulator 0.
+    const ZERO: Self;
+    /// `self (+)= A(64 x 16) @ B(16 x N)` from the shared-memory descriptors (see
+    /// `arch::wgmma`); `scale_d == 0` overwrites.
+    ///
+    /// # Safety
+    /// As for `arch::wgmma`'s `mma_*`: the whole warpgroup after `wgmma::fence`, descriptors of
+    /// initialised shared memory, accumulators untouched until a covering `wait_group`.
+    unsafe fn mma<const TRANS_B: u32>(&mut self, desc_a: u64, desc_b: u64, scale_d: u32);
+}
 
-/// The compute CTA's dynamic shared memory with a ring of `STAGES` (see `kernels_info::gemm`):
-/// A stages, B stages, the two consumer warpgroups' C staging tiles where they fit, then the
-/// pipeline's barriers, scratch words and the epilogue handoff barriers.
+/// Accumulators of a 64-column tile.
+pub type Acc64 = [f32; 32];
+/// Accumulators of a 128-column tile.
+pub type Acc128 = [f32; 64];
+/// Accumulators of a 256-column tile ([`TILE_N`]: the fused kernels and the compute-bound GEMM).
+pub type Acc256 = [f32; 128];
+
+macro_rules! accumulators {
+    ($acc:ty, $n:literal, $mma:ident) => {
+        impl Accumulators for $acc {
+            const N: u32 = $n;
+            const ZERO: Self = [0.0; $n / 2];
+            #[inline(always)]
+            unsafe fn mma<const TRANS_B: u32>(&mut self, desc_a: u64, desc_b: u64, scale_d: u32) {
+                wgmma::$mma::<TRANS_B>(self, desc_a, desc_b, scale_d);
+            }
+        }
+    };
+}
+accumulators!(Acc64, 64, mma_m64n64k16_bf16);
+accumulators!(Acc128, 128, mma_m64n128k16_bf16);
+accumulators!(Acc256, 256, mma_m64n256k16_bf16);
+const _: () = assert!(<Acc256 as Accumulators>::N == TILE_N);
+
+/// The compute CTA's dynamic shared memory with a ring of `STAGES` and tiles as wide as `A`
+/// says (see `kernels_info::gemm`): A stages, B stages, the two consumer warpgroups' C staging
+/// tiles where they fit, then the pipeline's barriers, scratch words and the epilogue handoff
+/// barriers.
 #[derive(Clone, Copy)]
-pub struct Smem<const STAGES: u32> {
+pub struct Smem<const STAGES: u32, A: Accumulators = Acc256> {
     /// Shared-memory address of the dynamic shared memory (`dyn_smem_base`); the offsets of
     /// `kernels_info::gemm` are relative to it.
     pub base: u32,
+    _acc: core::marker::PhantomData<A>,
 }
 
-impl<const STAGES: u32> Smem<STAGES> {
+impl<const STAGES: u32, A: Accumulators> Smem<STAGES, A> {
     /// Whether the layout has the consumers' C staging tiles ([`Smem::c`]).
-    pub const HAS_C: bool = has_c_staging(STAGES);
-
+    pub const HAS_C: bool = has_c_staging(STAGES, A::N);
+    /// The layout at shared address `base` (1024-byte aligned).
+    #[inline(always)]
+    pub const fn at(base: u32) -> Self {
+        Self { base, _acc: core::marker::PhantomData }
+    }
     /// A of stage `s` (`TILE_M` rows of `TILE_K`, K-major, swizzled).
     #[inline(always)]
     pub const fn a(&self, s: u32) -> u32 {
@@ -30,33 +81,30 @@ impl<const STAGES: u32> Smem<STAGES> {
     /// B of stage `s`.
     #[inline(always)]
     pub const fn b(&self, s: u32) -> u32 {
-        self.base + b_off(STAGES) + s * B_STAGE_BYTES
+        self.base + b_off(STAGES) + s * b_stage_bytes(A::N)
     }
-    /// Consumer warpgroup `wg`'s 64 x `TILE_N` output staging tile. Only with [`Smem::HAS_C`]:
+    /// Consumer warpgroup `wg`'s 64 x `N` output staging tile. Only with [`Smem::HAS_C`]:
     /// a ring without staging tiles has its barriers there.
     #[inline(always)]
     pub const fn c(&self, wg: u32) -> u32 {
-        self.base + c_off(STAGES) + wg * C_WG_BYTES
+        self.base + c_off(STAGES, A::N) + wg * c_wg_bytes(A::N)
     }
     /// The mainloop's pipeline.
     #[inline(always)]
     pub const fn pipeline(&self) -> Pipeline<STAGES> {
-        Pipeline::at(self.base + bar_off(STAGES))
+        Pipeline::at(self.base + bar_off(STAGES, A::N))
     }
     /// The scratch words (16 bytes).
     #[inline(always)]
     pub const fn scratch(&self) -> u32 {
-        self.base + scratch_off(STAGES)
+        self.base + scratch_off(STAGES, A::N)
     }
     /// The epilogue handoff barriers.
     #[inline(always)]
     pub const fn handoff(&self) -> u32 {
-        self.base + handoff_off(STAGES)
+        self.base + handoff_off(STAGES, A::N)
     }
 }
-
-/// Bytes one k-block stage brings in (what the full barrier expects).
-pub const STAGE_TX_BYTES: u32 = A_STAGE_BYTES + B_STAGE_BYTES;
 
 /// Producer: load k-block `kb` of the tile whose A rows start at row `m0` of `a_map` and whose
 /// columns start at `n0`, into stage `slot`, completing on `full`. `TRANS_B` is 1 for B `[K, N]`,
@@ -64,11 +112,11 @@ pub const STAGE_TX_BYTES: u32 = A_STAGE_BYTES + B_STAGE_BYTES;
 /// it selects one matrix of several stacked in one tensor map (a grouped GEMM's experts).
 ///
 /// # Safety
-/// The maps are valid tensor maps of A `[M, K]` and B; the slot is acquired and `full` expects
-/// [`STAGE_TX_BYTES`].
+/// The maps are valid tensor maps of A `[M, K]` (boxes of `a_rows` rows) and B; the slot is
+/// acquired and `full` expects `stage_tx_bytes(a_rows, A::N)`.
 #[inline(always)]
-pub unsafe fn load_k_block<const TRANS_B: u32, const ST: u32>(
-    smem: &Smem<ST>,
+pub unsafe fn load_k_block<const TRANS_B: u32, const ST: u32, A: Accumulators>(
+    smem: &Smem<ST, A>,
     a_map: u64,
     b_map: u64,
     slot: u32,
@@ -82,8 +130,8 @@ pub unsafe fn load_k_block<const TRANS_B: u32, const ST: u32>(
     if TRANS_B == 0 {
         tma_load_2d(smem.b(slot), b_map, full, k0, n0 + b_row0);
     } else {
-        // B [K, N]: four boxes of 64 N-columns x 64 K-rows.
-        for j in 0..TILE_N / 64 {
+        // B [K, N]: boxes of 64 N-columns x 64 K-rows (four at 256 columns).
+        for j in 0..A::N / 64 {
             tma_load_2d(smem.b(slot) + j * 64 * SW128_ROW_BYTES, b_map, full, n0 + (64 * j) as i32, k0 + b_row0);
         }
     }
@@ -96,9 +144,9 @@ pub unsafe fn load_k_block<const TRANS_B: u32, const ST: u32>(
 /// # Safety
 /// All 128 threads of the warpgroup call it together after `wgmma::fence`; the stage holds data.
 #[inline(always)]
-pub unsafe fn mma_k_block<const TRANS_B: u32, const ST: u32>(
-    acc: &mut [f32; 128],
-    smem: &Smem<ST>,
+pub unsafe fn mma_k_block<const TRANS_B: u32, const ST: u32, A: Accumulators>(
+    acc: &mut A,
+    smem: &Smem<ST, A>,
     slot: u32,
     cwg: u32,
     first: bool,
@@ -113,6 +161,6 @@ pub unsafe fn mma_k_block<const TRANS_B: u32, const ST: u32>(
             SmemDesc::mn_major(b, 64 * SW128_ROW_BYTES).advance(ks * K16_STEP_MN_MAJOR).0
         };
         let accumulate = (!first || ks > 0) as u32;
-        wgmma::mma_m64n256k16_bf16::<TRANS_B>(acc, da, db, accumulate);
+        acc.mma::<TRANS_B>(da, db, accumulate);
     }
 }

@@ -268,8 +268,15 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
             let sched = RowOrder { grid, rows: p.row_order as *const u32 };
             let gate = ArrivalGate { p, epoch };
             let epi = StoreC { c_map: g.c_map, c: g.c, m: g.m, n: g.n, out_f32: g.out_f32 != 0 };
-            let ops = Operands { a_map: g.a_map, b_map: g.b_map, k: g.k };
-            compute_cta::<TRANS_B, STAGES, _, _, _>(&ops, &sched, &gate, &epi, roles.compute, bound(Role::Compute));
+            let ops = Operands { a_map: g.a_map, a_rows: TILE_M, b_map: g.b_map, k: g.k };
+            compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(
+                &ops,
+                &sched,
+                &gate,
+                &epi,
+                roles.compute,
+                bound(Role::Compute),
+            );
         }
         Some((Role::IntraComm, idx)) => {
             let ring = if tid == 0 { Some(BulkRing::new(ring_base())) } else { None };

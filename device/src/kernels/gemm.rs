@@ -1,9 +1,10 @@
 //! The plain GEMM `C = A @ B` (bf16 in, f32 accumulate, bf16 or f32 out): the framework's engine
 //! with the grouped-raster scheduler and the local-store epilogue, one CTA per SM, on the staged
-//! ring (compute-bound shapes) or the deep one (few rows: bound by reading B); and its split-K
-//! and stream-K forms for shapes with too few output tiles to fill the GPU (the `SplitK` /
-//! `StreamK` schedulers and the `SplitKStore` epilogue around the same local store), which are
-//! memory-bound by construction and run deep.
+//! ring (compute-bound shapes, 256-column tiles) or a deep one (few rows: bound by reading B;
+//! tiles 64, 128 or 256 columns wide, so that small shapes still have a tile per SM); and its
+//! split-K and stream-K forms for shapes with too few output tiles to fill the GPU even so (the
+//! `SplitK` / `StreamK` schedulers and the `SplitKStore` epilogue around the same local store),
+//! which are memory-bound by construction and run deep.
 use crate::abi::*;
 use crate::arch::*;
 use crate::comm::signal::launch_epoch;
@@ -12,52 +13,51 @@ use crate::gemm::*;
 use crate::sched::{GroupedRaster, KSplit, NoGate, Role, SplitK, StreamK, TileGrid, TileScheduler};
 use crate::sync::Bound;
 
-/// The plain GEMM's pieces for the parameter block `p`.
+/// The plain GEMM's pieces for the parameter block `p`, in tiles as wide as `A`.
 #[inline(always)]
-pub fn parts(p: &GemmParams) -> (Operands, GroupedRaster, StoreC) {
+pub fn parts<A: Accumulators>(p: &GemmParams) -> (Operands, GroupedRaster, StoreC) {
     (
-        Operands { a_map: p.a_map, b_map: p.b_map, k: p.k },
-        GroupedRaster(TileGrid::new(p.m, p.n, TILE_M, TILE_N, p.group_m)),
+        Operands { a_map: p.a_map, a_rows: a_box_rows(p.m), b_map: p.b_map, k: p.k },
+        GroupedRaster(TileGrid::new(p.m, p.n, TILE_M, A::N, p.group_m)),
         StoreC { c_map: p.c_map, c: p.c, m: p.m, n: p.n, out_f32: p.out_f32 != 0 },
     )
 }
 
-/// The plain GEMM on a ring of `STAGES`.
+/// The plain GEMM on a ring of `STAGES`, in tiles as wide as `A`.
 #[inline(always)]
-unsafe fn gemm_ring<const TRANS_B: u32, const STAGES: u32>(p: &GemmParams) {
+unsafe fn gemm_ring<const TRANS_B: u32, const STAGES: u32, A: Accumulators>(p: &GemmParams) {
     let cta = block_idx_x();
     if cta >= p.roles.compute {
         return;
     }
-    let (ops, sched, epi) = parts(p);
+    let (ops, sched, epi) = parts::<A>(p);
     let b = Bound { timeout_ns: p.timeout_ns, diag: &p.diag, rank: 0, role: Role::Compute as u32 };
-    compute_cta::<TRANS_B, STAGES, _, _, _>(&ops, &sched, &NoGate, &epi, p.roles.compute, b);
+    compute_cta::<TRANS_B, STAGES, A, _, _, _>(&ops, &sched, &NoGate, &epi, p.roles.compute, b);
 }
 
 #[inline(always)]
 unsafe fn gemm<const TRANS_B: u32>(p: &GemmParams) {
-    gemm_ring::<TRANS_B, STAGES>(p);
+    gemm_ring::<TRANS_B, STAGES, Acc256>(p);
 }
 
+/// The split-K and stream-K GEMMs' common body: the epoch, then the engine (deep ring of
+/// `STAGES`, tiles as wide as `A`) with scheduler `sched` and the summing epilogue around the
+/// local store.
 #[inline(always)]
-unsafe fn gemm_deep<const TRANS_B: u32>(p: &GemmParams) {
-    gemm_ring::<TRANS_B, DEEP_STAGES>(p);
-}
-
-/// The split-K and stream-K GEMMs' common body: the epoch, then the engine (deep ring) with
-/// scheduler `sched` and the summing epilogue around the local store.
-#[inline(always)]
-unsafe fn gemm_split<const TRANS_B: u32, K: KSplit + TileScheduler>(p: &SplitKParams, sched: impl Fn(TileGrid) -> K) {
+unsafe fn gemm_split<const TRANS_B: u32, const STAGES: u32, A: Accumulators, K: KSplit + TileScheduler>(
+    p: &SplitKParams,
+    sched: impl Fn(TileGrid) -> K,
+) {
     let g = &p.gemm;
     if block_idx_x() >= g.roles.compute {
         return;
     }
-    let scratch = dyn_smem_base() + scratch_off(DEEP_STAGES);
+    let scratch = dyn_smem_base() + scratch_off(STAGES, A::N);
     if thread_idx_x() == 0 {
         st_shared_u32(scratch, launch_epoch(p.launches as *mut u64, g.roles.compute));
     }
     sync_threads();
-    let (ops, GroupedRaster(grid), store) = parts(g);
+    let (ops, GroupedRaster(grid), store) = parts::<A>(g);
     let bound = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: 0, role: Role::Compute as u32 };
     let epi = SplitKStore {
         inner: store,
@@ -68,19 +68,37 @@ unsafe fn gemm_split<const TRANS_B: u32, K: KSplit + TileScheduler>(p: &SplitKPa
         epoch: ld_shared_u32(scratch),
         bound,
     };
-    compute_cta::<TRANS_B, DEEP_STAGES, _, _, _>(&ops, &epi.sched, &NoGate, &epi, g.roles.compute, bound);
-}
-
-#[inline(always)]
-unsafe fn gemm_splitk<const TRANS_B: u32>(p: &SplitKParams) {
-    gemm_split::<TRANS_B, _>(p, |grid| SplitK { grid, splits: p.splits });
+    compute_cta::<TRANS_B, STAGES, A, _, _, _>(&ops, &epi.sched, &NoGate, &epi, g.roles.compute, bound);
 }
 
 #[inline(always)]
 unsafe fn gemm_streamk<const TRANS_B: u32>(p: &SplitKParams) {
     let k_blocks = p.gemm.k.div_ceil(TILE_K);
-    gemm_split::<TRANS_B, _>(p, |grid| StreamK::new(grid, k_blocks, p.gemm.roles.compute));
+    gemm_split::<TRANS_B, DEEP_STAGES, Acc256, _>(p, |grid| StreamK::new(grid, k_blocks, p.gemm.roles.compute));
 }
+
+/// The memory-bound kernels of one tile width, on its deep ring: `$deep`, the plain GEMM, and
+/// `$split`, split-K.
+macro_rules! deep_bodies {
+    ($acc:ty => $deep:ident, $split:ident) => {
+        #[inline(always)]
+        unsafe fn $deep<const TRANS_B: u32>(p: &GemmParams) {
+            gemm_ring::<TRANS_B, { deep_stages(<$acc as Accumulators>::N) }, $acc>(p);
+        }
+
+        #[inline(always)]
+        unsafe fn $split<const TRANS_B: u32>(p: &SplitKParams) {
+            gemm_split::<TRANS_B, { deep_stages(<$acc as Accumulators>::N) }, $acc, _>(p, |grid| SplitK {
+                grid,
+                splits: p.splits,
+            });
+        }
+    };
+}
+
+deep_bodies!(Acc256 => gemm_deep, gemm_splitk);
+deep_bodies!(Acc128 => gemm_deep_n128, gemm_splitk_n128);
+deep_bodies!(Acc64 => gemm_deep_n64, gemm_splitk_n64);
 
 b_layout_entry_points! {
     SplitKParams => gemm_streamk;
@@ -92,10 +110,27 @@ b_layout_entry_points! {
 
 b_layout_entry_points! {
     SplitKParams => gemm_splitk;
-    /// Split-K GEMM (few output tiles: every SM gets k-blocks of some tile) with B `[K, N]`.
+    /// Split-K GEMM (few output tiles: every SM gets k-blocks of some tile) with B `[K, N]`,
+    /// tiles 256 wide.
     kn: mk_gemm_splitk_kn;
-    /// Split-K GEMM with B `[N, K]`.
+    /// Split-K GEMM with B `[N, K]`, tiles 256 wide.
     nk: mk_gemm_splitk_nk
+}
+
+b_layout_entry_points! {
+    SplitKParams => gemm_splitk_n128;
+    /// Split-K GEMM with B `[K, N]`, tiles 128 wide.
+    kn: mk_gemm_splitk_n128_kn;
+    /// Split-K GEMM with B `[N, K]`, tiles 128 wide.
+    nk: mk_gemm_splitk_n128_nk
+}
+
+b_layout_entry_points! {
+    SplitKParams => gemm_splitk_n64;
+    /// Split-K GEMM with B `[K, N]`, tiles 64 wide.
+    kn: mk_gemm_splitk_n64_kn;
+    /// Split-K GEMM with B `[N, K]`, tiles 64 wide.
+    nk: mk_gemm_splitk_n64_nk
 }
 
 b_layout_entry_points! {
@@ -109,8 +144,24 @@ b_layout_entry_points! {
 b_layout_entry_points! {
     GemmParams => gemm_deep;
     /// GEMM for memory-bound shapes (few rows: reading B, not the tensor cores, bounds it) with
-    /// B `[K, N]`: the deep ring, stores straight from registers.
+    /// B `[K, N]`: the deep ring, stores straight from registers, tiles 256 wide.
     kn: mk_gemm_deep_kn;
-    /// The memory-bound GEMM with B `[N, K]`.
+    /// The memory-bound GEMM with B `[N, K]`, tiles 256 wide.
     nk: mk_gemm_deep_nk
+}
+
+b_layout_entry_points! {
+    GemmParams => gemm_deep_n128;
+    /// The memory-bound GEMM with B `[K, N]`, tiles 128 wide (7-stage ring).
+    kn: mk_gemm_deep_n128_kn;
+    /// The memory-bound GEMM with B `[N, K]`, tiles 128 wide.
+    nk: mk_gemm_deep_n128_nk
+}
+
+b_layout_entry_points! {
+    GemmParams => gemm_deep_n64;
+    /// The memory-bound GEMM with B `[K, N]`, tiles 64 wide (9-stage ring).
+    kn: mk_gemm_deep_n64_kn;
+    /// The memory-bound GEMM with B `[N, K]`, tiles 64 wide.
+    nk: mk_gemm_deep_n64_nk
 }

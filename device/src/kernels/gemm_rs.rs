@@ -423,11 +423,11 @@ unsafe fn gemm_rs<const TRANS_B: u32>(p: &GemmRsParams) {
     }
     let g = &p.gemm;
     let tiles = OwnerTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, p.rank, p.lead);
-    let ops = Operands { a_map: g.a_map, b_map: g.b_map, k: g.k };
+    let ops = Operands { a_map: g.a_map, a_rows: TILE_M, b_map: g.b_map, k: g.k };
     let bound = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: p.rank, role: Role::Compute as u32 };
     let gate = OwnerRows { p, tiles };
     let epi = ReduceEpilogue { p, tiles };
-    compute_cta::<TRANS_B, STAGES, _, _, _>(&ops, &tiles, &gate, &epi, roles.compute, bound);
+    compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(&ops, &tiles, &gate, &epi, roles.compute, bound);
 }
 
 b_layout_entry_points! {

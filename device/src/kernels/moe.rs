@@ -804,8 +804,15 @@ unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
             };
             let gate = RowGate { p, tb, wait: !gemm_only };
             let epi = StoreC { c_map: g.c_map, c: g.c, m: g.m, n: g.n, out_f32: g.out_f32 != 0 };
-            let ops = Operands { a_map: g.a_map, b_map: g.b_map, k: g.k };
-            compute_cta::<TRANS_B, STAGES, _, _, _>(&ops, &sched, &gate, &epi, roles.compute, bound(Role::Compute));
+            let ops = Operands { a_map: g.a_map, a_rows: TILE_M, b_map: g.b_map, k: g.k };
+            compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(
+                &ops,
+                &sched,
+                &gate,
+                &epi,
+                roles.compute,
+                bound(Role::Compute),
+            );
         }
         Some((Role::IntraComm, idx)) if !gemm_only => {
             let b = bound(Role::IntraComm);
