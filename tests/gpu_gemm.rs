@@ -6,8 +6,7 @@
 //! data, poisoned outputs (a NaN left anywhere fails).
 use half::bf16;
 use mkernel::gemm::{
-    default_split_k, default_stream_k, default_tile_n, reference_row, BLayout, Gemm, GemmOptions, GemmShape, Output,
-    TILE_N, TILE_WIDTHS,
+    default_split_k, default_tile_n, reference_row, BLayout, Gemm, GemmOptions, GemmShape, Output, TILE_N, TILE_WIDTHS,
 };
 use mkernel::gpu::DeviceBuffer;
 use mkernel::testing::{gpu_or_skip, max_scaled_err, rel_err, Rng, POISON_BYTE};
@@ -320,15 +319,12 @@ fn split_k_is_deterministic_and_checked() {
 fn stream_k_shapes_and_boundaries() {
     let Some(gpu) = gpu_or_skip("stream_k_shapes_and_boundaries") else { return };
     let mut rng = Rng::fresh("stream_k_shapes_and_boundaries");
-    let sms = gpu.info().sm_count;
-    // The default takes stream-K for the partial last wave of 256-column tiles (224 tiles on
-    // 132 SMs at N = 28672, M = 129..256).
-    for &(m, n, k) in &[(256, 28672, 8192), (200, 28672, 1024)] {
-        let shape = GemmShape { m, n, k };
-        assert!(default_stream_k(shape, sms, default_tile_n(shape, sms)), "{m}x{n}x{k}: expected stream-K by default");
-        for layout in [BLayout::NK, BLayout::KN] {
-            check(&gpu, &mut rng, shape, layout, false, 6, GemmOptions::default());
-        }
+    // At the shape it was built for (224 tiles on 132 SMs: whole waves first, then the last
+    // wave's k-blocks over CTA pairs, one per tile row).
+    let shape = GemmShape { m: 256, n: 28672, k: 8192 };
+    let opts = GemmOptions { stream_k: true, tile_n: Some(TILE_N), split_k: Some(1), ..Default::default() };
+    for layout in [BLayout::NK, BLayout::KN] {
+        check(&gpu, &mut rng, shape, layout, false, 6, opts);
     }
     // Forced, at ragged shapes: ranges crossing tile boundaries (33 tiles x 16 k-blocks over 40
     // CTAs), more CTAs than k-blocks per tile (4 tiles x 2 over 5), f32 output; more tiles than
@@ -340,7 +336,7 @@ fn stream_k_shapes_and_boundaries() {
         ((300, 2600, 1000), 7, false),
         ((129, 520, 1000), 2, true),
     ] {
-        let opts = GemmOptions { stream_k: Some(true), ctas: Some(ctas), tile_n: Some(TILE_N), ..Default::default() };
+        let opts = GemmOptions { stream_k: true, ctas: Some(ctas), tile_n: Some(TILE_N), ..Default::default() };
         for layout in [BLayout::NK, BLayout::KN] {
             check(&gpu, &mut rng, GemmShape { m, n, k }, layout, f32_out, 24, opts);
         }
@@ -350,7 +346,7 @@ fn stream_k_shapes_and_boundaries() {
     let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k)).unwrap();
     let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n)).unwrap();
     let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
-    let opts = GemmOptions { stream_k: Some(true), tile_n: Some(TILE_N), ..Default::default() };
+    let opts = GemmOptions { stream_k: true, tile_n: Some(TILE_N), ..Default::default() };
     let g = Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), opts).unwrap();
     assert!(g.stream_k() && g.splits() == 1);
     same_bits_after_relaunches(&gpu, &g, &c, 50, "a later stream-K launch produced different bits");
@@ -360,8 +356,8 @@ fn stream_k_shapes_and_boundaries() {
     same_bits_after_relaunches(&gpu, &g, &c, 5, "a later stream-K launch over 37 CTAs produced different bits");
     // What stream-K cannot take is refused before anything launches.
     for (bad, what) in [
-        (GemmOptions { stream_k: Some(true), split_k: Some(2), ..Default::default() }, "with a split"),
-        (GemmOptions { stream_k: Some(true), tile_n: Some(128), ..Default::default() }, "narrow tiles"),
+        (GemmOptions { stream_k: true, split_k: Some(2), ..Default::default() }, "with a split"),
+        (GemmOptions { stream_k: true, tile_n: Some(128), ..Default::default() }, "narrow tiles"),
     ] {
         let e = Gemm::new(&gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), bad);
         let msg = e.err().map(|e| e.to_string()).unwrap_or_default();

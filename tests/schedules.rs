@@ -4,8 +4,7 @@
 //! reduce-scatter owners only reach a tile after every source sent it; and of the GEMM's
 //! split-K / stream-K choices, which must never ask for more than the GPU can hold at once.
 use mkernel::gemm::{
-    default_split_k, default_stream_k, default_tile_n, stream_cost, GemmShape, MAX_SPLIT_K, TILE_K, TILE_M, TILE_N,
-    TILE_WIDTHS,
+    default_split_k, default_tile_n, stream_cost, GemmShape, MAX_SPLIT_K, TILE_K, TILE_M, TILE_N, TILE_WIDTHS,
 };
 use mkernel::sched::{KSplit, OwnerTiles, SplitK, StreamK, TileGrid, TileScheduler};
 use proptest::prelude::*;
@@ -143,9 +142,5 @@ proptest! {
         let split = default_split_k(shape, ctas, w);
         prop_assert!((1..=MAX_SPLIT_K).contains(&split) && split as u64 <= k_blocks);
         prop_assert!(split == 1 || tiles * split as u64 <= ctas as u64, "{} tiles x {} > {} CTAs", tiles, split, ctas);
-        // Stream-K only spreads a partial last wave of whole-width tiles, never with a split.
-        if default_stream_k(shape, ctas, w) {
-            prop_assert!(split == 1 && tiles > ctas as u64 && !tiles.is_multiple_of(ctas as u64) && w == TILE_N);
-        }
     }
 }

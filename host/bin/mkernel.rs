@@ -133,8 +133,7 @@ enum BenchCmd {
         /// `gemm::default_tile_n`).
         #[arg(long = "tile-n", value_parser = args::tile_width)]
         tile_n: Option<u32>,
-        /// Stream-K on or off (default: per shape, see `gemm::default_stream_k`; only with
-        /// 256-column tiles and no split).
+        /// Stream-K on or off (default off; only with 256-column tiles and no split).
         #[arg(long = "stream-k", value_parser = ["on", "off"])]
         stream_k: Option<String>,
         #[command(flatten)]
@@ -471,7 +470,7 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
                 split_k,
                 deep_ring: ring.map(|r| r == "deep"),
                 tile_n,
-                stream_k: stream_k.map(|s| s == "on"),
+                stream_k: stream_k.is_some_and(|s| s == "on"),
                 ..Default::default()
             };
             cmd_bench::gemm(&shapes, &layouts, opts, timing.timing(), json.as_deref())

@@ -120,9 +120,12 @@ pub struct GemmOptions {
     /// Units each output tile's k-blocks are cut into (split-K): 1 is the plain GEMM; at most
     /// `ceil(k / TILE_K)`. None: [`default_split_k`].
     pub split_k: Option<u32>,
-    /// Stream-K: every CTA takes an equal, contiguous run of the tiles' k-blocks (at most one
-    /// tile per CTA; not with a split above 1). None: [`default_stream_k`] when not split.
-    pub stream_k: Option<bool>,
+    /// Stream-K ([`crate::sched::StreamK`]): whole waves of tiles as they are, the last one's
+    /// k-blocks spread evenly over every CTA (256-column tiles, no split, a CTA per tile row).
+    /// Off unless asked for: no shape measured faster with it on H200 (docs/PERF.md; its
+    /// partial sums cost more than the idle SMs it fills, and the compute-bound shapes it would
+    /// balance run power-capped).
+    pub stream_k: bool,
     /// The deep shared-memory ring (as many stages as fit, stores straight from registers)
     /// rather than the staged one (`STAGES`, bf16 through staging tiles and TMA stores).
     /// Split-K, stream-K and tiles narrower than [`TILE_N`] always run deep. None:
@@ -141,7 +144,7 @@ impl Default for GemmOptions {
             ctas: None,
             group_m: 8,
             split_k: None,
-            stream_k: None,
+            stream_k: false,
             deep_ring: None,
             tile_n: None,
             timeout: Duration::from_secs(10),
@@ -154,7 +157,7 @@ impl GemmOptions {
     /// the fused kernels' [`TILE_N`]-wide tiles: what a fused op's unfused reference needs to
     /// sum in the fused kernel's order.
     pub fn whole_tiles(self) -> Self {
-        Self { split_k: Some(1), stream_k: Some(false), tile_n: Some(TILE_N), ..self }
+        Self { split_k: Some(1), stream_k: false, tile_n: Some(TILE_N), ..self }
     }
 }
 
@@ -219,31 +222,6 @@ pub fn default_split_k(shape: GemmShape, ctas: u32, tile_n: u32) -> u32 {
 /// at 8 splits the shared sum was faster, at 2 and 4 it lost to the last unit summing alone
 /// (every unit then waits for the slowest before its share).
 pub const PARALLEL_SUM_MIN_SPLITS: u32 = 8;
-
-/// Whether the GEMM takes stream-K unless told otherwise, for tiles `tile_n` wide: memory-bound
-/// shapes (at most [`DEEP_RING_MAX_M`] rows) in [`TILE_N`]-wide tiles that take more than one
-/// wave, the last less than three quarters full (at 256 x 28672 x 8192: 224 tiles on 132 SMs,
-/// the second wave 92), with at least [`MIN_SPLIT_K_BLOCKS`] k-blocks per CTA in the last wave.
-/// Whole waves then run as they are and the last one's tiles are spread over every CTA
-/// ([`crate::sched::StreamK`]). Fewer tiles than CTAs take no stream-K: measured on H200
-/// (docs/PERF.md), its partial sums cost more than the idle SMs (at N = 28672, M <= 64: 0.82-0.89x
-/// cuBLAS, where 128-column tiles in two waves gave 0.93-1.01x).
-pub fn default_stream_k(shape: GemmShape, ctas: u32, tile_n: u32) -> bool {
-    let (tiles, k_blocks) = tiles_and_k_blocks(shape, tile_n);
-    // Stream-K's CTAs go in groups of one per tile row, walking columns (`sched::StreamK`).
-    let m_tiles = shape.m.div_ceil(TILE_M as usize) as u64;
-    let n_tiles = tiles / m_tiles.max(1);
-    let groups = ctas as u64 / m_tiles.max(1);
-    let last = n_tiles % groups.max(1);
-    tile_n == TILE_N
-        && shape.m <= DEEP_RING_MAX_M
-        && groups > 0
-        && n_tiles > groups
-        && last > 0
-        && 4 * last < 3 * groups
-        && last * k_blocks >= MIN_SPLIT_K_BLOCKS as u64 * groups
-        && tiles * k_blocks < 1 << 32
-}
 
 /// Output tiles (`tile_n` wide) and k-blocks per tile of `shape`.
 fn tiles_and_k_blocks(shape: GemmShape, tile_n: u32) -> (u64, u64) {
@@ -376,7 +354,7 @@ impl<'a> Gemm<'a> {
                 ),
             ));
         }
-        let stream = opts.stream_k.unwrap_or_else(|| splits == 1 && default_stream_k(shape, ctas, tile_n));
+        let stream = opts.stream_k;
         if stream {
             if splits > 1 {
                 return Err(invalid("stream_k", "cannot be combined with split_k above 1"));
@@ -647,29 +625,6 @@ mod tests {
         assert_eq!(stream_cost(shape(256, 8192, 8192), 64, 1, 132), 2 * 128 * (16384 + 8192));
         // Idle SMs: 112 tiles on 132 CTAs.
         assert_eq!(stream_cost(shape(128, 28672, 8192), 256, 1, 132), 128 * (16384 + 32768) * 132 / 112);
-    }
-
-    #[test]
-    fn stream_k_takes_the_shapes_split_k_leaves() {
-        let stream = |m, n, k| {
-            let s = shape(m, n, k);
-            default_stream_k(s, 132, default_tile_n(s, 132))
-        };
-        // 224 tiles of 256 columns: the second wave 92 of 132.
-        assert!(stream(256, 28672, 8192));
-        // Fewer tiles than CTAs, split-K's shapes, full waves, compute-bound shapes and too
-        // little K: not stream-K.
-        assert!(!stream(1, 28672, 8192) && !stream(64, 28672, 8192) && !stream(128, 28672, 8192));
-        assert!(!stream(64, 8192, 8192) && !stream(8192, 8192, 8192) && !stream(256, 33792, 8192));
-        assert!(!stream(256, 28672, 64));
-        // Only 256-column tiles.
-        assert!(!default_stream_k(shape(256, 28672, 8192), 132, 128));
-        for &(m, n, k) in &[(64usize, 8192usize, 8192usize), (1, 28672, 8192), (4096, 4096, 4096), (64, 4096, 14336)] {
-            // Never both.
-            let s = shape(m, n, k);
-            let w = default_tile_n(s, 132);
-            assert!(!(default_stream_k(s, 132, w) && default_split_k(s, 132, w) > 1), "{m}x{n}x{k}");
-        }
     }
 
     #[test]
