@@ -944,7 +944,22 @@ impl MoeParams {
     pub const fn row_bytes(&self) -> u64 {
         self.hidden as u64 * 2
     }
+    /// Pieces a row moves in: bulk copies of [`BULK_CHUNK`] bytes, the last one shorter.
+    ///
+    /// [`BULK_CHUNK`]: crate::kernels_info::allgather::BULK_CHUNK
+    pub const fn pieces(&self) -> u32 {
+        self.row_bytes().div_ceil(MOE_PIECE as u64) as u32
+    }
+    /// Byte offset in a row and length of its piece `pc` (below [`MoeParams::pieces`]).
+    pub const fn piece(&self, pc: u32) -> (u64, u32) {
+        let off = pc as u64 * MOE_PIECE as u64;
+        let rest = self.row_bytes() - off;
+        (off, if rest < MOE_PIECE as u64 { rest as u32 } else { MOE_PIECE })
+    }
 }
+
+/// Bytes of a row piece (one bulk copy through a pull CTA's ring stage).
+const MOE_PIECE: u32 = crate::kernels_info::allgather::BULK_CHUNK;
 
 /// Where each table lives in the MoE scratch (u32 word offsets), for `local_experts` experts,
 /// `world` ranks and `cap_rows` rows. Words `0`, [`FLAG_STRIDE`] and `2 * FLAG_STRIDE` are the

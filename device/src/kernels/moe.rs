@@ -17,7 +17,6 @@ use crate::comm::signal::{last_arriver, launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
 use crate::gemm::engine::Operands;
 use crate::gemm::*;
-use crate::kernels_info::allgather::BULK_CHUNK;
 use crate::sched::{div_nz, rem_nz, GaveUp, GroupedTiles, InputGate, Role, Tile};
 use crate::sync::Bound;
 
@@ -510,13 +509,6 @@ struct Scatter<'a> {
 }
 
 impl Scatter<'_> {
-    /// Bytes of piece `pc` of a row.
-    #[inline(always)]
-    fn piece(&self, pc: u32) -> (u64, u32) {
-        let off = pc as u64 * BULK_CHUNK as u64;
-        (off, (self.p.row_bytes() - off).min(BULK_CHUNK as u64) as u32)
-    }
-
     /// The `xe` row of the source's `pos`-th row for local expert `le`.
     #[inline(always)]
     unsafe fn row(&self, le: u32, pos: u32) -> u32 {
@@ -528,7 +520,7 @@ impl Scatter<'_> {
     #[inline(always)]
     unsafe fn store(&self, rec: u32, pc: u32, stage: u32) {
         let p = self.p;
-        let (off, len) = self.piece(pc);
+        let (off, len) = p.piece(pc);
         let t = ld_shared_u32(rec);
         let n = ld_shared_u32(rec + 4);
         for i in 0..n {
@@ -579,7 +571,7 @@ unsafe fn pull(
     let l = tb.l;
     let fits = tb.rows_used(p) <= p.cap_rows;
     let inbox = pick(&p.table().inbox, p.local_rank);
-    let pieces = p.row_bytes().div_ceil(BULK_CHUNK as u64) as u32;
+    let pieces = p.pieces();
     let unit = |i: u32| (div_nz(i, pieces), rem_nz(i, pieces));
     let rec_bytes = MoeParams::record_words(p.top_k) * 4;
     let batch = REC_SMEM_BYTES / rec_bytes;
@@ -588,10 +580,6 @@ unsafe fn pull(
     let x_items = tb.get(l.items);
     let items = x_items + tb.get(l.items + 1) * p.world;
     let x_heap = pick(&p.table().x_heap, p.local_rank);
-    let piece = |pc: u32| {
-        let off = pc as u64 * BULK_CHUNK as u64;
-        (off, (p.row_bytes() - off).min(BULK_CHUNK as u64) as u32)
-    };
     let mut ready = 1u32 << p.rank; // sources whose rows are known to be readable
     let mut have = 0u32; // sources whose records are known to be in the inbox
     let mut item = idx;
@@ -607,7 +595,7 @@ unsafe fn pull(
                 let t1 = (t0 + p.chunk_tokens).min(p.tokens);
                 let at = |i: u32| {
                     let (r, pc) = unit(i);
-                    let (off, len) = piece(pc);
+                    let (off, len) = p.piece(pc);
                     ((t0 + r) as u64 * p.row_bytes() + off, len)
                 };
                 let moved = ring.gather(
@@ -677,7 +665,7 @@ unsafe fn pull(
                         (b1 - b0) * pieces,
                         |i| {
                             let (r, pc) = unit(i);
-                            let (off, len) = piece(pc);
+                            let (off, len) = p.piece(pc);
                             Some((src + ld_shared_u32(srec(r)) as u64 * p.row_bytes() + off, len))
                         },
                         |i, stage| {
