@@ -972,10 +972,8 @@ pub struct MoeScratch {
     pub expert_off: u32,
     /// `[local_experts]`: rows each expert received (padding excluded).
     pub expert_rows: u32,
-    /// `[local_experts]`: tile rows made only of this rank's own tokens.
-    pub local_mt: u32,
-    /// `[2][local_experts + 1]`: prefix sums of tiles per expert, pass 0 (own-token tile rows),
-    /// then pass 1 (the rest); the tile order of the grouped GEMM.
+    /// `[local_experts + 1]`: prefix sums of tiles per expert, the tile order of the grouped GEMM
+    /// (expert by expert: the order rows fill in); the last entry is the tiles in all.
     pub tile_start: u32,
     /// `[world][local_experts]`: rows each source sent each local expert (the combine's counts),
     /// sources by rank.
@@ -1003,9 +1001,8 @@ impl MoeScratch {
         let mt = cap_rows.div_ceil(MOE_TILE_M);
         let expert_off = 3 * FLAG_STRIDE;
         let expert_rows = expert_off + el + 1;
-        let local_mt = expert_rows + el;
-        let tile_start = local_mt + el;
-        let recv_counts = tile_start + 2 * (el + 1);
+        let tile_start = expert_rows + el;
+        let recv_counts = tile_start + el + 1;
         let src_off = recv_counts + world * el;
         let items = src_off + world * el;
         let m_expert = items + world + 2;
@@ -1014,7 +1011,6 @@ impl MoeScratch {
         Self {
             expert_off,
             expert_rows,
-            local_mt,
             tile_start,
             recv_counts,
             src_off,

@@ -407,8 +407,7 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
     let inbox = pick(&p.table().inbox, p.local_rank) as *const u32;
     let cnt = |s: u32, e: u32| *inbox.add((p.counts_at(s) / 4) as usize + 2 + e as usize);
     let n_tiles = p.gemm.n.div_ceil(TILE_N);
-    // Per expert: rows, own tile rows, and its tiles in each pass (into shared memory for the
-    // scan below).
+    // Per expert: rows, and its tile rows (into shared memory for the scan below).
     let sm = dyn_smem_base();
     for e in (tid..el).step_by(nthreads as usize) {
         let mut rows = 0;
@@ -420,25 +419,19 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
             rows += c;
         }
         // Rows fill in expert by expert (records are ordered so), for own and peers' tokens
-        // alike: the GEMM walks experts in order, with no own-rows-first pass.
-        let lm = 0;
-        let mt = rows.div_ceil(TILE_M);
+        // alike: the GEMM walks experts in that order.
         tb.set(l.expert_rows + e, rows);
-        tb.set(l.local_mt + e, lm);
-        st_shared_u32(sm + 4 * (3 * e), mt);
-        st_shared_u32(sm + 4 * (3 * e + 1), lm * n_tiles);
-        st_shared_u32(sm + 4 * (3 * e + 2), (mt - lm) * n_tiles);
+        st_shared_u32(sm + 4 * e, rows.div_ceil(TILE_M));
     }
     sync_threads();
     if tid == 0 {
-        let (mut off, mut s0, mut s1) = (0u32, 0u32, 0u32);
+        let (mut off, mut tiles) = (0u32, 0u32);
         for e in 0..el {
             tb.set(l.expert_off + e, off);
-            tb.set(l.tile_start + e, s0);
-            tb.set(l.tile_start + el + 1 + e, s1);
-            off += ld_shared_u32(sm + 4 * (3 * e)) * TILE_M;
-            s0 += ld_shared_u32(sm + 4 * (3 * e + 1));
-            s1 += ld_shared_u32(sm + 4 * (3 * e + 2));
+            tb.set(l.tile_start + e, tiles);
+            let mt = ld_shared_u32(sm + 4 * e);
+            off += mt * TILE_M;
+            tiles += mt * n_tiles;
         }
         tb.set(l.expert_off + el, off);
         let fits = off <= p.cap_rows && ok;
@@ -447,8 +440,7 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
         }
         // A layout that does not fit has no tiles and no pull items (pull CTAs still copy this
         // rank's own tokens for the peers).
-        tb.set(l.tile_start + el, if fits { s0 } else { 0 });
-        tb.set(l.tile_start + 2 * el + 1, if fits { s1 } else { 0 });
+        tb.set(l.tile_start + el, if fits { tiles } else { 0 });
         tb.set(l.items, p.x_items());
         let mut most = 0;
         for q in 0..p.world {
@@ -784,10 +776,8 @@ unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
             let l = tb.l;
             let sched = GroupedTiles {
                 group_off: tb.at(l.expert_off),
-                local_mt: tb.at(l.local_mt),
                 tile_start: tb.at(l.tile_start),
                 groups: p.local_experts,
-                n_tiles: g.n.div_ceil(TILE_N),
                 tile_m: TILE_M,
             };
             let gate = RowGate { p, tb, wait: !gemm_only };
