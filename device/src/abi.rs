@@ -731,6 +731,35 @@ pub const MOE_MAX_TOP_K: u32 = 16;
 pub const MOE_MAX_EXPERTS: u32 = 1024;
 /// Warps of the router CTA (the GEMM engine's 384 threads).
 pub const MOE_ROUTER_WARPS: u32 = 12;
+/// Ranks in all at most: a pull CTA keeps one bit per source rank in a `u64` (whose records and
+/// rows it already saw arrive). Ranks per node are bounded by [`MAX_LOCAL_RANKS`] besides.
+pub const MOE_MAX_WORLD: u32 = 64;
+
+/// A token's leading slots: bit `j` is set when slot `j`'s expert is the token's lowest on that
+/// expert's rank (`ex[j] / local_experts`). A token sends one record per destination rank, and
+/// the record is ordered by that expert; a token has at most `top_k` experts, so at most `top_k`
+/// destinations, and this mask takes one register at any world size. `ex` holds the token's
+/// experts by slot, `u32::MAX` for a slot ruled out (which never leads); `local_experts > 0`.
+#[inline(always)]
+pub fn moe_lead_slots(ex: &[u32; MOE_MAX_TOP_K as usize], top_k: u32, local_experts: u32) -> u32 {
+    let mut leads = 0;
+    for j in 0..top_k as usize {
+        let e = ex[j];
+        if e == u32::MAX {
+            continue;
+        }
+        // Experts of e's rank below e: first..e. A ruled-out slot (u32::MAX) is never below e.
+        let first = e - crate::sched::rem_nz(e, local_experts);
+        let mut lowest = true;
+        for &o in ex.iter().take(top_k as usize) {
+            lowest &= !(o >= first && o < e);
+        }
+        if lowest {
+            leads |= 1 << j;
+        }
+    }
+    leads
+}
 
 abi_struct! {
     /// MoE dispatch + grouped GEMM in one launch. Rank r holds `tokens` rows of `x [tokens,
@@ -763,6 +792,8 @@ abi_struct! {
     /// `records[s]` and `counts[s]`), `done` by SIGNALs; a rank's tokens go once per other node
     /// to the rank there with the same local rank (its `rx`, raising `rxready[s]`), from which
     /// that node's ranks pull them.
+    ///
+    /// `world` is at most [`MOE_MAX_WORLD`], `local_world` at most [`MAX_LOCAL_RANKS`].
     pub struct MoeParams [320] {
         /// The grouped GEMM: `a_map` over `xe [cap_rows, hidden]`, `b_map` over the experts'
         /// weights stacked (`[local_experts * hidden, inter]` or `[local_experts * inter,

@@ -172,51 +172,66 @@ impl RouterSmem {
     }
 }
 
-/// Token t's first (lowest) expert on each rank (`u32::MAX` where it has none), and its experts
-/// by slot (`u32::MAX` for a slot ruled out).
+/// Token t's experts by slot (`u32::MAX` for a slot ruled out) and its leading slots (bit j:
+/// slot j's expert is the token's lowest on its rank, [`moe_lead_slots`]): at most `top_k`
+/// destinations, whatever the world size.
 #[inline(always)]
-unsafe fn token_experts(p: &MoeParams, t: u32) -> ([u32; MOE_MAX_TOP_K as usize], [u32; MAX_LOCAL_RANKS]) {
+unsafe fn token_experts(p: &MoeParams, t: u32) -> ([u32; MOE_MAX_TOP_K as usize], u32) {
     let mut ex = [u32::MAX; MOE_MAX_TOP_K as usize];
-    let mut lead = [u32::MAX; MAX_LOCAL_RANKS];
     for j in 0..p.top_k {
         if let Ok(e) = expert_of(p, t, j) {
             ex[j as usize] = e;
-            let d = div_nz(e, p.local_experts) as usize;
-            lead[d] = lead[d].min(e);
         }
     }
-    (ex, lead)
+    (ex, moe_lead_slots(&ex, p.top_k, p.local_experts))
 }
 
-/// One batch of 32 tokens of a warp, one key per lane (`u32::MAX` for none): each lane's rank
-/// among the lanes below it with the same key, added to the warp's running count for the key in
-/// `count(key)`, which then moves on by the lanes with that key. `mask(key)` is a zeroed shared
-/// word per key, left zeroed.
+/// One batch of 32 tokens of a warp, one token per lane, its experts `ex` by slot (distinct):
+/// for each slot j that `sel(j)` picks, `at(j, i)` with `i` the lane's rank among the batch's
+/// lanes below it (earlier tokens) that picked `ex[j]`, added to the warp's running count for the
+/// expert at `count(e)`, which then moves on by the lanes that picked it. A lane's picked experts
+/// are distinct, so all its slots go in one lane mask per expert: `mask(e)`, a zeroed shared
+/// word, left zeroed.
 #[inline(always)]
-unsafe fn rank_in_batch(key: u32, lane: u32, mask: impl Fn(u32) -> u32, count: impl Fn(u32) -> u32) -> u32 {
-    if key != u32::MAX {
-        red_or_shared_u32(mask(key), 1 << lane);
+unsafe fn rank_in_batch(
+    ex: &[u32; MOE_MAX_TOP_K as usize],
+    top_k: u32,
+    sel: impl Fn(usize) -> bool,
+    lane: u32,
+    (mask, count): (impl Fn(u32) -> u32, impl Fn(u32) -> u32),
+    mut at: impl FnMut(usize, u32),
+) {
+    for j in 0..top_k as usize {
+        if sel(j) {
+            red_or_shared_u32(mask(ex[j]), 1 << lane);
+        }
     }
     sync_warp();
-    let mut at = 0;
-    let mut m = 0;
-    if key != u32::MAX {
-        m = ld_shared_u32(mask(key));
-        at = ld_shared_u32(count(key)) + (m & ((1u32 << lane) - 1)).count_ones();
+    let lt = (1u32 << lane) - 1;
+    for j in 0..top_k as usize {
+        if sel(j) {
+            at(j, ld_shared_u32(count(ex[j])) + (ld_shared_u32(mask(ex[j])) & lt).count_ones());
+        }
     }
     sync_warp();
-    // The lowest lane with the key moves its count on and clears the mask.
-    if key != u32::MAX && m.trailing_zeros() == lane {
-        st_shared_u32(count(key), ld_shared_u32(count(key)) + m.count_ones());
-        st_shared_u32(mask(key), 0);
+    // The lowest lane with the expert moves its count on and clears the mask; the others read
+    // the mask whole or cleared, neither naming their lane (no per-slot copy of the masks).
+    for j in 0..top_k as usize {
+        if sel(j) {
+            let m = ld_shared_u32(mask(ex[j]));
+            if m.trailing_zeros() == lane {
+                st_shared_u32(count(ex[j]), ld_shared_u32(count(ex[j])) + m.count_ones());
+                st_shared_u32(mask(ex[j]), 0);
+            }
+        }
     }
     sync_warp();
-    at
 }
 
 /// Every thread of the router CTA: scan the routing, write each destination's counts and records
-/// into the outbox (records in token order; for this rank itself indexed by token, every token
-/// present), copy them into the destinations' inboxes and raise `counts[me]` there.
+/// into the outbox (a record per token that has experts there, ordered by the token's first
+/// expert there, then by token), copy them into the destinations' inboxes and raise `counts[me]`
+/// and `records[me]` there.
 #[inline(always)]
 unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing>) {
     let tid = thread_idx_x();
@@ -239,15 +254,15 @@ unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing
                 report(p, code, t, j, e);
             }
         }
-        let (ex, lead) = token_experts(p, t);
+        let (ex, leads) = token_experts(p, t);
         for e in ex.iter().take(p.top_k as usize) {
             if *e != u32::MAX {
                 atom_add_shared_u32(sm.hist(w, *e), 1);
             }
         }
-        for d in 0..p.world as usize {
-            if lead[d] != u32::MAX {
-                atom_add_shared_u32(sm.lead(w, lead[d]), 1);
+        for j in 0..p.top_k as usize {
+            if leads & (1 << j) != 0 {
+                atom_add_shared_u32(sm.lead(w, ex[j]), 1);
             }
         }
         t += 32;
@@ -292,55 +307,33 @@ unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing
     while base < t1 {
         let t = base + lane;
         let live = t < t1;
-        let (ex, lead) =
-            if live { token_experts(p, t) } else { ([u32::MAX; MOE_MAX_TOP_K as usize], [u32::MAX; MAX_LOCAL_RANKS]) };
-        // Positions: a token's experts are distinct, so all its slots go in one lane mask per
-        // expert, and the lanes below it (earlier tokens) that picked the expert come first.
-        let lt = (1u32 << lane) - 1;
-        for e in ex.iter().take(p.top_k as usize) {
-            if *e != u32::MAX {
-                red_or_shared_u32(sm.mask(w, *e), 1 << lane);
-            }
-        }
-        sync_warp();
+        let (ex, leads) = if live { token_experts(p, t) } else { ([u32::MAX; MOE_MAX_TOP_K as usize], 0) };
+        let k = p.top_k;
+        let mask = |e| sm.mask(w, e);
+        // Positions among this rank's tokens routed to each expert.
         let mut pos = [0u32; MOE_MAX_TOP_K as usize];
-        let mut masks = [0u32; MOE_MAX_TOP_K as usize];
-        for j in 0..p.top_k as usize {
-            if ex[j] != u32::MAX {
-                masks[j] = ld_shared_u32(sm.mask(w, ex[j]));
-                pos[j] = ld_shared_u32(sm.hist(w, ex[j])) + (masks[j] & lt).count_ones();
-            }
-        }
-        sync_warp();
-        for j in 0..p.top_k as usize {
-            if ex[j] != u32::MAX && masks[j].trailing_zeros() == lane {
-                let h = sm.hist(w, ex[j]);
-                st_shared_u32(h, ld_shared_u32(h) + masks[j].count_ones());
-                st_shared_u32(sm.mask(w, ex[j]), 0);
-            }
-        }
-        sync_warp();
-        for d in 0..p.world {
-            let m = lead[d as usize];
-            let i = rank_in_batch(m, lane, |e| sm.mask(w, e), |e| sm.lead(w, e));
-            if m == u32::MAX {
-                continue;
-            }
-            let rec = (ob + p.record_at(d, ld_shared_u32(sm.start(m)) + i)) as *mut u32;
+        rank_in_batch(&ex, k, |j| ex[j] != u32::MAX, lane, (mask, |e| sm.hist(w, e)), |j, i| pos[j] = i);
+        // Records, ranked the same way among the tokens each leading expert leads (a token's
+        // leading experts are distinct too: one per destination): for destination d, the
+        // token's experts there by slot.
+        let record = |j: usize, i: u32| {
+            let d = div_nz(ex[j], el);
+            let rec = (ob + p.record_at(d, ld_shared_u32(sm.start(ex[j])) + i)) as *mut u32;
             let mut n = 0u32;
-            for j in 0..p.top_k as usize {
-                if ex[j] != u32::MAX && div_nz(ex[j], el) == d {
-                    let wt = *(p.topk_weight as *const u32).add((t * p.top_k) as usize + j);
+            for jj in 0..k as usize {
+                if ex[jj] != u32::MAX && div_nz(ex[jj], el) == d {
+                    let wt = *(p.topk_weight as *const u32).add((t * k) as usize + jj);
                     let r = rec.add(2 + 3 * n as usize);
-                    *r = (ex[j] - d * el) | (j as u32) << 16;
-                    *r.add(1) = pos[j];
+                    *r = (ex[jj] - d * el) | (jj as u32) << 16;
+                    *r.add(1) = pos[jj];
                     *r.add(2) = wt;
                     n += 1;
                 }
             }
             *rec = t;
             *rec.add(1) = n;
-        }
+        };
+        rank_in_batch(&ex, k, |j| leads & (1 << j) != 0, lane, (mask, |e| sm.lead(w, e)), record);
         base += 32;
     }
     sync_threads();
@@ -572,8 +565,9 @@ unsafe fn pull(
     let x_items = tb.get(l.items);
     let items = x_items + tb.get(l.items + 1) * p.world;
     let x_heap = pick(&p.table().x_heap, p.local_rank);
-    let mut ready = 1u32 << p.rank; // sources whose rows are known to be readable
-    let mut have = 0u32; // sources whose records are known to be in the inbox
+    // One bit per source rank (world <= MOE_MAX_WORLD = 64).
+    let mut ready = 1u64 << p.rank; // sources whose rows are known to be readable
+    let mut have = 0u64; // sources whose records are known to be in the inbox
     let mut item = idx;
     while item < items {
         if item < x_items {
