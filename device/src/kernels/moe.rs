@@ -10,6 +10,11 @@
 //! - compute CTAs run the GEMM engine with a [`GroupedTiles`] scheduler (expert by expert, the order
 //!   the rows fill in), a [`RowGate`] (a tile waits for the rows of its tile row) and the
 //!   local-store epilogue; the gate also picks the tile's expert in the stacked weights.
+//!
+//! Safety, for every `unsafe fn` below: `p` is the launch's [`MoeParams`] as `ops::moe` wrote it
+//! (every address in it live for the launch, the peer table mapped, sizes within the documented
+//! bounds), and the function runs inside that launch in the role and threads its docs name. Each
+//! `# Safety` section adds what the caller must guarantee beyond that.
 use crate::abi::*;
 use crate::arch::*;
 use crate::comm::nvlink::{copy_block, BulkRing};
@@ -37,15 +42,23 @@ impl Tables {
         // SAFETY: every word index used is inside the scratch (MoeScratch::words).
         unsafe { self.base.add(word as usize) }
     }
+    /// # Safety
+    /// `word` is below `self.l.words` (a word of the launch's scratch).
     #[inline(always)]
     unsafe fn get(&self, word: u32) -> u32 {
         *self.at(word)
     }
+    /// # Safety
+    /// As for [`Tables::get`]; no other thread accesses the word at the same time.
     #[inline(always)]
     unsafe fn set(&self, word: u32, v: u32) {
         *self.at(word) = v;
     }
     /// Rows of `xe` the layout uses; more than `cap_rows` means the layout failed.
+    ///
+    /// # Safety
+    /// `p` is the launch's parameters (the scratch `self` was made from), read after the layout
+    /// was published.
     #[inline(always)]
     unsafe fn rows_used(&self, p: &MoeParams) -> u32 {
         self.get(self.l.expert_off + p.local_experts)
@@ -53,6 +66,9 @@ impl Tables {
 }
 
 /// Record the launch's first routing error (`MOE_ERR_*` and three details) for the host.
+///
+/// # Safety
+/// The file's contract (`p.errors` is the launch's `[u32; 4]`).
 #[inline(always)]
 unsafe fn report(p: &MoeParams, code: u32, a: u32, b: u32, c: u32) {
     let e = p.errors as *mut u32;
@@ -65,6 +81,9 @@ unsafe fn report(p: &MoeParams, code: u32, a: u32, b: u32, c: u32) {
 
 /// Token t's expert in slot j, or the error that rules it out (an id outside `0..experts`, or
 /// one named by an earlier slot): `Err((code, id))`.
+///
+/// # Safety
+/// `t < p.tokens` and `j < p.top_k` (inside `topk_idx`).
 #[inline(always)]
 unsafe fn expert_of(p: &MoeParams, t: u32, j: u32) -> Result<u32, (u32, u32)> {
     let idx = p.topk_idx as *const i32;
@@ -96,12 +115,18 @@ fn local_of(p: &MoeParams, r: u32) -> Option<u32> {
 
 /// Thread 0: push one FIFO command for the proxy (to a rank on another node); false when the
 /// push gave up (reported).
+///
+/// # Safety
+/// The file's contract; one thread of the CTA pushes at a time.
 #[inline(always)]
 unsafe fn push(p: &MoeParams, b: &Bound, cmd: FifoCmd, to: u32) -> bool {
     fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(to, WAIT_FLAG)).is_ok()
 }
 
 /// Thread 0: raise flag word `idx` of rank `to` (any node) to `epoch`.
+///
+/// # Safety
+/// `to < p.world` and `idx < MoeParams::flag_words(p.world)`.
 #[inline(always)]
 unsafe fn signal_rank(p: &MoeParams, b: &Bound, to: u32, idx: u32, epoch: u32) -> bool {
     match local_of(p, to) {
@@ -115,6 +140,9 @@ unsafe fn signal_rank(p: &MoeParams, b: &Bound, to: u32, idx: u32, epoch: u32) -
 
 /// Thread 0: wait until every other rank finished reading what this rank wrote last launch
 /// (its `x_heap` or `rx`, and the records it put in their inboxes).
+///
+/// # Safety
+/// The file's contract.
 #[inline(always)]
 unsafe fn wait_done(p: &MoeParams, epoch: u32, b: &Bound) -> bool {
     for d in 0..p.world {
@@ -130,10 +158,17 @@ unsafe fn wait_done(p: &MoeParams, epoch: u32, b: &Bound) -> bool {
 
 impl MoeParams {
     /// This rank's flags (in the peer table, at its own local rank).
+    ///
+    /// # Safety
+    /// `self.peers` points to the launch's [`MoePeers`].
     #[inline(always)]
     unsafe fn flags(&self) -> u64 {
         pick(&(*(self.peers as *const MoePeers)).flags, self.local_rank)
     }
+    /// The peer table.
+    ///
+    /// # Safety
+    /// As for [`MoeParams::flags`].
     #[inline(always)]
     unsafe fn table(&self) -> &MoePeers {
         &*(self.peers as *const MoePeers)
@@ -175,6 +210,9 @@ impl RouterSmem {
 /// Token t's experts by slot (`u32::MAX` for a slot ruled out) and its leading slots (bit j:
 /// slot j's expert is the token's lowest on its rank, [`moe_lead_slots`]): at most `top_k`
 /// destinations, whatever the world size.
+///
+/// # Safety
+/// `t < p.tokens`.
 #[inline(always)]
 unsafe fn token_experts(p: &MoeParams, t: u32) -> ([u32; MOE_MAX_TOP_K as usize], u32) {
     let mut ex = [u32::MAX; MOE_MAX_TOP_K as usize];
@@ -192,6 +230,10 @@ unsafe fn token_experts(p: &MoeParams, t: u32) -> ([u32; MOE_MAX_TOP_K as usize]
 /// expert at `count(e)`, which then moves on by the lanes that picked it. A lane's picked experts
 /// are distinct, so all its slots go in one lane mask per expert: `mask(e)`, a zeroed shared
 /// word, left zeroed.
+///
+/// # Safety
+/// All 32 lanes of the warp call it together (it synchronises the warp); `mask(e)` and
+/// `count(e)` are shared-memory words of this warp alone for every expert a lane picks.
 #[inline(always)]
 unsafe fn rank_in_batch(
     ex: &[u32; MOE_MAX_TOP_K as usize],
@@ -232,6 +274,10 @@ unsafe fn rank_in_batch(
 /// into the outbox (a record per token that has experts there, ordered by the token's first
 /// expert there, then by token), copy them into the destinations' inboxes and raise `counts[me]`
 /// and `records[me]` there.
+///
+/// # Safety
+/// Every thread of the router CTA calls it (it synchronises the CTA), with the dynamic shared
+/// memory free for [`RouterSmem`]; `ring` is thread 0's [`BulkRing`].
 #[inline(always)]
 unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing>) {
     let tid = thread_idx_x();
@@ -379,6 +425,9 @@ unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing
 
 /// Every thread of the router CTA, after [`route`]: once every rank's counts are in, lay
 /// out what this rank receives and publish the tables (the local layout flag).
+///
+/// # Safety
+/// Every thread of the router CTA calls it after [`route`]; `tb` is the launch's scratch.
 #[inline(always)]
 unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
     let tid = thread_idx_x();
@@ -495,6 +544,9 @@ struct Scatter<'a> {
 
 impl Scatter<'_> {
     /// The `xe` row of the source's `pos`-th row for local expert `le`.
+    ///
+    /// # Safety
+    /// `le < p.local_experts`; read after the layout was published.
     #[inline(always)]
     unsafe fn row(&self, le: u32, pos: u32) -> u32 {
         let l = self.tb.l;
@@ -502,6 +554,11 @@ impl Scatter<'_> {
     }
 
     /// Issue the stores of piece `pc` of the row of the staged record at `rec` from `stage`.
+    ///
+    /// # Safety
+    /// `rec` is the shared address of a record staged from this rank's inbox (its entries name
+    /// rows the layout gave the source, which fits `cap_rows`); `pc < p.pieces()`; `stage` is a
+    /// ring stage holding that piece; called by the thread that holds the ring.
     #[inline(always)]
     unsafe fn store(&self, rec: u32, pc: u32, stage: u32) {
         let p = self.p;
@@ -522,6 +579,9 @@ impl Scatter<'_> {
 
     /// After the stores of the staged records `rec(0..count)` completed: make them visible, then
     /// count each row into its tile row.
+    ///
+    /// # Safety
+    /// `rec(r)` for `r < count` as for [`Scatter::store`].
     #[inline(always)]
     unsafe fn count(&self, count: u32, rec: impl Fn(u32) -> u32) {
         fence_proxy_async_global();
@@ -541,6 +601,11 @@ impl Scatter<'_> {
 /// of this rank's tokens into `x_heap` (the last raises `xready`), then runs of records, one
 /// source after another in turn (records staged in shared memory a batch at a time); then, the
 /// last of the launch's pull CTAs, `done[me]` on every rank.
+///
+/// # Safety
+/// Every thread of the CTA calls it (it synchronises the CTA) after the layout was published,
+/// with the dynamic shared memory laid out as the ring, then the staged records; `ring` is
+/// thread 0's [`BulkRing`] (`None` on the other threads).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn pull(
@@ -683,6 +748,9 @@ unsafe fn pull(
 /// Thread 0 of the last `x_heap` copy: this rank's tokens, once per other node, to the rank
 /// there that shares this local rank (into its `rx`, raising `rxready[me]` there); that rank's
 /// node peers pull them over NVLink.
+///
+/// # Safety
+/// The file's contract; called once per launch, after this rank's tokens are all in `x_heap`.
 #[inline(always)]
 unsafe fn send_tokens(p: &MoeParams, b: &Bound, epoch: u32) {
     let my_node = div_nz(p.rank, p.local_world);
@@ -744,6 +812,11 @@ impl InputGate for RowGate<'_> {
     }
 }
 
+/// The kernel body: every CTA takes its role from its index.
+///
+/// # Safety
+/// The file's contract; every thread of the grid calls it, every CTA resident at once (compute
+/// CTAs wait on the pull CTAs).
 #[inline(always)]
 unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
     let tid = thread_idx_x();
