@@ -50,7 +50,7 @@ fn bad_values_exit_2_naming_flag_and_rule() {
         (&["bench", "moe", "--pull-ctas", "0"], &["--pull-ctas"]),
         (&["tune", "moe", "--run-records", "0"], &["--run-records"]),
         (&["rank-check", "moe", "--config", "ax2x3x4x5"], &["--config", "`a`"]),
-        (&["rank-check", "moe", "--routing", "zipf"], &["--routing", "zipf"]),
+        (&["rank-check", "moe", "--routing", "zipf"], &["--routing", "zipf", "last"]),
         (&["no-such-command"], &["no-such-command"]),
     ];
     for (args, needles) in cases {

@@ -6,8 +6,11 @@
 //! contract of an f64 host reference on sampled rows; ranks holding different token counts, one
 //! token; 100 launches back to back; CUDA-graph replays; a bad expert id reported by name.
 //! Layouts: 1 node x 2, 2 emulated nodes x 1 (FIFO, proxy, emulated NIC between them) and, with
-//! four GPUs, 1 x 4 and 2 x 2; two ranks sharing one GPU where only one exists.
-use mkernel::testing::{gpu_or_skip, gpus_or_skip, rank_check};
+//! four GPUs, 1 x 4 and 2 x 2; two ranks sharing one GPU where only one exists. Above 8 ranks
+//! (the product's 2 nodes x 8): 16 ranks as 2 emulated nodes x 8 and 12 as 2 x 6, every rank on
+//! one GPU (they time-slice it: tiny shapes, few launches, generous but bounded timeouts), and
+//! with eight GPUs 1 x 8, 2 x 4 and 2 x 8 (two ranks per GPU).
+use mkernel::testing::{gpu_or_skip, gpus_or_skip, rank_check, run_ranks};
 
 fn check(nprocs: u32, gpus: &[u32], extra: &[&str]) {
     nodes_check(nprocs, 1, gpus, extra);
@@ -73,4 +76,93 @@ fn four_gpus_one_node() {
     check(4, &g, &["--config", "500x256x264x16x4", "--graph", "--bad-id"]);
     check(4, &g, &["--config", "900x512x256x8x2", "--routing", "skewed", "--layout", "nk", "--vary", "300"]);
     check(4, &g, &["--config", "1024x4096x1024x32x8", "--routing", "empty", "--rounds", "2", "--f32"]);
+}
+
+/// Bound on one multi-rank run of the wide tests: up to 16 processes time-slice one GPU.
+const WIDE_TIMEOUT_S: u64 = 600;
+
+/// `rank-check moe COMMON EXTRA` as `nprocs` ranks forming `nodes` nodes on `gpus`, device waits
+/// and bootstrap steps bounded by 60 s (ranks sharing a GPU wait for each other's time slices).
+fn wide_check(nprocs: u32, nodes: u32, gpus: &[u32], common: &[&str], extra: &[&str]) {
+    let mut args = vec!["rank-check", "moe", "--timeout-ms", "60000"];
+    args.extend(common);
+    args.extend(extra);
+    run_ranks(env!("CARGO_BIN_EXE_mkernel"), nprocs, nodes, gpus, &args, WIDE_TIMEOUT_S);
+}
+
+/// Few launches, two pull CTAs: what 12 or 16 ranks time-slicing one GPU can afford.
+const SHARED: [&str; 6] = ["--pull-ctas", "2", "--rounds", "2", "--back-to-back", "10"];
+
+#[test]
+fn sixteen_ranks_two_nodes_sharing_one_gpu() {
+    // 2 emulated nodes x 8 ranks, all on GPU 0: every rank sends to ranks 8..15 (and across the
+    // emulated NIC); ranks hold 31, 29, ..., 1 tokens (T = 1 on rank 15); then skewed (80% to
+    // expert 0), [E/W, I, H] weights, f32 output, ranks holding 40 down to 1 (rank 13) and 0.
+    if gpu_or_skip("sixteen_ranks_two_nodes_sharing_one_gpu").is_none() {
+        return;
+    }
+    let g = [0; 16];
+    wide_check(16, 2, &g, &SHARED, &["--config", "31x128x64x32x4", "--vary", "2", "--graph", "--bad-id"]);
+    let skewed = ["--config", "40x256x136x48x3", "--routing", "skewed", "--layout", "nk", "--f32", "--vary", "3"];
+    wide_check(16, 2, &g, &SHARED, &skewed);
+}
+
+#[test]
+fn sixteen_ranks_two_nodes_wide_routings_sharing_one_gpu() {
+    // 16 ranks (2 x 8) on GPU 0: empty experts (two of each rank's three get no token); every
+    // token on the last 16 experts (ranks 12..15, four destinations of four experts each, the
+    // lowest one in a varying slot), ranks holding 16 down to 1; uniform top-16 of 64 (up to 16
+    // destinations per token).
+    if gpu_or_skip("sixteen_ranks_two_nodes_wide_routings_sharing_one_gpu").is_none() {
+        return;
+    }
+    let g = [0; 16];
+    let few = ["--pull-ctas", "2", "--rounds", "1", "--back-to-back", "5"];
+    wide_check(16, 2, &g, &few, &["--config", "24x128x64x48x3", "--routing", "empty"]);
+    wide_check(16, 2, &g, &few, &["--config", "16x128x64x64x16", "--routing", "last", "--vary", "1"]);
+    wide_check(16, 2, &g, &few, &["--config", "20x128x72x64x16", "--layout", "nk", "--vary", "1"]);
+}
+
+#[test]
+fn twelve_ranks_two_nodes_sharing_one_gpu() {
+    // 2 emulated nodes x 6 on GPU 0 (no power of two), ranks holding 30 down to 8 tokens.
+    if gpu_or_skip("twelve_ranks_two_nodes_sharing_one_gpu").is_none() {
+        return;
+    }
+    wide_check(12, 2, &[0; 12], &SHARED, &["--config", "30x128x64x24x4", "--vary", "2"]);
+}
+
+#[test]
+fn eight_gpus_one_node() {
+    if !gpus_or_skip("eight_gpus_one_node", 8) {
+        return;
+    }
+    let g: Vec<u32> = (0..8).collect();
+    check(8, &g, &["--config", "500x256x264x32x4", "--graph", "--bad-id"]);
+    check(8, &g, &["--config", "900x512x256x16x2", "--routing", "skewed", "--layout", "nk", "--vary", "120"]);
+    check(8, &g, &["--config", "1024x4096x1024x64x8", "--routing", "empty", "--rounds", "2", "--f32"]);
+}
+
+#[test]
+fn eight_gpus_two_emulated_nodes() {
+    if !gpus_or_skip("eight_gpus_two_emulated_nodes", 8) {
+        return;
+    }
+    let g: Vec<u32> = (0..8).collect();
+    nodes_check(8, 2, &g, &["--config", "500x256x264x32x4", "--graph"]);
+    nodes_check(8, 2, &g, &["--config", "900x1024x512x16x2", "--routing", "skewed", "--f32", "--vary", "128"]);
+}
+
+#[test]
+fn sixteen_ranks_on_eight_gpus_two_nodes() {
+    // The product's 2 x 8 layout, each GPU holding one rank of each emulated node.
+    if !gpus_or_skip("sixteen_ranks_on_eight_gpus_two_nodes", 8) {
+        return;
+    }
+    let g: Vec<u32> = (0..16).map(|r| r % 8).collect();
+    let common = ["--pull-ctas", "4", "--rounds", "2", "--back-to-back", "20"];
+    wide_check(16, 2, &g, &common, &["--config", "300x256x264x32x4", "--graph", "--vary", "19"]);
+    let skewed = ["--config", "512x1024x512x64x8", "--routing", "skewed", "--layout", "nk", "--f32"];
+    wide_check(16, 2, &g, &common, &skewed);
+    wide_check(16, 2, &g, &common, &["--config", "256x512x256x64x16", "--routing", "last"]);
 }

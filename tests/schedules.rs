@@ -1,12 +1,13 @@
 //! Property tests (proptest, inside `cargo test`) of the tile schedulers' index math, which the
 //! GPU kernels and the host share (`mkernel::sched`), on random shapes, splits, CTA counts and
 //! ranks: every unit of work is covered exactly once, partial slots and arrival counts agree,
-//! reduce-scatter owners only reach a tile after every source sent it; and of the GEMM's
-//! split-K / stream-K choices, which must never ask for more than the GPU can hold at once.
+//! reduce-scatter owners only reach a tile after every source sent it, the MoE's grouped tiles
+//! come group by group in the order rows fill in; and of the GEMM's
+//! tile width and split-K choices, which must never ask for more than the GPU can hold at once.
 use mkernel::gemm::{
     default_split_k, default_tile_n, stream_cost, GemmShape, MAX_SPLIT_K, TILE_K, TILE_M, TILE_N, TILE_WIDTHS,
 };
-use mkernel::sched::{KSplit, OwnerTiles, SplitK, StreamK, TileGrid, TileScheduler};
+use mkernel::sched::{GroupedTiles, KSplit, OwnerTiles, SplitK, StreamK, TileGrid, TileScheduler};
 use proptest::prelude::*;
 
 /// Every (tile, k-block) of `grid` x `k_blocks` covered once by `s`'s non-empty units; each
@@ -120,6 +121,43 @@ proptest! {
                 }
             }
         }
+    }
+
+    #[test]
+    fn grouped_tiles_walk_groups_in_order_tile_rows_fastest(
+        rows in prop::collection::vec(prop_oneof![Just(0u32), 1u32..700], 1..40), n_tiles in 1u32..12,
+    ) {
+        // The tables the MoE router writes: group offsets rounded up to the tile height, and
+        // prefix sums of tiles.
+        let (mut off, mut starts) = (vec![0u32], vec![0u32]);
+        for r in &rows {
+            let mt = r.div_ceil(TILE_M);
+            off.push(off.last().unwrap() + mt * TILE_M);
+            starts.push(starts.last().unwrap() + mt * n_tiles);
+        }
+        let groups = rows.len() as u32;
+        let s = GroupedTiles { group_off: off.as_ptr(), tile_start: starts.as_ptr(), groups, tile_m: TILE_M };
+        let m_total = off[groups as usize] / TILE_M;
+        prop_assert_eq!(s.count(), m_total * n_tiles);
+        let group_of_row = |m: u32| (0..groups as usize).find(|&g| off[g + 1] > m * TILE_M).unwrap();
+        let mut seen = vec![false; (m_total * n_tiles) as usize];
+        let mut last_group = 0usize;
+        for i in 0..s.count() {
+            let t = s.tile(i);
+            prop_assert!(t.index == i && t.m < m_total && t.n < n_tiles, "{:?}", t);
+            let k = (t.m * n_tiles + t.n) as usize;
+            prop_assert!(!seen[k], "{:?} twice", t);
+            seen[k] = true;
+            // Groups in order; within one, tile rows fastest (the CTAs running at once share B
+            // columns), the group's q-th tile at row q % rows, column q / rows.
+            let g = group_of_row(t.m);
+            prop_assert!(g >= last_group, "group {} after group {}", g, last_group);
+            let (first, mt) = (off[g] / TILE_M, (off[g + 1] - off[g]) / TILE_M);
+            let q = i - starts[g];
+            prop_assert_eq!((t.m - first, t.n), (q % mt, q / mt));
+            last_group = g;
+        }
+        prop_assert!(seen.iter().all(|&x| x));
     }
 
     #[test]

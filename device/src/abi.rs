@@ -729,6 +729,35 @@ pub const MOE_MAX_TOP_K: u32 = 16;
 pub const MOE_MAX_EXPERTS: u32 = 1024;
 /// Warps of the router CTA (the GEMM engine's 384 threads).
 pub const MOE_ROUTER_WARPS: u32 = 12;
+/// Ranks in all at most: a pull CTA keeps one bit per source rank in a `u64` (whose records and
+/// rows it already saw arrive). Ranks per node are bounded by [`MAX_LOCAL_RANKS`] besides.
+pub const MOE_MAX_WORLD: u32 = 64;
+
+/// A token's leading slots: bit `j` is set when slot `j`'s expert is the token's lowest on that
+/// expert's rank (`ex[j] / local_experts`). A token sends one record per destination rank, and
+/// the record is ordered by that expert; a token has at most `top_k` experts, so at most `top_k`
+/// destinations, and this mask takes one register at any world size. `ex` holds the token's
+/// experts by slot, `u32::MAX` for a slot ruled out (which never leads); `local_experts > 0`.
+#[inline(always)]
+pub fn moe_lead_slots(ex: &[u32; MOE_MAX_TOP_K as usize], top_k: u32, local_experts: u32) -> u32 {
+    let mut leads = 0;
+    for j in 0..top_k as usize {
+        let e = ex[j];
+        if e == u32::MAX {
+            continue;
+        }
+        // Experts of e's rank below e: first..e. A ruled-out slot (u32::MAX) is never below e.
+        let first = e - crate::sched::rem_nz(e, local_experts);
+        let mut lowest = true;
+        for &o in ex.iter().take(top_k as usize) {
+            lowest &= !(o >= first && o < e);
+        }
+        if lowest {
+            leads |= 1 << j;
+        }
+    }
+    leads
+}
 
 abi_struct! {
     /// MoE dispatch + grouped GEMM in one launch. Rank r holds `tokens` rows of `x [tokens,
@@ -761,6 +790,8 @@ abi_struct! {
     /// `records[s]` and `counts[s]`), `done` by SIGNALs; a rank's tokens go once per other node
     /// to the rank there with the same local rank (its `rx`, raising `rxready[s]`), from which
     /// that node's ranks pull them.
+    ///
+    /// `world` is at most [`MOE_MAX_WORLD`], `local_world` at most [`MAX_LOCAL_RANKS`].
     pub struct MoeParams [320] {
         /// The grouped GEMM: `a_map` over `xe [cap_rows, hidden]`, `b_map` over the experts'
         /// weights stacked (`[local_experts * hidden, inter]` or `[local_experts * inter,
@@ -942,7 +973,22 @@ impl MoeParams {
     pub const fn row_bytes(&self) -> u64 {
         self.hidden as u64 * 2
     }
+    /// Pieces a row moves in: bulk copies of [`BULK_CHUNK`] bytes, the last one shorter.
+    ///
+    /// [`BULK_CHUNK`]: crate::kernels_info::allgather::BULK_CHUNK
+    pub const fn pieces(&self) -> u32 {
+        self.row_bytes().div_ceil(MOE_PIECE as u64) as u32
+    }
+    /// Byte offset in a row and length of its piece `pc` (below [`MoeParams::pieces`]).
+    pub const fn piece(&self, pc: u32) -> (u64, u32) {
+        let off = pc as u64 * MOE_PIECE as u64;
+        let rest = self.row_bytes() - off;
+        (off, if rest < MOE_PIECE as u64 { rest as u32 } else { MOE_PIECE })
+    }
 }
+
+/// Bytes of a row piece (one bulk copy through a pull CTA's ring stage).
+const MOE_PIECE: u32 = crate::kernels_info::allgather::BULK_CHUNK;
 
 /// Where each table lives in the MoE scratch (u32 word offsets), for `local_experts` experts,
 /// `world` ranks and `cap_rows` rows. Words `0`, [`FLAG_STRIDE`] and `2 * FLAG_STRIDE` are the
@@ -955,10 +1001,8 @@ pub struct MoeScratch {
     pub expert_off: u32,
     /// `[local_experts]`: rows each expert received (padding excluded).
     pub expert_rows: u32,
-    /// `[local_experts]`: tile rows made only of this rank's own tokens.
-    pub local_mt: u32,
-    /// `[2][local_experts + 1]`: prefix sums of tiles per expert, pass 0 (own-token tile rows),
-    /// then pass 1 (the rest); the tile order of the grouped GEMM.
+    /// `[local_experts + 1]`: prefix sums of tiles per expert, the tile order of the grouped GEMM
+    /// (expert by expert: the order rows fill in); the last entry is the tiles in all.
     pub tile_start: u32,
     /// `[world][local_experts]`: rows each source sent each local expert (the combine's counts),
     /// sources by rank.
@@ -986,9 +1030,8 @@ impl MoeScratch {
         let mt = cap_rows.div_ceil(MOE_TILE_M);
         let expert_off = 3 * FLAG_STRIDE;
         let expert_rows = expert_off + el + 1;
-        let local_mt = expert_rows + el;
-        let tile_start = local_mt + el;
-        let recv_counts = tile_start + 2 * (el + 1);
+        let tile_start = expert_rows + el;
+        let recv_counts = tile_start + el + 1;
         let src_off = recv_counts + world * el;
         let items = src_off + world * el;
         let m_expert = items + world + 2;
@@ -997,7 +1040,6 @@ impl MoeScratch {
         Self {
             expert_off,
             expert_rows,
-            local_mt,
             tile_start,
             recv_counts,
             src_off,

@@ -529,21 +529,16 @@ impl KSplit for StreamK {
 
 /// A grouped GEMM's tiles over groups (experts) whose rows are stacked in one matrix, each
 /// group starting at a multiple of the tile height, read from tables a router wrote (see
-/// [`crate::abi::MoeScratch`]): first, group by group, the tile rows made only of the rank's own
-/// rows (`local_mt[e]` of them), then the rest; within a group, tile rows fastest, so CTAs that
-/// run at once share the group's B columns.
+/// [`crate::abi::MoeScratch`]): group by group (the order their rows fill in), within a group
+/// tile rows fastest, so CTAs that run at once share the group's B columns.
 #[derive(Clone, Copy, Debug)]
 pub struct GroupedTiles {
     /// `[groups + 1]` first row of each group (multiples of the tile height).
     pub group_off: *const u32,
-    /// `[groups]` own-row tile rows leading each group.
-    pub local_mt: *const u32,
-    /// `[2][groups + 1]` prefix sums of tiles per group, pass 0 then pass 1.
+    /// `[groups + 1]` prefix sums of tiles per group; the last entry is the tiles in all.
     pub tile_start: *const u32,
     /// Groups.
     pub groups: u32,
-    /// Tile columns.
-    pub n_tiles: u32,
     /// Tile height.
     pub tile_m: u32,
 }
@@ -555,14 +550,14 @@ impl GroupedTiles {
         unsafe { *p.add(i as usize) }
     }
 
-    /// The group of pass-table position `j` in prefix sums `starts` (`[groups + 1]`, j below the
-    /// last): the last group whose start is at or before `j` (empty groups share a start).
+    /// The group of schedule position `j` (below the tiles in all): the last group whose first
+    /// tile is at or before `j` (empty groups share a start).
     #[inline(always)]
-    fn group_of(&self, starts: *const u32, j: u32) -> u32 {
+    fn group_of(&self, j: u32) -> u32 {
         let (mut lo, mut hi) = (0u32, self.groups);
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
-            if Self::at(starts, mid) <= j {
+            if Self::at(self.tile_start, mid) <= j {
                 lo = mid;
             } else {
                 hi = mid;
@@ -575,26 +570,16 @@ impl GroupedTiles {
 impl TileScheduler for GroupedTiles {
     #[inline(always)]
     fn count(&self) -> u32 {
-        Self::at(self.tile_start, self.groups) + Self::at(self.tile_start, 2 * self.groups + 1)
+        Self::at(self.tile_start, self.groups)
     }
     #[inline(always)]
     fn tile(&self, index: u32) -> Tile {
-        let total0 = Self::at(self.tile_start, self.groups);
-        let pass1 = index >= total0;
-        let (starts, j) = if pass1 {
-            // SAFETY: the second pass's table follows the first.
-            (unsafe { self.tile_start.add(self.groups as usize + 1) }, index - total0)
-        } else {
-            (self.tile_start, index)
-        };
-        let g = self.group_of(starts, j);
-        let q = j - Self::at(starts, g);
+        let g = self.group_of(index);
+        let q = index - Self::at(self.tile_start, g);
         let first_row = Self::at(self.group_off, g);
+        // Non-zero: the group has tiles (q indexes one).
         let m_tiles = div_nz(Self::at(self.group_off, g + 1) - first_row, self.tile_m);
-        let lm = Self::at(self.local_mt, g);
-        // Non-zero: the group has tiles in this pass (q indexes one).
-        let (first, mcount) = if pass1 { (lm, m_tiles - lm) } else { (0, lm) };
-        Tile { index, m: div_nz(first_row, self.tile_m) + first + rem_nz(q, mcount), n: div_nz(q, mcount) }
+        Tile { index, m: div_nz(first_row, self.tile_m) + rem_nz(q, m_tiles), n: div_nz(q, m_tiles) }
     }
 }
 
@@ -850,29 +835,17 @@ mod tests {
     }
 
     #[test]
-    fn grouped_tiles_visit_every_tile_once_own_rows_first() {
-        // Three groups: 300 rows (2 own tile rows), 0 rows, 129 rows (no own tile row).
+    fn grouped_tiles_visit_every_tile_once_group_by_group() {
+        // Three groups: 300 rows, 0 rows, 129 rows.
         let (tm, n_tiles) = (128u32, 3u32);
         let rows = [300u32, 0, 129];
-        let local_mt = [2u32, 0, 0];
         let mut off = vec![0u32];
+        let mut starts = vec![0u32];
         for r in rows {
             off.push(off.last().unwrap() + r.div_ceil(tm) * tm);
+            starts.push(starts.last().unwrap() + r.div_ceil(tm) * n_tiles);
         }
-        let mut starts = [0u32; 8];
-        for g in 0..3 {
-            let mt = (off[g + 1] - off[g]) / tm;
-            starts[g + 1] = starts[g] + local_mt[g] * n_tiles;
-            starts[4 + g + 1] = starts[4 + g] + (mt - local_mt[g]) * n_tiles;
-        }
-        let s = GroupedTiles {
-            group_off: off.as_ptr(),
-            local_mt: local_mt.as_ptr(),
-            tile_start: starts.as_ptr(),
-            groups: 3,
-            n_tiles,
-            tile_m: tm,
-        };
+        let s = GroupedTiles { group_off: off.as_ptr(), tile_start: starts.as_ptr(), groups: 3, tile_m: tm };
         let m_total = off[3] / tm;
         assert_eq!(s.count(), m_total * n_tiles);
         let mut seen = vec![false; (m_total * n_tiles) as usize];
@@ -882,12 +855,14 @@ mod tests {
             let k = (t.m * n_tiles + t.n) as usize;
             assert!(!seen[k], "{t:?} twice");
             seen[k] = true;
-            // The first 2 * n_tiles positions are group 0's own tile rows 0 and 1.
-            assert_eq!(i < 2 * n_tiles, t.m < 2, "{t:?}");
+            // Group 0 (tile rows 0..3) first, then group 2 (tile row 3).
+            assert_eq!(i < 3 * n_tiles, t.m < 3, "{t:?}");
         }
         assert!(seen.iter().all(|&x| x));
         assert_eq!(s.tile(0), Tile { index: 0, m: 0, n: 0 });
         assert_eq!(s.tile(1), Tile { index: 1, m: 1, n: 0 });
+        assert_eq!(s.tile(3), Tile { index: 3, m: 0, n: 1 });
+        assert_eq!(s.tile(9), Tile { index: 9, m: 3, n: 0 });
     }
 
     #[test]

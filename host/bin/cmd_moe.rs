@@ -27,6 +27,9 @@ pub enum Routing {
     Empty,
     /// Every token picks experts 0..k (all tokens on one rank's first experts).
     One,
+    /// Every token picks the last k experts (all tokens on the highest ranks), in a slot order
+    /// that changes with the token.
+    Last,
 }
 
 /// A MoE problem: tokens per rank x hidden x inter x experts x top-k.
@@ -80,6 +83,9 @@ pub(crate) fn routing(seed: u64, round: u32, r: u32, tokens: usize, s: MoeShape,
         let mut row: Vec<usize> = Vec::with_capacity(k);
         if how == Routing::One {
             row.extend(0..k);
+        } else if how == Routing::Last {
+            let first = rng.next_u32() as usize;
+            row.extend((0..k).map(|j| e - 1 - (first + j) % k));
         } else if how == Routing::Skewed && !rng.next_u32().is_multiple_of(5) {
             row.push(0);
         }
@@ -551,4 +557,42 @@ pub fn tune(
         eprintln!("tune moe: table written to {} (append it to host/ops/tuned/moe.jsonl)", out.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routings_pick_distinct_experts_as_documented() {
+        for (e, k) in [(32, 4), (48, 3), (64, 16), (16, 16)] {
+            let s = MoeShape { hidden: 128, inter: 64, experts: e, top_k: k };
+            for how in [Routing::Uniform, Routing::Skewed, Routing::Empty, Routing::One, Routing::Last] {
+                if how == Routing::Empty && e.div_ceil(3) < k {
+                    continue; // fewer experts allowed than a token picks
+                }
+                let (idx, wt) = routing(7, 1, 3, 40, s, how);
+                assert_eq!((idx.len(), wt.len()), (40 * k, 40 * k));
+                let mut leading_slots = std::collections::BTreeSet::new();
+                for row in idx.chunks(k) {
+                    let mut ids: Vec<i32> = row.to_vec();
+                    ids.sort();
+                    ids.dedup();
+                    assert_eq!(ids.len(), k, "{how:?}: {row:?} repeats an expert");
+                    assert!(ids.iter().all(|&x| (0..e as i32).contains(&x)), "{how:?}: {row:?}");
+                    match how {
+                        Routing::Empty => assert!(ids.iter().all(|x| x % 3 == 0), "{row:?}"),
+                        Routing::One => assert_eq!(ids, (0..k as i32).collect::<Vec<_>>()),
+                        Routing::Last => assert_eq!(ids, ((e - k) as i32..e as i32).collect::<Vec<_>>()),
+                        _ => {}
+                    }
+                    leading_slots.insert(row.iter().position(|&x| x == ids[0]));
+                }
+                if how == Routing::Last && k > 1 {
+                    // The lowest expert moves between slots, so the kernel's leading slot does.
+                    assert!(leading_slots.len() > 1, "{leading_slots:?}");
+                }
+            }
+        }
+    }
 }

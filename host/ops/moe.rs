@@ -16,9 +16,10 @@
 //! **How.** ONE persistent launch (`device/src/kernels/moe.rs`): a router CTA scans the routing and
 //! sends every destination its counts and a record per token; pull CTAs copy each token row once
 //! per destination rank over NVLink into shared memory and write it from there to every expert
-//! row it has on that rank; compute CTAs run the GEMM engine over the received rows, tiles made of
-//! own tokens first, each tile waiting only until its 128 rows have landed. The unfused path is the
-//! same kernel twice: the dispatch alone, then the grouped GEMM alone (the same bits).
+//! row it has on that rank; compute CTAs run the GEMM engine over the received rows expert by
+//! expert (the order the rows fill in), each tile waiting only until its 128 rows have landed. The
+//! unfused path is the same kernel twice: the dispatch alone, then the grouped GEMM alone (the
+//! same bits).
 //!
 //! **Precision.** Each output element is one bf16 x bf16 dot product over H accumulated in fp32
 //! by the tensor cores, rounded once to the output type: against an f64 reference,
@@ -28,12 +29,18 @@
 //! **Several nodes.** Records and counts for a rank on another node go through the FIFO and the
 //! proxy (RDMA writes; the emulated NIC between emulated nodes). A rank's tokens cross to each
 //! other node once, to the rank there that shares its local rank (its `rx`), and that node's ranks
-//! pull them over NVLink from there, as from a peer on their own node. At most 8 ranks in all for
-//! now (1 x 8, 2 x 4, 4 x 2, ...): a typed error beyond.
+//! pull them over NVLink from there, as from a peer on their own node.
+//!
+//! **World sizes.** Up to [`MOE_MAX_WORLD`] (64) ranks in all, at most [`MAX_LOCAL_RANKS`] (8) per
+//! node: 1 x 8, 2 x 8 (the 16 ranks of two 8-GPU nodes), 8 x 8, ...; a typed error beyond
+//! ([`check_world`]). The router's state per token does not grow with the world: a token has at
+//! most k experts, so at most k destination ranks, and it keeps which of its slots leads each one
+//! ([`moe_lead_slots`]), not an entry per rank.
 use super::gemm::BLayout;
 use super::{Path, PathChoice};
 use crate::abi::*;
 use crate::comm::communicator::{Communicator, HeapRegion};
+use crate::comm::world::World;
 use crate::error::{invalid, DiagBuffers, Error, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
@@ -80,6 +87,23 @@ impl MoeShape {
         }
         Ok(())
     }
+}
+
+/// The world sizes the op takes (typed errors naming the rule): at most [`MOE_MAX_WORLD`] ranks in
+/// all (a pull CTA tracks its sources in a 64-bit mask) and [`MAX_LOCAL_RANKS`] per node (the
+/// peer tables).
+pub fn check_world(world: &World) -> Result<()> {
+    let (w, lw) = (world.world_size, world.local_world_size);
+    if w > MOE_MAX_WORLD {
+        return Err(invalid(
+            "world",
+            format!("{w} ranks: MoE dispatch takes at most {MOE_MAX_WORLD} ranks in all (e.g. 8 nodes x 8)"),
+        ));
+    }
+    if lw as usize > MAX_LOCAL_RANKS {
+        return Err(invalid("world", format!("{lw} ranks per node; MoE dispatch takes at most {MAX_LOCAL_RANKS}")));
+    }
+    Ok(())
 }
 
 /// Tuning knobs; `None` takes the default.
@@ -183,16 +207,7 @@ impl<'a> MoeDispatchGemm<'a> {
         let (x, idx, wt, w1) = (x.into(), topk_idx.into(), topk_weight.into(), w1.into());
         let w = world.world_size as usize;
         let MoeShape { hidden: h, inter: i, experts: e, top_k: k } = shape;
-        // The router keeps each token's first expert per destination rank in an array of
-        // MAX_LOCAL_RANKS entries (device `token_experts`): more ranks in all need it widened.
-        if w > MAX_LOCAL_RANKS {
-            return Err(invalid(
-                "world",
-                format!(
-                    "{w} ranks: MoE dispatch takes at most {MAX_LOCAL_RANKS} ranks in all for now (1 x 8, 2 x 4, ...)"
-                ),
-            ));
-        }
+        check_world(&world)?;
         shape.validate(w)?;
         let el = e / w;
         let need = |arg: &'static str, len: usize, want: usize, what: &str| {

@@ -10,6 +10,11 @@
 //! - compute CTAs run the GEMM engine with a [`GroupedTiles`] scheduler (expert by expert, the order
 //!   the rows fill in), a [`RowGate`] (a tile waits for the rows of its tile row) and the
 //!   local-store epilogue; the gate also picks the tile's expert in the stacked weights.
+//!
+//! Safety, for every `unsafe fn` below: `p` is the launch's [`MoeParams`] as `ops::moe` wrote it
+//! (every address in it live for the launch, the peer table mapped, sizes within the documented
+//! bounds), and the function runs inside that launch in the role and threads its docs name. Each
+//! `# Safety` section adds what the caller must guarantee beyond that.
 use crate::abi::*;
 use crate::arch::*;
 use crate::comm::nvlink::{copy_block, BulkRing};
@@ -17,7 +22,6 @@ use crate::comm::signal::{last_arriver, launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
 use crate::gemm::engine::Operands;
 use crate::gemm::*;
-use crate::kernels_info::allgather::BULK_CHUNK;
 use crate::sched::{div_nz, rem_nz, GaveUp, GroupedTiles, InputGate, Role, Tile};
 use crate::sync::Bound;
 
@@ -38,15 +42,23 @@ impl Tables {
         // SAFETY: every word index used is inside the scratch (MoeScratch::words).
         unsafe { self.base.add(word as usize) }
     }
+    /// # Safety
+    /// `word` is below `self.l.words` (a word of the launch's scratch).
     #[inline(always)]
     unsafe fn get(&self, word: u32) -> u32 {
         *self.at(word)
     }
+    /// # Safety
+    /// As for [`Tables::get`]; no other thread accesses the word at the same time.
     #[inline(always)]
     unsafe fn set(&self, word: u32, v: u32) {
         *self.at(word) = v;
     }
     /// Rows of `xe` the layout uses; more than `cap_rows` means the layout failed.
+    ///
+    /// # Safety
+    /// `p` is the launch's parameters (the scratch `self` was made from), read after the layout
+    /// was published.
     #[inline(always)]
     unsafe fn rows_used(&self, p: &MoeParams) -> u32 {
         self.get(self.l.expert_off + p.local_experts)
@@ -54,6 +66,9 @@ impl Tables {
 }
 
 /// Record the launch's first routing error (`MOE_ERR_*` and three details) for the host.
+///
+/// # Safety
+/// The file's contract (`p.errors` is the launch's `[u32; 4]`).
 #[inline(always)]
 unsafe fn report(p: &MoeParams, code: u32, a: u32, b: u32, c: u32) {
     let e = p.errors as *mut u32;
@@ -66,6 +81,9 @@ unsafe fn report(p: &MoeParams, code: u32, a: u32, b: u32, c: u32) {
 
 /// Token t's expert in slot j, or the error that rules it out (an id outside `0..experts`, or
 /// one named by an earlier slot): `Err((code, id))`.
+///
+/// # Safety
+/// `t < p.tokens` and `j < p.top_k` (inside `topk_idx`).
 #[inline(always)]
 unsafe fn expert_of(p: &MoeParams, t: u32, j: u32) -> Result<u32, (u32, u32)> {
     let idx = p.topk_idx as *const i32;
@@ -97,12 +115,18 @@ fn local_of(p: &MoeParams, r: u32) -> Option<u32> {
 
 /// Thread 0: push one FIFO command for the proxy (to a rank on another node); false when the
 /// push gave up (reported).
+///
+/// # Safety
+/// The file's contract; one thread of the CTA pushes at a time.
 #[inline(always)]
 unsafe fn push(p: &MoeParams, b: &Bound, cmd: FifoCmd, to: u32) -> bool {
     fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(to, WAIT_FLAG)).is_ok()
 }
 
 /// Thread 0: raise flag word `idx` of rank `to` (any node) to `epoch`.
+///
+/// # Safety
+/// `to < p.world` and `idx < MoeParams::flag_words(p.world)`.
 #[inline(always)]
 unsafe fn signal_rank(p: &MoeParams, b: &Bound, to: u32, idx: u32, epoch: u32) -> bool {
     match local_of(p, to) {
@@ -116,6 +140,9 @@ unsafe fn signal_rank(p: &MoeParams, b: &Bound, to: u32, idx: u32, epoch: u32) -
 
 /// Thread 0: wait until every other rank finished reading what this rank wrote last launch
 /// (its `x_heap` or `rx`, and the records it put in their inboxes).
+///
+/// # Safety
+/// The file's contract.
 #[inline(always)]
 unsafe fn wait_done(p: &MoeParams, epoch: u32, b: &Bound) -> bool {
     for d in 0..p.world {
@@ -131,10 +158,17 @@ unsafe fn wait_done(p: &MoeParams, epoch: u32, b: &Bound) -> bool {
 
 impl MoeParams {
     /// This rank's flags (in the peer table, at its own local rank).
+    ///
+    /// # Safety
+    /// `self.peers` points to the launch's [`MoePeers`].
     #[inline(always)]
     unsafe fn flags(&self) -> u64 {
         pick(&(*(self.peers as *const MoePeers)).flags, self.local_rank)
     }
+    /// The peer table.
+    ///
+    /// # Safety
+    /// As for [`MoeParams::flags`].
     #[inline(always)]
     unsafe fn table(&self) -> &MoePeers {
         &*(self.peers as *const MoePeers)
@@ -173,51 +207,77 @@ impl RouterSmem {
     }
 }
 
-/// Token t's first (lowest) expert on each rank (`u32::MAX` where it has none), and its experts
-/// by slot (`u32::MAX` for a slot ruled out).
+/// Token t's experts by slot (`u32::MAX` for a slot ruled out) and its leading slots (bit j:
+/// slot j's expert is the token's lowest on its rank, [`moe_lead_slots`]): at most `top_k`
+/// destinations, whatever the world size.
+///
+/// # Safety
+/// `t < p.tokens`.
 #[inline(always)]
-unsafe fn token_experts(p: &MoeParams, t: u32) -> ([u32; MOE_MAX_TOP_K as usize], [u32; MAX_LOCAL_RANKS]) {
+unsafe fn token_experts(p: &MoeParams, t: u32) -> ([u32; MOE_MAX_TOP_K as usize], u32) {
     let mut ex = [u32::MAX; MOE_MAX_TOP_K as usize];
-    let mut lead = [u32::MAX; MAX_LOCAL_RANKS];
     for j in 0..p.top_k {
         if let Ok(e) = expert_of(p, t, j) {
             ex[j as usize] = e;
-            let d = div_nz(e, p.local_experts) as usize;
-            lead[d] = lead[d].min(e);
         }
     }
-    (ex, lead)
+    (ex, moe_lead_slots(&ex, p.top_k, p.local_experts))
 }
 
-/// One batch of 32 tokens of a warp, one key per lane (`u32::MAX` for none): each lane's rank
-/// among the lanes below it with the same key, added to the warp's running count for the key in
-/// `count(key)`, which then moves on by the lanes with that key. `mask(key)` is a zeroed shared
-/// word per key, left zeroed.
+/// One batch of 32 tokens of a warp, one token per lane, its experts `ex` by slot (distinct):
+/// for each slot j that `sel(j)` picks, `at(j, i)` with `i` the lane's rank among the batch's
+/// lanes below it (earlier tokens) that picked `ex[j]`, added to the warp's running count for the
+/// expert at `count(e)`, which then moves on by the lanes that picked it. A lane's picked experts
+/// are distinct, so all its slots go in one lane mask per expert: `mask(e)`, a zeroed shared
+/// word, left zeroed.
+///
+/// # Safety
+/// All 32 lanes of the warp call it together (it synchronises the warp); `mask(e)` and
+/// `count(e)` are shared-memory words of this warp alone for every expert a lane picks.
 #[inline(always)]
-unsafe fn rank_in_batch(key: u32, lane: u32, mask: impl Fn(u32) -> u32, count: impl Fn(u32) -> u32) -> u32 {
-    if key != u32::MAX {
-        red_or_shared_u32(mask(key), 1 << lane);
+unsafe fn rank_in_batch(
+    ex: &[u32; MOE_MAX_TOP_K as usize],
+    top_k: u32,
+    sel: impl Fn(usize) -> bool,
+    lane: u32,
+    (mask, count): (impl Fn(u32) -> u32, impl Fn(u32) -> u32),
+    mut at: impl FnMut(usize, u32),
+) {
+    for j in 0..top_k as usize {
+        if sel(j) {
+            red_or_shared_u32(mask(ex[j]), 1 << lane);
+        }
     }
     sync_warp();
-    let mut at = 0;
-    let mut m = 0;
-    if key != u32::MAX {
-        m = ld_shared_u32(mask(key));
-        at = ld_shared_u32(count(key)) + (m & ((1u32 << lane) - 1)).count_ones();
+    let lt = (1u32 << lane) - 1;
+    for j in 0..top_k as usize {
+        if sel(j) {
+            at(j, ld_shared_u32(count(ex[j])) + (ld_shared_u32(mask(ex[j])) & lt).count_ones());
+        }
     }
     sync_warp();
-    // The lowest lane with the key moves its count on and clears the mask.
-    if key != u32::MAX && m.trailing_zeros() == lane {
-        st_shared_u32(count(key), ld_shared_u32(count(key)) + m.count_ones());
-        st_shared_u32(mask(key), 0);
+    // The lowest lane with the expert moves its count on and clears the mask; the others read
+    // the mask whole or cleared, neither naming their lane (no per-slot copy of the masks).
+    for j in 0..top_k as usize {
+        if sel(j) {
+            let m = ld_shared_u32(mask(ex[j]));
+            if m.trailing_zeros() == lane {
+                st_shared_u32(count(ex[j]), ld_shared_u32(count(ex[j])) + m.count_ones());
+                st_shared_u32(mask(ex[j]), 0);
+            }
+        }
     }
     sync_warp();
-    at
 }
 
 /// Every thread of the router CTA: scan the routing, write each destination's counts and records
-/// into the outbox (records in token order; for this rank itself indexed by token, every token
-/// present), copy them into the destinations' inboxes and raise `counts[me]` there.
+/// into the outbox (a record per token that has experts there, ordered by the token's first
+/// expert there, then by token), copy them into the destinations' inboxes and raise `counts[me]`
+/// and `records[me]` there.
+///
+/// # Safety
+/// Every thread of the router CTA calls it (it synchronises the CTA), with the dynamic shared
+/// memory free for [`RouterSmem`]; `ring` is thread 0's [`BulkRing`].
 #[inline(always)]
 unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing>) {
     let tid = thread_idx_x();
@@ -240,15 +300,15 @@ unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing
                 report(p, code, t, j, e);
             }
         }
-        let (ex, lead) = token_experts(p, t);
+        let (ex, leads) = token_experts(p, t);
         for e in ex.iter().take(p.top_k as usize) {
             if *e != u32::MAX {
                 atom_add_shared_u32(sm.hist(w, *e), 1);
             }
         }
-        for d in 0..p.world as usize {
-            if lead[d] != u32::MAX {
-                atom_add_shared_u32(sm.lead(w, lead[d]), 1);
+        for j in 0..p.top_k as usize {
+            if leads & (1 << j) != 0 {
+                atom_add_shared_u32(sm.lead(w, ex[j]), 1);
             }
         }
         t += 32;
@@ -293,55 +353,33 @@ unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing
     while base < t1 {
         let t = base + lane;
         let live = t < t1;
-        let (ex, lead) =
-            if live { token_experts(p, t) } else { ([u32::MAX; MOE_MAX_TOP_K as usize], [u32::MAX; MAX_LOCAL_RANKS]) };
-        // Positions: a token's experts are distinct, so all its slots go in one lane mask per
-        // expert, and the lanes below it (earlier tokens) that picked the expert come first.
-        let lt = (1u32 << lane) - 1;
-        for e in ex.iter().take(p.top_k as usize) {
-            if *e != u32::MAX {
-                red_or_shared_u32(sm.mask(w, *e), 1 << lane);
-            }
-        }
-        sync_warp();
+        let (ex, leads) = if live { token_experts(p, t) } else { ([u32::MAX; MOE_MAX_TOP_K as usize], 0) };
+        let k = p.top_k;
+        let mask = |e| sm.mask(w, e);
+        // Positions among this rank's tokens routed to each expert.
         let mut pos = [0u32; MOE_MAX_TOP_K as usize];
-        let mut masks = [0u32; MOE_MAX_TOP_K as usize];
-        for j in 0..p.top_k as usize {
-            if ex[j] != u32::MAX {
-                masks[j] = ld_shared_u32(sm.mask(w, ex[j]));
-                pos[j] = ld_shared_u32(sm.hist(w, ex[j])) + (masks[j] & lt).count_ones();
-            }
-        }
-        sync_warp();
-        for j in 0..p.top_k as usize {
-            if ex[j] != u32::MAX && masks[j].trailing_zeros() == lane {
-                let h = sm.hist(w, ex[j]);
-                st_shared_u32(h, ld_shared_u32(h) + masks[j].count_ones());
-                st_shared_u32(sm.mask(w, ex[j]), 0);
-            }
-        }
-        sync_warp();
-        for d in 0..p.world {
-            let m = lead[d as usize];
-            let i = rank_in_batch(m, lane, |e| sm.mask(w, e), |e| sm.lead(w, e));
-            if m == u32::MAX {
-                continue;
-            }
-            let rec = (ob + p.record_at(d, ld_shared_u32(sm.start(m)) + i)) as *mut u32;
+        rank_in_batch(&ex, k, |j| ex[j] != u32::MAX, lane, (mask, |e| sm.hist(w, e)), |j, i| pos[j] = i);
+        // Records, ranked the same way among the tokens each leading expert leads (a token's
+        // leading experts are distinct too: one per destination): for destination d, the
+        // token's experts there by slot.
+        let record = |j: usize, i: u32| {
+            let d = div_nz(ex[j], el);
+            let rec = (ob + p.record_at(d, ld_shared_u32(sm.start(ex[j])) + i)) as *mut u32;
             let mut n = 0u32;
-            for j in 0..p.top_k as usize {
-                if ex[j] != u32::MAX && div_nz(ex[j], el) == d {
-                    let wt = *(p.topk_weight as *const u32).add((t * p.top_k) as usize + j);
+            for jj in 0..k as usize {
+                if ex[jj] != u32::MAX && div_nz(ex[jj], el) == d {
+                    let wt = *(p.topk_weight as *const u32).add((t * k) as usize + jj);
                     let r = rec.add(2 + 3 * n as usize);
-                    *r = (ex[j] - d * el) | (j as u32) << 16;
-                    *r.add(1) = pos[j];
+                    *r = (ex[jj] - d * el) | (jj as u32) << 16;
+                    *r.add(1) = pos[jj];
                     *r.add(2) = wt;
                     n += 1;
                 }
             }
             *rec = t;
             *rec.add(1) = n;
-        }
+        };
+        rank_in_batch(&ex, k, |j| leads & (1 << j) != 0, lane, (mask, |e| sm.lead(w, e)), record);
         base += 32;
     }
     sync_threads();
@@ -387,6 +425,9 @@ unsafe fn route(p: &MoeParams, epoch: u32, b: &Bound, ring: Option<&mut BulkRing
 
 /// Every thread of the router CTA, after [`route`]: once every rank's counts are in, lay
 /// out what this rank receives and publish the tables (the local layout flag).
+///
+/// # Safety
+/// Every thread of the router CTA calls it after [`route`]; `tb` is the launch's scratch.
 #[inline(always)]
 unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
     let tid = thread_idx_x();
@@ -408,8 +449,7 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
     let inbox = pick(&p.table().inbox, p.local_rank) as *const u32;
     let cnt = |s: u32, e: u32| *inbox.add((p.counts_at(s) / 4) as usize + 2 + e as usize);
     let n_tiles = p.gemm.n.div_ceil(TILE_N);
-    // Per expert: rows, own tile rows, and its tiles in each pass (into shared memory for the
-    // scan below).
+    // Per expert: rows, and its tile rows (into shared memory for the scan below).
     let sm = dyn_smem_base();
     for e in (tid..el).step_by(nthreads as usize) {
         let mut rows = 0;
@@ -421,25 +461,19 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
             rows += c;
         }
         // Rows fill in expert by expert (records are ordered so), for own and peers' tokens
-        // alike: the GEMM walks experts in order, with no own-rows-first pass.
-        let lm = 0;
-        let mt = rows.div_ceil(TILE_M);
+        // alike: the GEMM walks experts in that order.
         tb.set(l.expert_rows + e, rows);
-        tb.set(l.local_mt + e, lm);
-        st_shared_u32(sm + 4 * (3 * e), mt);
-        st_shared_u32(sm + 4 * (3 * e + 1), lm * n_tiles);
-        st_shared_u32(sm + 4 * (3 * e + 2), (mt - lm) * n_tiles);
+        st_shared_u32(sm + 4 * e, rows.div_ceil(TILE_M));
     }
     sync_threads();
     if tid == 0 {
-        let (mut off, mut s0, mut s1) = (0u32, 0u32, 0u32);
+        let (mut off, mut tiles) = (0u32, 0u32);
         for e in 0..el {
             tb.set(l.expert_off + e, off);
-            tb.set(l.tile_start + e, s0);
-            tb.set(l.tile_start + el + 1 + e, s1);
-            off += ld_shared_u32(sm + 4 * (3 * e)) * TILE_M;
-            s0 += ld_shared_u32(sm + 4 * (3 * e + 1));
-            s1 += ld_shared_u32(sm + 4 * (3 * e + 2));
+            tb.set(l.tile_start + e, tiles);
+            let mt = ld_shared_u32(sm + 4 * e);
+            off += mt * TILE_M;
+            tiles += mt * n_tiles;
         }
         tb.set(l.expert_off + el, off);
         let fits = off <= p.cap_rows && ok;
@@ -448,8 +482,7 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
         }
         // A layout that does not fit has no tiles and no pull items (pull CTAs still copy this
         // rank's own tokens for the peers).
-        tb.set(l.tile_start + el, if fits { s0 } else { 0 });
-        tb.set(l.tile_start + 2 * el + 1, if fits { s1 } else { 0 });
+        tb.set(l.tile_start + el, if fits { tiles } else { 0 });
         tb.set(l.items, p.x_items());
         let mut most = 0;
         for q in 0..p.world {
@@ -510,14 +543,10 @@ struct Scatter<'a> {
 }
 
 impl Scatter<'_> {
-    /// Bytes of piece `pc` of a row.
-    #[inline(always)]
-    fn piece(&self, pc: u32) -> (u64, u32) {
-        let off = pc as u64 * BULK_CHUNK as u64;
-        (off, (self.p.row_bytes() - off).min(BULK_CHUNK as u64) as u32)
-    }
-
     /// The `xe` row of the source's `pos`-th row for local expert `le`.
+    ///
+    /// # Safety
+    /// `le < p.local_experts`; read after the layout was published.
     #[inline(always)]
     unsafe fn row(&self, le: u32, pos: u32) -> u32 {
         let l = self.tb.l;
@@ -525,10 +554,15 @@ impl Scatter<'_> {
     }
 
     /// Issue the stores of piece `pc` of the row of the staged record at `rec` from `stage`.
+    ///
+    /// # Safety
+    /// `rec` is the shared address of a record staged from this rank's inbox (its entries name
+    /// rows the layout gave the source, which fits `cap_rows`); `pc < p.pieces()`; `stage` is a
+    /// ring stage holding that piece; called by the thread that holds the ring.
     #[inline(always)]
     unsafe fn store(&self, rec: u32, pc: u32, stage: u32) {
         let p = self.p;
-        let (off, len) = self.piece(pc);
+        let (off, len) = p.piece(pc);
         let t = ld_shared_u32(rec);
         let n = ld_shared_u32(rec + 4);
         for i in 0..n {
@@ -545,6 +579,9 @@ impl Scatter<'_> {
 
     /// After the stores of the staged records `rec(0..count)` completed: make them visible, then
     /// count each row into its tile row.
+    ///
+    /// # Safety
+    /// `rec(r)` for `r < count` as for [`Scatter::store`].
     #[inline(always)]
     unsafe fn count(&self, count: u32, rec: impl Fn(u32) -> u32) {
         fence_proxy_async_global();
@@ -564,6 +601,11 @@ impl Scatter<'_> {
 /// of this rank's tokens into `x_heap` (the last raises `xready`), then runs of records, one
 /// source after another in turn (records staged in shared memory a batch at a time); then, the
 /// last of the launch's pull CTAs, `done[me]` on every rank.
+///
+/// # Safety
+/// Every thread of the CTA calls it (it synchronises the CTA) after the layout was published,
+/// with the dynamic shared memory laid out as the ring, then the staged records; `ring` is
+/// thread 0's [`BulkRing`] (`None` on the other threads).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn pull(
@@ -579,7 +621,7 @@ unsafe fn pull(
     let l = tb.l;
     let fits = tb.rows_used(p) <= p.cap_rows;
     let inbox = pick(&p.table().inbox, p.local_rank);
-    let pieces = p.row_bytes().div_ceil(BULK_CHUNK as u64) as u32;
+    let pieces = p.pieces();
     let unit = |i: u32| (div_nz(i, pieces), rem_nz(i, pieces));
     let rec_bytes = MoeParams::record_words(p.top_k) * 4;
     let batch = REC_SMEM_BYTES / rec_bytes;
@@ -588,12 +630,9 @@ unsafe fn pull(
     let x_items = tb.get(l.items);
     let items = x_items + tb.get(l.items + 1) * p.world;
     let x_heap = pick(&p.table().x_heap, p.local_rank);
-    let piece = |pc: u32| {
-        let off = pc as u64 * BULK_CHUNK as u64;
-        (off, (p.row_bytes() - off).min(BULK_CHUNK as u64) as u32)
-    };
-    let mut ready = 1u32 << p.rank; // sources whose rows are known to be readable
-    let mut have = 0u32; // sources whose records are known to be in the inbox
+    // One bit per source rank (world <= MOE_MAX_WORLD = 64).
+    let mut ready = 1u64 << p.rank; // sources whose rows are known to be readable
+    let mut have = 0u64; // sources whose records are known to be in the inbox
     let mut item = idx;
     while item < items {
         if item < x_items {
@@ -607,7 +646,7 @@ unsafe fn pull(
                 let t1 = (t0 + p.chunk_tokens).min(p.tokens);
                 let at = |i: u32| {
                     let (r, pc) = unit(i);
-                    let (off, len) = piece(pc);
+                    let (off, len) = p.piece(pc);
                     ((t0 + r) as u64 * p.row_bytes() + off, len)
                 };
                 let moved = ring.gather(
@@ -677,7 +716,7 @@ unsafe fn pull(
                         (b1 - b0) * pieces,
                         |i| {
                             let (r, pc) = unit(i);
-                            let (off, len) = piece(pc);
+                            let (off, len) = p.piece(pc);
                             Some((src + ld_shared_u32(srec(r)) as u64 * p.row_bytes() + off, len))
                         },
                         |i, stage| {
@@ -709,6 +748,9 @@ unsafe fn pull(
 /// Thread 0 of the last `x_heap` copy: this rank's tokens, once per other node, to the rank
 /// there that shares this local rank (into its `rx`, raising `rxready[me]` there); that rank's
 /// node peers pull them over NVLink.
+///
+/// # Safety
+/// The file's contract; called once per launch, after this rank's tokens are all in `x_heap`.
 #[inline(always)]
 unsafe fn send_tokens(p: &MoeParams, b: &Bound, epoch: u32) {
     let my_node = div_nz(p.rank, p.local_world);
@@ -770,6 +812,11 @@ impl InputGate for RowGate<'_> {
     }
 }
 
+/// The kernel body: every CTA takes its role from its index.
+///
+/// # Safety
+/// The file's contract; every thread of the grid calls it, every CTA resident at once (compute
+/// CTAs wait on the pull CTAs).
 #[inline(always)]
 unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
     let tid = thread_idx_x();
@@ -796,10 +843,8 @@ unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
             let l = tb.l;
             let sched = GroupedTiles {
                 group_off: tb.at(l.expert_off),
-                local_mt: tb.at(l.local_mt),
                 tile_start: tb.at(l.tile_start),
                 groups: p.local_experts,
-                n_tiles: g.n.div_ceil(TILE_N),
                 tile_m: TILE_M,
             };
             let gate = RowGate { p, tb, wait: !gemm_only };
