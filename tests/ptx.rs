@@ -125,9 +125,17 @@ fn barriers_tolerate_duplication_by_llvm() {
 const ENGINE_KERNELS: [&str; 4] =
     [kernels::GEMM_KN.name, kernels::GEMM_NK.name, kernels::AG_GEMM_KN.name, kernels::AG_GEMM_NK.name];
 
+/// The fused GEMM + ReduceScatter / AllReduce kernels, one node and several.
+const GEMM_RS_KERNELS: [&str; 4] = [
+    kernels::GEMM_RS_KN.name,
+    kernels::GEMM_RS_NK.name,
+    kernels::GEMM_RS_NODES_KN.name,
+    kernels::GEMM_RS_NODES_NK.name,
+];
+
 #[test]
 fn gemm_kernels_have_launch_bounds() {
-    for k in ENGINE_KERNELS {
+    for k in ENGINE_KERNELS.into_iter().chain(GEMM_RS_KERNELS) {
         let at = kernels::PTX.find(&format!(".entry {k}(")).unwrap();
         let head = &kernels::PTX[at..at + kernels::PTX[at..].find('{').unwrap()];
         assert!(
@@ -193,6 +201,11 @@ fn comm_kernels_copy_with_tma_bulk_copies_and_no_multicast() {
         assert!(sass.contains("UBLKCP.S.G") && sass.contains("UBLKCP.G.S"), "{k} SASS lacks bulk copies");
         assert!(!sass.contains("LDL") && !sass.contains("STL"), "{k} uses local memory");
     }
+    // The GEMM + ReduceScatter / AllReduce helpers move tiles with bulk copies too.
+    for k in GEMM_RS_KERNELS {
+        let sass = sass_of(k);
+        assert!(sass.contains("UBLKCP.S.G") && sass.contains("UBLKCP.G.S"), "{k} SASS lacks bulk copies");
+    }
     assert!(!kernels::PTX.contains("multimem"), "the module uses NVLink multicast (multimem)");
 }
 
@@ -203,17 +216,23 @@ fn summing_epilogues_keep_the_mainloop_clean() {
     // the wgmma k-loop (first wgmma to its back edge) must not touch local memory nor be
     // serialised.
     // The deep-ring GEMM (no staging tiles, stores from registers) is held to the same.
+    // The several-node GEMM + ReduceScatter / AllReduce walks a node-class order (its producer
+    // thread, 40 registers, does that index math per tile) and holds more loop-invariant values
+    // (where the node's collectors and node-partial slots are): those spill a little more before
+    // and after the tile loop, never inside the k-loop.
     let kernels = [
-        kernels::GEMM_DEEP_KN.name,
-        kernels::GEMM_DEEP_NK.name,
-        kernels::GEMM_RS_KN.name,
-        kernels::GEMM_RS_NK.name,
-        kernels::GEMM_SPLITK_KN.name,
-        kernels::GEMM_SPLITK_NK.name,
-        kernels::GEMM_STREAMK_KN.name,
-        kernels::GEMM_STREAMK_NK.name,
+        (kernels::GEMM_DEEP_KN.name, 128),
+        (kernels::GEMM_DEEP_NK.name, 128),
+        (kernels::GEMM_RS_KN.name, 128),
+        (kernels::GEMM_RS_NK.name, 128),
+        (kernels::GEMM_RS_NODES_KN.name, 256),
+        (kernels::GEMM_RS_NODES_NK.name, 256),
+        (kernels::GEMM_SPLITK_KN.name, 128),
+        (kernels::GEMM_SPLITK_NK.name, 128),
+        (kernels::GEMM_STREAMK_KN.name, 128),
+        (kernels::GEMM_STREAMK_NK.name, 128),
     ];
-    for k in kernels {
+    for (k, limit) in kernels {
         let sass = sass_of(k);
         let hgmma = sass.find("HGMMA.64x256x16.F32.BF16").unwrap_or_else(|| panic!("{k} has no HGMMA"));
         let first = sass[..hgmma].rfind('\n').map_or(0, |i| i + 1);
@@ -226,13 +245,15 @@ fn summing_epilogues_keep_the_mainloop_clean() {
             .and_then(|s| s.rsplit(", ").next())
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(u32::MAX);
-        assert!(spilled <= 128, "{k} spills {spilled} bytes:\n{report}");
+        assert!(spilled <= limit, "{k} spills {spilled} bytes:\n{report}");
         for line in assembled().log.lines().filter(|l| l.contains(&format!("'{k}'"))) {
             assert!(!line.contains("Performance Loss") && !line.contains("ignored"), "{k}: {line}");
         }
     }
-    let reduce = sass_of(kernels::REDUCE_PULL.name);
-    assert!(!reduce.contains("LDL") && !reduce.contains("STL"), "mk_reduce_pull uses local memory");
+    for k in [kernels::REDUCE_PULL.name, kernels::REDUCE_NODES.name] {
+        let reduce = sass_of(k);
+        assert!(!reduce.contains("LDL") && !reduce.contains("STL"), "{k} uses local memory");
+    }
 }
 
 #[test]
@@ -240,7 +261,13 @@ fn fifo_push_claims_tickets_with_a_compare_and_swap() {
     // The device follows the host's ticket protocol: a ticket is taken only once its slot is free,
     // with a CAS on the head, never an unconditional add (which leaves a hole when a push times
     // out). Every kernel that pushes must show it.
-    for k in [kernels::FIFO_PUSH_TEST.name, kernels::ALLGATHER.name] {
+    for k in [
+        kernels::FIFO_PUSH_TEST.name,
+        kernels::ALLGATHER.name,
+        kernels::GEMM_RS_NODES_KN.name,
+        kernels::GEMM_RS_NODES_NK.name,
+        kernels::REDUCE_NODES.name,
+    ] {
         let sass = sass_of(k);
         assert!(sass.contains("ATOMG.E.CAS.64") || sass.contains("ATOM.E.CAS.64"), "{k}: no 64-bit CAS in its SASS");
     }
