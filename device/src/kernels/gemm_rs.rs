@@ -297,6 +297,9 @@ impl<const NODES: bool> ReduceEpilogue<'_, NODES> {
     /// it from there). The slot may still be the source of the last launch's FIFO WRITE: it is
     /// rewritten only once every destination entered this launch, which it did after receiving
     /// the last one.
+    ///
+    /// # Safety
+    /// The helper thread of a several-node launch, after `staged` of a tile this rank collects.
     #[inline(always)]
     unsafe fn store_node_partial(&self, c: u32, qi: u32, item: u32) {
         let p = self.p;
@@ -511,6 +514,11 @@ pub(super) unsafe fn compute<const TRANS_B: u32, const NODES: bool, S: crate::sc
     compute_cta::<TRANS_B, STAGES, _, _, _>(&ops, sched, &gate, &epi, g.roles.compute, bound);
 }
 
+/// The one-node kernel: compute CTAs only.
+///
+/// # Safety
+/// Launched with `THREADS` threads and `SMEM_BYTES` of dynamic shared memory per CTA, every CTA
+/// of the grid resident at once, `p` as the host plans it (`ops::gemm_rs`).
 #[inline(always)]
 unsafe fn gemm_rs<const TRANS_B: u32>(p: &GemmRsParams) {
     if thread_idx_x() == 0 {

@@ -233,6 +233,11 @@ unsafe fn inter_reduce(p: &GemmRsParams, epoch: u32, idx: u32, ctas: u32) {
     }
 }
 
+/// The several-node kernel: every CTA takes its role from its index.
+///
+/// # Safety
+/// Launched with `THREADS` threads and `SMEM_BYTES` of dynamic shared memory per CTA, every CTA
+/// of the grid resident at once, `p` as the host plans it (`ops::gemm_rs`).
 #[inline(always)]
 unsafe fn gemm_rs_nodes<const TRANS_B: u32>(p: &GemmRsParams) {
     let tid = thread_idx_x();

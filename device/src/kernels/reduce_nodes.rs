@@ -57,8 +57,12 @@ unsafe fn store8(out: u64, off: usize, v: &[f32; 8], f32_out: bool) {
     }
 }
 
-/// See the module docs. Every CTA of the grid must be resident at once (phases wait for each
-/// other): the host launches one per SM at most.
+/// See the module docs.
+///
+/// # Safety
+/// Every CTA of the grid resident at once (the phases wait for each other: the host launches one
+/// per SM at most), `p` as the host plans it (`ops::gemm_rs`), after this call's GEMMs on every
+/// rank's stream.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_reduce_nodes(p: ReduceNodesParams) {
     let tid = thread_idx_x();
