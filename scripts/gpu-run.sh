@@ -6,8 +6,9 @@
 # latency), comm (all-gather benches in both layouts + NCCL all_gather baseline; 2+ GPUs;
 # MKERNEL_AG_CTAS, MKERNEL_AG_COPY and MKERNEL_AG_ARGS vary it), aggemm (AllGather + GEMM at
 # world 2 and every GPU, one node and emulated nodes; MKERNEL_AGGEMM_ARGS adds options), rsar
-# (GEMM + ReduceScatter / AllReduce at world 2 and every GPU; MKERNEL_RSAR_ARGS), moe (MoE
-# dispatch + grouped GEMM beside torch_baselines.py moe at world 2 and every GPU; MKERNEL_MOE_ARGS),
+# (GEMM + ReduceScatter / AllReduce at world 2 and every GPU, one node and emulated nodes;
+# MKERNEL_RSAR_ARGS), moe (MoE dispatch + grouped GEMM beside torch_baselines.py moe at world 2
+# and every GPU; MKERNEL_MOE_ARGS),
 # attention (bench attention beside torch_baselines.py single's cuDNN / FA2; MKERNEL_ATTN_ARGS),
 # ring (bench ring-attention at world 2 and every GPU, 1 and 2 nodes, beside torch_baselines.py
 # ring; MKERNEL_RING_ARGS),
@@ -100,9 +101,11 @@ fi
 if want rsar && [ "$ngpu" -ge 2 ]; then
   for w in $worlds; do
     for op in gemm-rs gemm-ar; do
-      echo "== mkernel bench $op, world $w" | tee -a "$out/bench.log"
-      "$here/bin/mkernel" bench "$op" --world "$w" ${MKERNEL_RSAR_ARGS:-} --json "$out/$op-w$w.jsonl" 2>&1 | tee -a "$out/bench.log"
-      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+      for nodes in 1 2; do
+        echo "== mkernel bench $op, world $w, $nodes node(s)" | tee -a "$out/bench.log"
+        "$here/bin/mkernel" bench "$op" --world "$w" --nodes "$nodes" ${MKERNEL_RSAR_ARGS:-} --json "$out/$op-w$w-n$nodes.jsonl" 2>&1 | tee -a "$out/bench.log"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+      done
     done
   done
 fi

@@ -4,11 +4,18 @@
 //! kernel) and within the precision contract of an f64 host reference on sampled rows; rounds
 //! with new inputs and no barrier; 100 launches back to back; CUDA-graph replays; the tile walk's
 //! lead at its extremes. Layouts: 1 node x 2 and, with four GPUs, 1 x 4; ranks sharing one GPU
-//! where only one exists.
+//! where only one exists. Several nodes (emulated: FIFO, proxy and emulated NIC between groups
+//! of ranks of this host): 2 x 1, 2 x 2 and 3 x 1 with every rank on GPU 0 (their kernels
+//! time-slice, so shapes stay small), 2 x 1 on two GPUs, 2 x 2 and 4 x 1 on four.
 use mkernel::testing::{gpu_or_skip, gpus_or_skip, rank_check};
 
 fn check(op: &str, nprocs: u32, gpus: &[u32], extra: &[&str]) {
     rank_check(env!("CARGO_BIN_EXE_mkernel"), op, (nprocs, 1), gpus, extra);
+}
+
+/// `rank-check OP` as `nprocs` ranks forming `nodes` emulated nodes on `gpus`.
+fn check_nodes(op: &str, nprocs: u32, nodes: u32, gpus: &[u32], extra: &[&str]) {
+    rank_check(env!("CARGO_BIN_EXE_mkernel"), op, (nprocs, nodes), gpus, extra);
 }
 
 #[test]
@@ -50,5 +57,92 @@ fn four_gpus_one_node() {
         check(op, 4, &g, &["--shape", "4000x1544x2048", "--layout", "nk", "--f32", "--graph"]);
         check(op, 4, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
         check(op, 4, &g, &["--shape", "4000x1544x1024", "--lead", "1"]);
+    }
+}
+
+#[test]
+fn two_emulated_nodes_sharing_one_gpu() {
+    // 2 nodes x 1 rank, both on GPU 0: node partials cross through the FIFO, the proxy and the
+    // emulated NIC; nothing but the ranks' own GPU. The awkward shape (M = W x 1000,
+    // N = 8, K/W = 72) with the full 100 launches back to back, then both B layouts, f32
+    // output, ragged groups of tiles, edge tiles, a CUDA graph.
+    if gpu_or_skip("two_emulated_nodes_sharing_one_gpu").is_none() {
+        return;
+    }
+    let g = [0, 0];
+    for op in ["gemm-rs", "gemm-ar"] {
+        check_nodes(op, 2, 2, &g, &["--shape", "2000x8x144", "--layout", "kn", "--rounds", "2"]);
+        let nk = ["--shape", "2000x8x144", "--layout", "nk", "--f32", "--group", "1", "--back-to-back", "10"];
+        check_nodes(op, 2, 2, &g, &nk);
+        let ragged = ["--shape", "1040x600x256", "--group", "4", "--inter-reduce", "2", "--back-to-back", "10"];
+        check_nodes(op, 2, 2, &g, &ragged);
+        let graph = ["--shape", "512x264x128", "--layout", "nk", "--rounds", "1", "--back-to-back", "5", "--graph"];
+        check_nodes(op, 2, 2, &g, &graph);
+    }
+}
+
+#[test]
+fn two_nodes_of_two_ranks_sharing_one_gpu() {
+    // 2 nodes x 2 ranks on GPU 0: the NVLink protocol inside each node gathers every block's
+    // partials at its collector, node partials go between the collectors.
+    if gpu_or_skip("two_nodes_of_two_ranks_sharing_one_gpu").is_none() {
+        return;
+    }
+    let g = [0, 0, 0, 0];
+    for op in ["gemm-rs", "gemm-ar"] {
+        check_nodes(op, 4, 2, &g, &["--shape", "4000x8x288", "--layout", "kn", "--rounds", "2"]);
+        let nk = ["--shape", "4000x8x288", "--layout", "nk", "--f32", "--group", "1", "--back-to-back", "10"];
+        check_nodes(op, 4, 2, &g, &nk);
+        let ragged = ["--shape", "2080x600x512", "--group", "3", "--inter-send", "2", "--back-to-back", "10"];
+        check_nodes(op, 4, 2, &g, &ragged);
+    }
+}
+
+#[test]
+fn three_emulated_nodes_sharing_one_gpu() {
+    // 3 nodes x 1 rank on GPU 0: several other nodes per block (the all-reduce sends each node
+    // partial to two nodes).
+    if gpu_or_skip("three_emulated_nodes_sharing_one_gpu").is_none() {
+        return;
+    }
+    let g = [0, 0, 0];
+    for op in ["gemm-rs", "gemm-ar"] {
+        check_nodes(op, 3, 3, &g, &["--shape", "3000x8x216", "--rounds", "2", "--back-to-back", "10"]);
+        check_nodes(
+            op,
+            3,
+            3,
+            &g,
+            &["--shape", "1560x600x384", "--layout", "nk", "--group", "2", "--back-to-back", "10"],
+        );
+    }
+}
+
+#[test]
+fn two_emulated_nodes_two_gpus() {
+    if !gpus_or_skip("two_emulated_nodes_two_gpus", 2) {
+        return;
+    }
+    let g = [0, 1];
+    for op in ["gemm-rs", "gemm-ar"] {
+        check_nodes(op, 2, 2, &g, &["--shape", "2000x8x144", "--layout", "kn"]);
+        check_nodes(op, 2, 2, &g, &["--shape", "2000x8x144", "--layout", "nk", "--f32"]);
+        check_nodes(op, 2, 2, &g, &["--shape", "2000x1544x2048", "--layout", "nk", "--group", "3", "--graph"]);
+        check_nodes(op, 2, 2, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
+    }
+}
+
+#[test]
+fn four_gpus_as_two_and_four_nodes() {
+    if !gpus_or_skip("four_gpus_as_two_and_four_nodes", 4) {
+        return;
+    }
+    let g = [0, 1, 2, 3];
+    for op in ["gemm-rs", "gemm-ar"] {
+        check_nodes(op, 4, 2, &g, &["--shape", "4000x8x288", "--layout", "kn"]);
+        check_nodes(op, 4, 2, &g, &["--shape", "4000x8x288", "--layout", "nk", "--f32"]);
+        check_nodes(op, 4, 2, &g, &["--shape", "4000x1544x2048", "--layout", "nk", "--group", "2", "--graph"]);
+        check_nodes(op, 4, 2, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
+        check_nodes(op, 4, 4, &g, &["--shape", "4000x1544x1024", "--layout", "kn", "--back-to-back", "20"]);
     }
 }

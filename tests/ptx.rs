@@ -125,9 +125,17 @@ fn barriers_tolerate_duplication_by_llvm() {
 const ENGINE_KERNELS: [&str; 4] =
     [kernels::GEMM_KN.name, kernels::GEMM_NK.name, kernels::AG_GEMM_KN.name, kernels::AG_GEMM_NK.name];
 
+/// The fused GEMM + ReduceScatter / AllReduce kernels, one node and several.
+const GEMM_RS_KERNELS: [&str; 4] = [
+    kernels::GEMM_RS_KN.name,
+    kernels::GEMM_RS_NK.name,
+    kernels::GEMM_RS_NODES_KN.name,
+    kernels::GEMM_RS_NODES_NK.name,
+];
+
 #[test]
 fn gemm_kernels_have_launch_bounds() {
-    for k in ENGINE_KERNELS {
+    for k in ENGINE_KERNELS.into_iter().chain(GEMM_RS_KERNELS) {
         let at = kernels::PTX.find(&format!(".entry {k}(")).unwrap();
         let head = &kernels::PTX[at..at + kernels::PTX[at..].find('{').unwrap()];
         assert!(
@@ -193,6 +201,11 @@ fn comm_kernels_copy_with_tma_bulk_copies_and_no_multicast() {
         assert!(sass.contains("UBLKCP.S.G") && sass.contains("UBLKCP.G.S"), "{k} SASS lacks bulk copies");
         assert!(!sass.contains("LDL") && !sass.contains("STL"), "{k} uses local memory");
     }
+    // The GEMM + ReduceScatter / AllReduce helpers move tiles with bulk copies too.
+    for k in GEMM_RS_KERNELS {
+        let sass = sass_of(k);
+        assert!(sass.contains("UBLKCP.S.G") && sass.contains("UBLKCP.G.S"), "{k} SASS lacks bulk copies");
+    }
     assert!(!kernels::PTX.contains("multimem"), "the module uses NVLink multicast (multimem)");
 }
 
@@ -204,27 +217,33 @@ fn summing_epilogues_keep_the_mainloop_clean() {
     // serialised.
     // The deep-ring GEMMs (no staging tiles, stores from registers) in every tile width are held
     // to the same, each with the wgmma of its width.
+    // The several-node GEMM + ReduceScatter / AllReduce walks a node-class order (its producer
+    // thread, 40 registers, does that index math per tile) and holds more loop-invariant values
+    // (where the node's collectors and node-partial slots are): those spill a little more before
+    // and after the tile loop, never inside the k-loop.
     let wide = "HGMMA.64x256x16.F32.BF16";
     let (n128, n64) = ("HGMMA.64x128x16.F32.BF16", "HGMMA.64x64x16.F32.BF16");
     let kernels = [
-        (kernels::GEMM_DEEP_KN.name, wide),
-        (kernels::GEMM_DEEP_NK.name, wide),
-        (kernels::GEMM_DEEP_N128_KN.name, n128),
-        (kernels::GEMM_DEEP_N128_NK.name, n128),
-        (kernels::GEMM_DEEP_N64_KN.name, n64),
-        (kernels::GEMM_DEEP_N64_NK.name, n64),
-        (kernels::GEMM_RS_KN.name, wide),
-        (kernels::GEMM_RS_NK.name, wide),
-        (kernels::GEMM_SPLITK_KN.name, wide),
-        (kernels::GEMM_SPLITK_NK.name, wide),
-        (kernels::GEMM_SPLITK_N128_KN.name, n128),
-        (kernels::GEMM_SPLITK_N128_NK.name, n128),
-        (kernels::GEMM_SPLITK_N64_KN.name, n64),
-        (kernels::GEMM_SPLITK_N64_NK.name, n64),
-        (kernels::GEMM_STREAMK_KN.name, wide),
-        (kernels::GEMM_STREAMK_NK.name, wide),
+        (kernels::GEMM_DEEP_KN.name, wide, 128),
+        (kernels::GEMM_DEEP_NK.name, wide, 128),
+        (kernels::GEMM_DEEP_N128_KN.name, n128, 128),
+        (kernels::GEMM_DEEP_N128_NK.name, n128, 128),
+        (kernels::GEMM_DEEP_N64_KN.name, n64, 128),
+        (kernels::GEMM_DEEP_N64_NK.name, n64, 128),
+        (kernels::GEMM_RS_KN.name, wide, 128),
+        (kernels::GEMM_RS_NK.name, wide, 128),
+        (kernels::GEMM_RS_NODES_KN.name, wide, 256),
+        (kernels::GEMM_RS_NODES_NK.name, wide, 256),
+        (kernels::GEMM_SPLITK_KN.name, wide, 128),
+        (kernels::GEMM_SPLITK_NK.name, wide, 128),
+        (kernels::GEMM_SPLITK_N128_KN.name, n128, 128),
+        (kernels::GEMM_SPLITK_N128_NK.name, n128, 128),
+        (kernels::GEMM_SPLITK_N64_KN.name, n64, 128),
+        (kernels::GEMM_SPLITK_N64_NK.name, n64, 128),
+        (kernels::GEMM_STREAMK_KN.name, wide, 128),
+        (kernels::GEMM_STREAMK_NK.name, wide, 128),
     ];
-    for (k, width) in kernels {
+    for (k, width, limit) in kernels {
         let sass = sass_of(k);
         let hgmma = sass.find(width).unwrap_or_else(|| panic!("{k} has no {width}"));
         // One width per kernel: a narrow kernel that also holds a wider wgmma is the wrong one.
@@ -242,13 +261,15 @@ fn summing_epilogues_keep_the_mainloop_clean() {
             .and_then(|s| s.rsplit(", ").next())
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(u32::MAX);
-        assert!(spilled <= 128, "{k} spills {spilled} bytes:\n{report}");
+        assert!(spilled <= limit, "{k} spills {spilled} bytes:\n{report}");
         for line in assembled().log.lines().filter(|l| l.contains(&format!("'{k}'"))) {
             assert!(!line.contains("Performance Loss") && !line.contains("ignored"), "{k}: {line}");
         }
     }
-    let reduce = sass_of(kernels::REDUCE_PULL.name);
-    assert!(!reduce.contains("LDL") && !reduce.contains("STL"), "mk_reduce_pull uses local memory");
+    for k in [kernels::REDUCE_PULL.name, kernels::REDUCE_NODES.name] {
+        let reduce = sass_of(k);
+        assert!(!reduce.contains("LDL") && !reduce.contains("STL"), "{k} uses local memory");
+    }
 }
 
 #[test]
@@ -256,7 +277,13 @@ fn fifo_push_claims_tickets_with_a_compare_and_swap() {
     // The device follows the host's ticket protocol: a ticket is taken only once its slot is free,
     // with a CAS on the head, never an unconditional add (which leaves a hole when a push times
     // out). Every kernel that pushes must show it.
-    for k in [kernels::FIFO_PUSH_TEST.name, kernels::ALLGATHER.name] {
+    for k in [
+        kernels::FIFO_PUSH_TEST.name,
+        kernels::ALLGATHER.name,
+        kernels::GEMM_RS_NODES_KN.name,
+        kernels::GEMM_RS_NODES_NK.name,
+        kernels::REDUCE_NODES.name,
+    ] {
         let sass = sass_of(k);
         assert!(sass.contains("ATOMG.E.CAS.64") || sass.contains("ATOM.E.CAS.64"), "{k}: no 64-bit CAS in its SASS");
     }

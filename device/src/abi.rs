@@ -185,7 +185,8 @@ abi_struct! {
         pub intra_comm: u32,
         /// CTAs that push FIFO commands for ranks on other nodes.
         pub inter_send: u32,
-        /// CTAs that reduce data from other nodes (0 in every kernel so far).
+        /// CTAs that reduce data from other nodes (GEMM + ReduceScatter / AllReduce over
+        /// several nodes).
         pub inter_reduce: u32,
     }
 }
@@ -530,16 +531,42 @@ impl AgGemmParams {
 abi_struct! {
     /// GEMM + ReduceScatter / AllReduce in one launch. Rank r holds `A_r[M, K/W]` (`gemm.a_map`,
     /// `gemm.k` = K/W) and `B_r`; the output rows are split into `world` blocks of `rows`, one
-    /// per owner ([`crate::sched::OwnerTiles`]). A tile owned by another rank is rounded to bf16
-    /// and written, in the accumulators' own layout, into the owner's `staging` slot for this
-    /// source, then flagged; the owner sums every source's partial in rank order (fp32) when it
-    /// reaches its own tile and stores the result into its output block (`all_reduce`: into the
-    /// same block of every rank's output, then flags it there). Flags: see the index functions.
-    pub struct GemmRsParams [168] {
-        /// This rank's partial GEMM `A_r @ B_r` (`k` = K/W; compute CTAs only).
+    /// per owner ([`crate::sched::OwnerTiles`]).
+    ///
+    /// **One node** (`nodes` = 1, `mk_gemm_rs_{kn,nk}`): a tile owned by another rank is rounded
+    /// to bf16 and written, in the accumulators' own layout, into the owner's `staging` slot for
+    /// this source, then flagged; the owner sums every source's partial in rank order (fp32)
+    /// when it reaches its own tile and stores the result into its output block (`all_reduce`:
+    /// into the same block of every rank's output, then flags it there).
+    ///
+    /// **Several nodes** (`mk_gemm_rs_nodes_{kn,nk}`, see [`crate::sched::NodeMap`] and
+    /// [`crate::sched::NodeTiles`]): the same NVLink protocol runs inside each node with the
+    /// block's *collector* (the rank of this node with the block's local index, `q % local_world`)
+    /// in the owner's place: it sums its node's partials of each block it collects (its own
+    /// first, then local rank order, fp32), rounds the node partial to bf16 once and bulk-stores
+    /// it into its `nodebox[qi][node]` (`qi` = the block's node), raising its own node flag. Its
+    /// inter-send CTAs push each group of `group` finished tiles as ONE FIFO WRITE from there to
+    /// the same offset of every rank that needs it ([`crate::sched::NodeMap::dest`]: reduce-scatter,
+    /// the block's owner; all-reduce, the collector of the block on every other node), the WRITE's
+    /// flag (epoch-valued) being the node flag of the group's last half tile there. Its
+    /// inter-reduce CTAs wait, per half tile of each block it finalises (reduce-scatter: its own;
+    /// all-reduce: every block it collects), for every node's flag, add the node partials in
+    /// node order (fp32) and store the result: into its output, and for the all-reduce into every
+    /// local rank's output over NVLink, flagging `done` there. Every node partial crosses the
+    /// inter-node link once per destination node; the all-reduce's every node finalises each
+    /// block itself from the same bf16 values in the same order, so all ranks hold the same bits.
+    ///
+    /// Before writing into a rank's buffers, a writer waits for that rank's `ready` of the launch
+    /// (raised over NVLink, or by a FIFO SIGNAL from another node); a node-partial slot that the
+    /// last launch sent from is rewritten only after its destinations' `ready`, which implies
+    /// they received it. Flags: see the index functions.
+    pub struct GemmRsParams [232] {
+        /// This rank's partial GEMM `A_r @ B_r` (`k` = K/W; compute CTAs only; `roles` also
+        /// counts the inter-send and inter-reduce CTAs of several nodes).
         pub gemm: GemmParams,
         /// My staging: the inbox `[source][tiles per owner][2 halves]` of [`HALF_TILE_BYTES`],
-        /// then (when owners pull) the outbox `[owner][tiles per owner][2 halves]`.
+        /// then (when owners pull) the outbox `[owner][tiles per owner][2 halves]`, then (several
+        /// nodes) the node partials `[qi][node][half tiles in walk order]`.
         pub staging: u64,
         /// My flags.
         pub flags: u64,
@@ -548,7 +575,8 @@ abi_struct! {
         /// parameters, the compiler would hold every entry in registers the consumers need).
         pub peers: u64,
         /// `MAX_LOCAL_RANKS` tensor maps (128 bytes each): entry d covers my row block of local
-        /// rank d's bf16 output (`[rows, N]`); only my own entry is used for a reduce-scatter.
+        /// rank d's bf16 output (`[rows, N]`); only my own entry is used for a reduce-scatter
+        /// (one node only).
         pub out_maps: u64,
         /// Launch counter (device `u64`): gives each launch its epoch.
         pub launches: u64,
@@ -556,7 +584,7 @@ abi_struct! {
         pub rows: u32,
         /// This rank.
         pub rank: u32,
-        /// Ranks in the world (all on this node).
+        /// Ranks in the world.
         pub world: u32,
         /// This rank's index on its node.
         pub local_rank: u32,
@@ -564,8 +592,18 @@ abi_struct! {
         pub local_world: u32,
         /// 1: every rank gets the whole sum (all-reduce); 0: each its own block.
         pub all_reduce: u32,
-        /// Rounds of sends before the first own tile ([`crate::sched::OwnerTiles`]).
+        /// Rounds of sends before the first own tile ([`crate::sched::OwnerTiles`]; one node).
         pub lead: u32,
+        /// Nodes (`world / local_world`).
+        pub nodes: u32,
+        /// The communicator's FIFO (several nodes: the inter-send CTAs push into it).
+        pub fifo: FifoParams,
+        /// Heap offset of `staging` (what FIFO commands carry).
+        pub staging_heap_off: u64,
+        /// Heap offset of `flags`.
+        pub flags_heap_off: u64,
+        /// Tiles per FIFO WRITE of a node partial (several nodes; at least 1).
+        pub group: u32,
         /// Zero.
         pub _pad: u32,
     }
@@ -591,9 +629,11 @@ impl GemmRsParams {
     pub const fn per_owner(rows: u32, n: u32) -> u32 {
         rows.div_ceil(crate::kernels_info::gemm::TILE_M) * n.div_ceil(crate::kernels_info::gemm::TILE_N)
     }
-    /// Flag words per rank: `ready[world]`, `part[world][tiles][2]`, `done[world][tiles][2]`.
-    pub const fn flag_words(world: u32, per_owner: u32) -> u32 {
-        (world + 4 * world * per_owner) * FLAG_STRIDE
+    /// Flag words per rank: `ready[world]`, `part[world][tiles][2]`, `done[world][tiles][2]`,
+    /// and with several nodes `node[nodes][nodes][2 tiles]`.
+    pub const fn flag_words(world: u32, nodes: u32, per_owner: u32) -> u32 {
+        let node = if nodes > 1 { nodes * nodes * 2 * per_owner } else { 0 };
+        (world + 4 * world * per_owner + node) * FLAG_STRIDE
     }
     fn tiles(&self) -> u32 {
         Self::per_owner(self.rows, self.gemm.n)
@@ -602,15 +642,17 @@ impl GemmRsParams {
     pub const fn ready_flag(s: u32) -> u32 {
         s * FLAG_STRIDE
     }
-    /// Index of `part[s][slot][half]`: source s's partial of my tile `slot` is in my staging.
+    /// Index of `part[s][slot][half]`: source s's partial of my tile `slot` is in my staging
+    /// (several nodes: `s` = [`GemmRsParams::inbox`]).
     pub fn part_flag(&self, s: u32, slot: u32, half: u32) -> u32 {
         (self.world + (s * self.tiles() + slot) * 2 + half) * FLAG_STRIDE
     }
-    /// Index of `done[q][slot][half]`: owner q's final tile `slot` is in my output (all-reduce).
+    /// Index of `done[q][slot][half]`: block q's final tile `slot` is in my output (all-reduce).
     pub fn done_flag(&self, q: u32, slot: u32, half: u32) -> u32 {
         (self.world + 2 * self.world * self.tiles() + (q * self.tiles() + slot) * 2 + half) * FLAG_STRIDE
     }
-    /// Byte offset of source s's slot for my tile `slot`, half `half`, in `staging` (the inbox).
+    /// Byte offset of source s's slot for my tile `slot`, half `half`, in `staging` (the inbox;
+    /// several nodes: `s` = [`GemmRsParams::inbox`]).
     pub fn slot_offset(&self, s: u32, slot: u32, half: u32) -> u64 {
         ((s * self.tiles() + slot) * 2 + half) as u64 * HALF_TILE_BYTES as u64
     }
@@ -623,14 +665,70 @@ impl GemmRsParams {
     pub const fn owners_pull(all_reduce: bool) -> bool {
         !all_reduce
     }
-    /// Byte offset in `staging`, after the inbox, of my partial of owner q's tile `slot`, half
-    /// `half`, waiting for q to pull it (when [`Self::pulls`]).
+    /// Byte offset in `staging`, after the inbox, of my partial of block q's tile `slot`, half
+    /// `half`, waiting for q's collector (one node: q itself) to pull it (when [`Self::pulls`]).
     pub fn outbox_offset(&self, q: u32, slot: u32, half: u32) -> u64 {
         self.slot_offset(self.world + q, slot, half)
     }
-    /// Bytes of `staging`: the inbox, and the outbox when owners pull.
+    /// Bytes of `staging` before the node partials: the inbox, and the outbox when owners pull.
     pub const fn staging_bytes(world: u32, per_owner: u32, pulls: bool) -> u64 {
         (if pulls { 2 } else { 1 }) * (world * per_owner * 2) as u64 * HALF_TILE_BYTES as u64
+    }
+
+    // Several nodes (see the type's docs and `sched::NodeMap`).
+
+    /// Where this rank sits among the nodes.
+    pub const fn node_map(&self) -> crate::sched::NodeMap {
+        crate::sched::NodeMap::new(self.rank, self.local_world, self.nodes)
+    }
+    /// The inbox source index of local rank `s`'s partial of my `qi`-th collected block (for
+    /// [`Self::slot_offset`] and [`Self::part_flag`]; one node: `s` itself).
+    pub const fn inbox(&self, qi: u32, s: u32) -> u32 {
+        qi * self.local_world + s
+    }
+    /// Half tiles of a block, in walk order: `item = 2 x local tile index + half`.
+    pub fn items(&self) -> u32 {
+        2 * self.tiles()
+    }
+    /// Bytes of the node partials: `nodes x nodes` blocks of `2 x per_owner` half tiles.
+    pub const fn nodebox_bytes(nodes: u32, per_owner: u32) -> u64 {
+        (nodes * nodes * 2 * per_owner) as u64 * HALF_TILE_BYTES as u64
+    }
+    /// Byte offset in `staging` of node m's partial of my `qi`-th collected block, half tile
+    /// `item` (half tiles of a block are contiguous: a group is one range).
+    pub fn node_offset(&self, qi: u32, m: u32, item: u32) -> u64 {
+        let base = Self::staging_bytes(self.world, self.tiles(), self.pulls());
+        base + ((qi * self.nodes + m) * self.items() + item) as u64 * HALF_TILE_BYTES as u64
+    }
+    /// Index of `node[qi][m][item]`: node m's partial of half tile `item` of my `qi`-th
+    /// collected block is in my staging. For my own node (raised by my helpers) every item has
+    /// its flag; a FIFO WRITE from another node raises the flag of its group's last item only.
+    pub fn node_flag(&self, qi: u32, m: u32, item: u32) -> u32 {
+        (self.world + 4 * self.world * self.tiles() + (qi * self.nodes + m) * self.items() + item) * FLAG_STRIDE
+    }
+    /// The half tiles `[first, end)` of group `g` (one FIFO WRITE).
+    pub fn group_items(&self, g: u32) -> (u32, u32) {
+        let per = 2 * self.group;
+        // `group` >= 1 (the host checks it).
+        let first = g * per;
+        (first, (first + per).min(self.items()))
+    }
+    /// Groups per block.
+    pub fn groups(&self) -> u32 {
+        crate::sched::div_nz(self.tiles() + self.group - 1, self.group)
+    }
+    /// The item whose node-`m` flag says that half tile `item` of node m's partial is here:
+    /// itself for my node, else the last of its group.
+    pub fn arrival_item(&self, m: u32, item: u32) -> u32 {
+        if m == self.node_map().node() {
+            item
+        } else {
+            self.group_items(crate::sched::div_nz(item, 2 * self.group)).1 - 1
+        }
+    }
+    /// 1 when this is an all-reduce (for [`crate::sched::NodeMap`]'s rules).
+    pub const fn is_all_reduce(&self) -> bool {
+        self.all_reduce != 0
     }
 }
 
@@ -669,6 +767,96 @@ abi_struct! {
         pub rows_per_owner: u32,
         /// Padding up to the asserted size; always 0.
         pub _pad: u32,
+    }
+}
+
+abi_struct! {
+    /// The unfused reference of GEMM + ReduceScatter / AllReduce over several nodes, after every
+    /// rank's GEMM wrote its bf16 partial `[M, N]` (this call's buffer): the same sums in the
+    /// same order as the fused kernel's ([`GemmRsParams`]), row-major instead of tiled. Each rank
+    /// sums its node's partials of every block it collects (its own first, then local rank
+    /// order, fp32) into `nodebuf[qi][node]` (bf16 `[rows, N]`), sends the ones others need with
+    /// one FIFO WRITE each (to the same offset there, flag `node[qi][node]`), then adds every
+    /// node's partial of each block it finalises in node order (fp32) into `out` (all-reduce:
+    /// also into every local rank's `out`, then `done` there). Flags (u32 epochs, see the index
+    /// functions): `ready[world]` (rank s's partial is complete and it entered this launch),
+    /// `node[nodes][nodes]`, `done[local_world]`.
+    pub struct ReduceNodesParams [336] {
+        /// Each local rank's partial `[M, N]`, mapped here (index: local rank).
+        pub partials: [u64; 8],
+        /// Each local rank's output, mapped here: `[rows, N]` (reduce-scatter) or `[M, N]`.
+        pub out: [u64; 8],
+        /// My node partials `[qi][m]` of `[rows, N]` bf16 (this call's buffer).
+        pub nodebuf: u64,
+        /// Heap offset of `nodebuf`.
+        pub nodebuf_heap_off: u64,
+        /// My flags.
+        pub flags: u64,
+        /// Heap offset of `flags`.
+        pub flags_heap_off: u64,
+        /// Each local rank's flags, mapped here.
+        pub peer_flags: [u64; 8],
+        /// Two last-arriver counters (device `u32`s, zero before the first launch).
+        pub counters: u64,
+        /// Launch counter (device `u64`): gives each launch its epoch.
+        pub launches: u64,
+        /// The communicator's FIFO.
+        pub fifo: FifoParams,
+        /// Where a timed-out wait reports.
+        pub diag: Diag,
+        /// Bound on every device-side wait, in ns.
+        pub timeout_ns: u64,
+        /// Rows per owner block (`M / world`).
+        pub rows: u32,
+        /// Columns (N).
+        pub n: u32,
+        /// This rank.
+        pub rank: u32,
+        /// Ranks per node.
+        pub local_world: u32,
+        /// Nodes.
+        pub nodes: u32,
+        /// 1: all-reduce; 0: reduce-scatter.
+        pub all_reduce: u32,
+        /// 1: `out` is f32; 0: bf16.
+        pub out_f32: u32,
+        /// Padding up to the asserted size; always 0.
+        pub _pad: u32,
+    }
+}
+
+impl ReduceNodesParams {
+    /// Where this rank sits among the nodes.
+    pub const fn node_map(&self) -> crate::sched::NodeMap {
+        crate::sched::NodeMap::new(self.rank, self.local_world, self.nodes)
+    }
+    /// Flag words per rank.
+    pub const fn flag_words(world: u32, nodes: u32, local_world: u32) -> u32 {
+        (world + nodes * nodes + local_world) * FLAG_STRIDE
+    }
+    /// Index of `ready[s]`.
+    pub const fn ready_flag(s: u32) -> u32 {
+        s * FLAG_STRIDE
+    }
+    /// Index of `node[qi][m]`: node m's partial of my `qi`-th collected block is in `nodebuf`.
+    pub const fn node_flag(&self, qi: u32, m: u32) -> u32 {
+        (self.nodes * self.local_world + qi * self.nodes + m) * FLAG_STRIDE
+    }
+    /// Index of `done[lr]`: local rank lr's final blocks are in my output (all-reduce).
+    pub const fn done_flag(&self, lr: u32) -> u32 {
+        (self.nodes * self.local_world + self.nodes * self.nodes + lr) * FLAG_STRIDE
+    }
+    /// Bytes of one node partial.
+    pub const fn block_bytes(&self) -> u64 {
+        self.rows as u64 * self.n as u64 * 2
+    }
+    /// Byte offset in `nodebuf` of node m's partial of my `qi`-th collected block.
+    pub const fn nodebuf_offset(&self, qi: u32, m: u32) -> u64 {
+        (qi * self.nodes + m) as u64 * self.block_bytes()
+    }
+    /// 1 when this is an all-reduce (for [`crate::sched::NodeMap`]'s rules).
+    pub const fn is_all_reduce(&self) -> bool {
+        self.all_reduce != 0
     }
 }
 

@@ -63,6 +63,15 @@ impl TileGrid {
         let in_group = rem_nz(t, per_group);
         (first_m + rem_nz(in_group, rows), div_nz(in_group, rows))
     }
+
+    /// The position in schedule order of tile (`tm`, `tn`): the inverse of [`TileGrid::coords`].
+    #[inline(always)]
+    pub const fn index_of(&self, tm: u32, tn: u32) -> u32 {
+        let group = div_nz(tm, self.group_m);
+        let first_m = group * self.group_m;
+        let rows = if self.m_tiles - first_m < self.group_m { self.m_tiles - first_m } else { self.group_m };
+        group * self.group_m * self.n_tiles + tn * rows + (tm - first_m)
+    }
 }
 
 /// One output tile: its position in the schedule and its tile coordinates.
@@ -98,13 +107,6 @@ pub trait TileScheduler {
 pub trait KSplit {
     /// Partial slots per output tile in the workspace.
     fn slots(&self) -> u32;
-    /// Tiles that have a place in the workspace (the others are never cut up).
-    fn split_tiles(&self) -> u32;
-    /// The place in the workspace of tile `t`, one with more than one unit.
-    #[inline(always)]
-    fn workspace_tile(&self, t: u32) -> u32 {
-        t
-    }
     /// (output tile in grouped order, slot) of unit `index`.
     fn unit(&self, index: u32) -> (u32, u32);
     /// Units of output tile `t`.
@@ -318,6 +320,222 @@ impl TileScheduler for OwnerTiles {
     }
 }
 
+/// Where a rank sits in a world of `nodes` nodes of `local_world` ranks each (node-major: rank
+/// `r` is local rank `r % local_world` of node `r / local_world`), and the hierarchical
+/// reduce's roles that follow from it. Block `q` (the rows rank `q` owns) is *collected* on
+/// every node by the rank with `q`'s local index: the node's other ranks hand it their partials
+/// of `q` over NVLink, and it sums them into the node's partial of `q` (a "node partial"), which
+/// crosses the inter-node link once per node. The blocks a rank collects are the `nodes` blocks
+/// of its local index, one per node: block `qi * local_world + local_rank` is its `qi`-th.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeMap {
+    /// This rank.
+    pub rank: u32,
+    /// Ranks per node (at least 1).
+    pub local_world: u32,
+    /// Nodes (at least 1).
+    pub nodes: u32,
+    node: u32,
+    local_rank: u32,
+}
+
+/// `x mod n` for `x < 2n` (a sum of two indices below `n`), without a division.
+#[inline(always)]
+const fn wrap(x: u32, n: u32) -> u32 {
+    if x >= n {
+        x - n
+    } else {
+        x
+    }
+}
+
+impl NodeMap {
+    /// Rank `rank` of `nodes` nodes of `local_world` ranks.
+    #[inline(always)]
+    pub const fn new(rank: u32, local_world: u32, nodes: u32) -> Self {
+        Self { rank, local_world, nodes, node: div_nz(rank, local_world), local_rank: rem_nz(rank, local_world) }
+    }
+    /// This rank's node.
+    #[inline(always)]
+    pub const fn node(&self) -> u32 {
+        self.node
+    }
+    /// This rank's index on its node.
+    #[inline(always)]
+    pub const fn local_rank(&self) -> u32 {
+        self.local_rank
+    }
+    /// The local rank (on this node) that collects block `q`: `q`'s local index.
+    #[inline(always)]
+    pub const fn collector(&self, q: u32) -> u32 {
+        rem_nz(q, self.local_world)
+    }
+    /// Whether this rank collects block `q`.
+    #[inline(always)]
+    pub const fn collects(&self, q: u32) -> bool {
+        self.collector(q) == self.local_rank()
+    }
+    /// The node of block `q`'s owner: `q`'s index among the blocks its collectors collect.
+    #[inline(always)]
+    pub const fn block_node(&self, q: u32) -> u32 {
+        div_nz(q, self.local_world)
+    }
+    /// The rank on node `m` with this rank's local index (its counterpart there; itself for its
+    /// own node): the rank that collects the same blocks on node `m`.
+    #[inline(always)]
+    pub const fn pair(&self, m: u32) -> u32 {
+        m * self.local_world + self.local_rank()
+    }
+    /// The `b`-th (0..nodes) of the blocks this rank collects, in the order it walks them: the
+    /// blocks of the other nodes first (the nodes after this one, in turn), its own last.
+    /// Returns the block's node index `qi`; the block is [`NodeMap::pair`]`(qi)`.
+    #[inline(always)]
+    pub const fn collected_node(&self, b: u32) -> u32 {
+        wrap(self.node + 1 + b, self.nodes)
+    }
+    /// How many ranks this rank's node partial of its `qi`-th collected block goes to:
+    /// reduce-scatter, the block's owner (none for its own block); all-reduce, the block's
+    /// collector on every other node.
+    #[inline(always)]
+    pub const fn dests(&self, qi: u32, all_reduce: bool) -> u32 {
+        if all_reduce {
+            self.nodes - 1
+        } else if qi == self.node() {
+            0
+        } else {
+            1
+        }
+    }
+    /// The `k`-th of those ranks (`k < dests(qi, ..)`).
+    #[inline(always)]
+    pub const fn dest(&self, qi: u32, k: u32, all_reduce: bool) -> u32 {
+        if all_reduce {
+            self.pair(self.collected_node(k))
+        } else {
+            self.pair(qi)
+        }
+    }
+    /// How many of its collected blocks, the first ones of [`NodeMap::collected_node`]'s order,
+    /// this rank sends node partials of: all of them for the all-reduce, those of the other
+    /// nodes for the reduce-scatter.
+    #[inline(always)]
+    pub const fn sent_blocks(&self, all_reduce: bool) -> u32 {
+        if all_reduce {
+            self.nodes
+        } else {
+            self.nodes - 1
+        }
+    }
+    /// How many of its collected blocks, the last ones of [`NodeMap::collected_node`]'s order,
+    /// this rank finalises (sums every node's partial of): all for the all-reduce, its own for
+    /// the reduce-scatter.
+    #[inline(always)]
+    pub const fn finals(&self, all_reduce: bool) -> u32 {
+        if all_reduce {
+            self.nodes
+        } else {
+            1
+        }
+    }
+}
+
+/// The walk of a GEMM + ReduceScatter / AllReduce over several nodes: the [`OwnerTiles`]
+/// blocks (`blocks` gives their geometry; its `lead` is unused) in four classes, each class's
+/// blocks walked in rounds (tile `i` of each block of the class, then tile `i + 1`, ...: every
+/// rank sends to a different collector at a time), the classes one after the other:
+/// 1. blocks of other nodes collected by another rank of this node: partials over NVLink to
+///    that rank, which must then sum and send them on (the longest path, so first);
+/// 2. blocks of other nodes this rank collects: sum the node's partials (sent by the others in
+///    class 1, at earlier positions of their walks) into a node partial for the inter-node link;
+/// 3. blocks of this node's other ranks: partials over NVLink to their owner;
+/// 4. this rank's own block (its node's partials sent in class 3, earlier).
+///
+/// A tile a rank collects therefore comes, in its walk, after every position at which the
+/// node's other ranks send it their partials (the classes have the same sizes on every rank),
+/// so no wait can close a cycle. One node: classes 3 and 4 alone, which is [`OwnerTiles`] with
+/// every send first.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeTiles {
+    /// The blocks' geometry (and `locate`).
+    pub blocks: OwnerTiles,
+    /// Where this rank sits.
+    pub map: NodeMap,
+}
+
+impl NodeTiles {
+    /// The walk of rank `rank` of `world` ranks in nodes of `local_world` (which divides `world`).
+    #[inline(always)]
+    pub const fn new(
+        rows: u32,
+        n: u32,
+        tile: (u32, u32),
+        group_m: u32,
+        world: u32,
+        rank: u32,
+        local_world: u32,
+    ) -> Self {
+        let blocks = OwnerTiles::new(rows, n, tile, group_m, world, rank, 0);
+        Self { blocks, map: NodeMap::new(rank, local_world, div_nz(world, local_world)) }
+    }
+
+    /// Blocks in each class, in walk order.
+    #[inline(always)]
+    pub const fn class_sizes(&self) -> [u32; 4] {
+        let (l, n) = (self.map.local_world, self.map.nodes);
+        [(n - 1) * (l - 1), n - 1, l - 1, 1]
+    }
+
+    /// Block `j` of class `c` (0-based classes, see the type's docs).
+    #[inline(always)]
+    const fn member(&self, c: u32, j: u32) -> u32 {
+        let m = self.map;
+        let (l, n, node, lr) = (m.local_world, m.nodes, m.node(), m.local_rank());
+        match c {
+            // j runs over the other local ranks fastest, then the other nodes.
+            0 => wrap(node + 1 + div_nz(j, l - 1), n) * l + wrap(lr + 1 + rem_nz(j, l - 1), l),
+            1 => m.pair(m.collected_node(j)),
+            2 => node * l + wrap(lr + 1 + j, l),
+            _ => m.rank,
+        }
+    }
+
+    /// The block and its local tile index (grouped order within the block, the same on every
+    /// rank) at walk position `index`.
+    #[inline(always)]
+    pub const fn walk(&self, index: u32) -> (u32, u32) {
+        let per = self.blocks.per_owner();
+        // Scalars, not an indexed array: a run-time index would put the sizes in local memory.
+        let [s0, s1, s2, _] = self.class_sizes();
+        let (e0, e1, e2) = (s0 * per, (s0 + s1) * per, (s0 + s1 + s2) * per);
+        let (c, start, size) = if index < e0 {
+            (0, 0, s0)
+        } else if index < e1 {
+            (1, e0, s1)
+        } else if index < e2 {
+            (2, e1, s2)
+        } else {
+            (3, e2, 1)
+        };
+        let x = index - start;
+        (self.member(c, rem_nz(x, size)), div_nz(x, size))
+    }
+}
+
+impl TileScheduler for NodeTiles {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        self.blocks.count()
+    }
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        let b = self.blocks;
+        let (q, local) = self.walk(index);
+        let grid = TileGrid { m_tiles: b.m_tiles, n_tiles: b.n_tiles, group_m: b.group_m };
+        let (tm, tn) = grid.coords(local);
+        Tile { index, m: q * b.m_tiles + tm, n: tn }
+    }
+}
+
 /// Split-K over a grouped raster: each output tile's k-blocks are cut into `splits` contiguous
 /// ranges, one work unit each. Unit `u` is split `u % splits` of the `u / splits`-th tile in
 /// grouped order, so the units of one tile run side by side in the same wave and the last of them
@@ -367,10 +585,6 @@ impl KSplit for SplitK {
         self.splits
     }
     #[inline(always)]
-    fn split_tiles(&self) -> u32 {
-        self.grid.count()
-    }
-    #[inline(always)]
     fn unit(&self, index: u32) -> (u32, u32) {
         SplitK::unit(self, index)
     }
@@ -380,57 +594,31 @@ impl KSplit for SplitK {
     }
 }
 
-/// Stream-K, for tiles that would leave CTAs idle (112 tiles on 132 SMs leave 20 idle; 224 take
-/// two waves of which the second is 70% full). The CTAs form `groups` groups of `m_tiles`, one
-/// CTA per tile row, and walk tile columns: a group's CTAs always work on the same columns at
-/// the same k-blocks, so B is read from memory once and shared in L2 (a walk that reached a
-/// column's tile rows at different times read B twice: 0.65-0.84x cuBLAS at 256 x 28672 x 8192
-/// on H200). Whole waves of columns run first, one column per group (the first `dp_cols`); the
-/// k-blocks of the columns left, end to end, are then cut into one contiguous range of `len` per
-/// group, so every CTA does the same work. A range spans at most `spans` columns (2 when `len`
-/// <= the k-blocks of a tile): CTA `c` runs units `c, c + ctas, ...`: its whole-wave tiles, then
-/// the parts of its range in its first, second, ... column (the last often empty). A tile's
-/// units are those of consecutive groups, in k order; a tile one group covers alone has a
-/// single unit. Tiles are numbered column by column (`grid` walks its rows fastest), and the
-/// CTAs past the last whole group get no work.
+/// Stream-K over a grouped raster, for fewer tiles than CTAs but too many to split evenly (112
+/// tiles on 132 SMs would leave 20 idle): the tiles' k-blocks, end to end, are cut into one
+/// contiguous range of `len` per CTA, so every CTA does the same work. A range spans at most
+/// two tiles (`len` <= the k-blocks of a tile when tiles <= CTAs): CTA `c` runs unit `c` (its
+/// range's part in its first tile) and unit `c + ctas` (the part in the next tile, often
+/// empty). A tile's units are those of consecutive CTAs, in k order.
 #[derive(Clone, Copy, Debug)]
 pub struct StreamK {
-    /// The output tiles, numbered column by column (`group_m` = `m_tiles`).
+    /// The output tiles.
     pub grid: TileGrid,
     /// k-blocks per tile.
     pub k_blocks: u32,
-    /// CTAs.
+    /// CTAs (one range each).
     pub ctas: u32,
-    /// Groups of `grid.m_tiles` CTAs (at least 1).
-    pub groups: u32,
-    /// Columns run whole before the ranges: a multiple of `groups`.
-    pub dp_cols: u32,
-    /// k-blocks per group: `ceil((n_tiles - dp_cols) x k_blocks / groups)`, at least 1.
+    /// k-blocks per CTA: `ceil(tiles x k_blocks / ctas)`.
     pub len: u32,
-    /// Most columns one range reaches into: `ceil(len / k_blocks) + 1`.
-    pub spans: u32,
 }
 
 impl StreamK {
-    /// `grid`'s tiles of `k_blocks` each over `ctas` CTAs (at least `grid.m_tiles` of them, and
-    /// `grid.count() x k_blocks` below 2^32: the host checks). The walk is column by column
-    /// whatever `grid.group_m` says.
+    /// `grid`'s tiles of `k_blocks` each over `ctas` CTAs (`grid.count() <= ctas`, and
+    /// `grid.count() x k_blocks` below 2^32: the host checks).
     #[inline(always)]
     pub const fn new(grid: TileGrid, k_blocks: u32, ctas: u32) -> Self {
-        let grid = TileGrid { group_m: grid.m_tiles, ..grid };
-        let groups = div_nz(ctas, grid.m_tiles);
-        let groups = if groups == 0 { 1 } else { groups };
-        let dp_cols = div_nz(grid.n_tiles, groups) * groups;
-        let total = (grid.n_tiles - dp_cols) * k_blocks;
-        let len = div_nz(total + groups - 1, groups);
-        let len = if len == 0 { 1 } else { len };
-        Self { grid, k_blocks, ctas, groups, dp_cols, len, spans: div_nz(len + k_blocks - 1, k_blocks) + 1 }
-    }
-
-    /// Whole-wave units per CTA.
-    #[inline(always)]
-    const fn dp_waves(&self) -> u32 {
-        div_nz(self.dp_cols, self.groups)
+        let total = grid.count() * k_blocks;
+        Self { grid, k_blocks, ctas, len: div_nz(total + ctas - 1, ctas) }
     }
 
     /// (tile, first k-block, end k-block within the tile) of unit `u`; an empty range when the
@@ -438,49 +626,34 @@ impl StreamK {
     #[inline(always)]
     pub const fn segment(&self, u: u32) -> (u32, u32, u32) {
         let (c, k) = (rem_nz(u, self.ctas), div_nz(u, self.ctas));
-        let (g, r) = (div_nz(c, self.grid.m_tiles), rem_nz(c, self.grid.m_tiles));
-        if g >= self.groups {
-            return (0, 0, 0);
-        }
-        let m_tiles = self.grid.m_tiles;
-        if k < self.dp_waves() {
-            return ((g + k * self.groups) * m_tiles + r, 0, self.k_blocks);
-        }
-        let k = k - self.dp_waves();
-        let total = (self.grid.n_tiles - self.dp_cols) * self.k_blocks;
-        let start = if g * self.len < total { g * self.len } else { total };
+        let total = self.grid.count() * self.k_blocks;
+        let start = if c * self.len < total { c * self.len } else { total };
         let end = if start + self.len < total { start + self.len } else { total };
         if start >= end {
             return (0, 0, 0);
         }
-        let col = div_nz(start, self.k_blocks) + k;
-        let (c0, c1) = (col * self.k_blocks, (col + 1) * self.k_blocks);
-        let lo = if start > c0 { start } else { c0 };
-        let hi = if end < c1 { end } else { c1 };
+        let t = div_nz(start, self.k_blocks) + k;
+        let (t0, t1) = (t * self.k_blocks, (t + 1) * self.k_blocks);
+        let lo = if start > t0 { start } else { t0 };
+        let hi = if end < t1 { end } else { t1 };
         if lo >= hi {
             (0, 0, 0)
         } else {
-            ((self.dp_cols + col) * m_tiles + r, lo - c0, hi - c0)
+            (t, lo - t0, hi - t0)
         }
     }
 
-    /// The column of tile `t` among the cut-up ones (`t` in a column at or past `dp_cols`).
+    /// The first CTA whose range reaches into tile `t`.
     #[inline(always)]
-    const fn split_col(&self, t: u32) -> u32 {
-        div_nz(t, self.grid.m_tiles) - self.dp_cols
-    }
-
-    /// The first group whose range reaches into cut-up column `col`.
-    #[inline(always)]
-    const fn first_group(&self, col: u32) -> u32 {
-        div_nz(col * self.k_blocks, self.len)
+    const fn first_cta(&self, t: u32) -> u32 {
+        div_nz(t * self.k_blocks, self.len)
     }
 }
 
 impl TileScheduler for StreamK {
     #[inline(always)]
     fn count(&self) -> u32 {
-        (self.dp_waves() + self.spans) * self.ctas
+        2 * self.ctas
     }
     #[inline(always)]
     fn tile(&self, index: u32) -> Tile {
@@ -501,29 +674,13 @@ impl KSplit for StreamK {
         div_nz(self.k_blocks + self.len - 1, self.len) + 1
     }
     #[inline(always)]
-    fn split_tiles(&self) -> u32 {
-        (self.grid.n_tiles - self.dp_cols) * self.grid.m_tiles
-    }
-    #[inline(always)]
-    fn workspace_tile(&self, t: u32) -> u32 {
-        t - self.dp_cols * self.grid.m_tiles
-    }
-    #[inline(always)]
     fn unit(&self, index: u32) -> (u32, u32) {
         let t = self.segment(index).0;
-        if t < self.dp_cols * self.grid.m_tiles {
-            return (t, 0);
-        }
-        let g = div_nz(rem_nz(index, self.ctas), self.grid.m_tiles);
-        (t, g - self.first_group(self.split_col(t)))
+        (t, rem_nz(index, self.ctas) - self.first_cta(t))
     }
     #[inline(always)]
     fn arrivals(&self, t: u32) -> u32 {
-        if t < self.dp_cols * self.grid.m_tiles {
-            return 1;
-        }
-        let col = self.split_col(t);
-        div_nz((col + 1) * self.k_blocks - 1, self.len) - self.first_group(col) + 1
+        div_nz((t + 1) * self.k_blocks - 1, self.len) - self.first_cta(t) + 1
     }
 }
 
@@ -624,8 +781,8 @@ pub enum Role {
     IntraComm = 1,
     /// Pushes commands into the proxy FIFO for ranks on other nodes.
     InterSend = 2,
-    /// Reduces partials from other ranks. No fused kernel has such CTAs yet; the unfused
-    /// pull-and-sum kernel reports its waits under this role.
+    /// Reduces partials from other ranks: GEMM + ReduceScatter / AllReduce over several nodes
+    /// adds the node partials there; the unfused reduce kernels report their waits under it.
     InterReduce = 3,
 }
 

@@ -41,3 +41,17 @@ macro_rules! unroll_below {
         )*
     };
 }
+
+/// `$f!(0); ... $f!(7);`
+macro_rules! unroll8 {
+    ($f:ident) => {
+        $f!(0);
+        $f!(1);
+        $f!(2);
+        $f!(3);
+        $f!(4);
+        $f!(5);
+        $f!(6);
+        $f!(7);
+    };
+}

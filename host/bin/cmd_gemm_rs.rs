@@ -7,6 +7,7 @@ use anyhow::{bail, ensure, Context};
 use half::bf16;
 use mkernel::bench::{harness, RunInfo, Timing};
 use mkernel::comm::communicator::{CommOptions, Communicator};
+use mkernel::comm::transport::NicModel;
 use mkernel::comm::world::World;
 use mkernel::gemm::{reference_row, BLayout, GemmShape};
 use mkernel::ops::gemm_rs::{Collective, GemmRs, GemmRsOptions};
@@ -28,14 +29,37 @@ pub struct CheckArgs {
     /// f32 output instead of bf16.
     #[arg(long)]
     pub f32: bool,
-    /// Rounds of sends before each rank's first own tile (default: every send first).
+    /// Rounds of sends before each rank's first own tile (default: every send first; one node).
     #[arg(long)]
     pub lead: Option<u32>,
+    #[command(flatten)]
+    pub inter: NodeKnobs,
     #[command(flatten)]
     pub repeat: RepeatArgs,
     /// Bound on each bootstrap step and device wait.
     #[arg(long = "timeout-ms", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
+}
+
+/// The several-node knobs of the fused kernel (defaults: `ops::gemm_rs`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct NodeKnobs {
+    /// Several nodes: CTAs pushing node partials into the FIFO.
+    #[arg(long = "inter-send")]
+    pub inter_send: Option<u32>,
+    /// Several nodes: CTAs adding the node partials that arrive.
+    #[arg(long = "inter-reduce")]
+    pub inter_reduce: Option<u32>,
+    /// Several nodes: tiles per FIFO WRITE of a node partial.
+    #[arg(long)]
+    pub group: Option<u32>,
+}
+
+impl NodeKnobs {
+    /// The op's options with these knobs.
+    pub fn options(&self, base: GemmRsOptions) -> GemmRsOptions {
+        GemmRsOptions { inter_send: self.inter_send, inter_reduce: self.inter_reduce, group: self.group, ..base }
+    }
 }
 
 /// Rank `r`'s A (`[M, K/W]`) and B in round `round`: fresh random values from the run's seed,
@@ -56,12 +80,19 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
     let w = world.world_size as usize;
     ensure!(m % w == 0 && k % (8 * w) == 0, "--shape: M must be a multiple of {w} and K of {}", 8 * w);
     let local = GemmShape { m, n, k: k / w };
-    let heap = 6 * m * n * 4 + (64 << 20);
+    let collective_heap = GemmRs::heap_bytes(collective, a.shape, world, a.f32);
+    let heap = collective_heap + (64 << 20);
     let timeout = Duration::from_millis(a.timeout_ms);
     let comm = Communicator::new(&gpu, world, CommOptions { heap_bytes: heap, timeout, ..CommOptions::from_env()? })?;
     let seed = agreed_seed(&comm, "rank-check gemm-rs")?;
     let (a_buf, b_buf) = (gpu.alloc::<bf16>(m * local.k)?, gpu.alloc::<bf16>(local.k * n)?);
-    let opts = GemmRsOptions { out_f32: a.f32, path: PathChoice::Fused, lead: a.lead, timeout, ..Default::default() };
+    let opts = a.inter.options(GemmRsOptions {
+        out_f32: a.f32,
+        path: PathChoice::Fused,
+        lead: a.lead,
+        timeout,
+        ..Default::default()
+    });
     let op = GemmRs::new(&comm, &gpu, collective, a.shape, a.layout, &a_buf, &b_buf, opts)?;
     let rows = m / w;
     let (row0, out_rows) = match collective {
@@ -90,11 +121,14 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
                 let mag: f64 = parts.iter().map(|p| p[j].abs()).sum();
                 let out = got[i * n + j];
                 // The precision contract (ops::gemm_rs): partials rounded to bf16 once, summed in
-                // fp32, the sum rounded once (not for f32 output).
+                // fp32, with several nodes each node's sum rounded to bf16 once, the sum rounded
+                // once (not for f32 output); each rounding held to u, twice the contract's u/2.
                 let u = 2f64.powi(-8);
+                let nodes = world.nodes as usize;
                 let bound = u * mag
+                    + if nodes > 1 { u * mag } else { 0.0 }
                     + if a.f32 { 0.0 } else { u * out.abs() }
-                    + (w + local.k) as f64 * 2f64.powi(-24) * mag
+                    + (w + nodes + local.k) as f64 * 2f64.powi(-24) * mag
                     + 1e-6;
                 let err = (out - exact).abs();
                 ensure!(
@@ -118,15 +152,21 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         op.output_bytes().fill_bytes(POISON_BYTE)?;
         Ok(())
     };
+    let roles = op.roles();
     println!(
-        "rank {} of {}: {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}",
+        "rank {} of {} ({} nodes, transport {}): {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}, {} inter-send + {} inter-reduce CTAs, group {}",
         world.rank,
         world.world_size,
+        world.nodes,
+        comm.transport(),
         collective.op_name(),
         a.layout,
         if a.f32 { "f32" } else { "bf16" },
-        op.ctas(),
-        op.lead()
+        roles.compute,
+        op.lead(),
+        roles.inter_send,
+        roles.inter_reduce,
+        op.group()
     );
     for round in 0..a.repeat.rounds {
         load(round)?;
@@ -144,7 +184,14 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
     let poison = || Ok(op.output_bytes().fill_bytes(POISON_BYTE)?);
     repeat_checks(&gpu, &op, Path::Fused, &a.repeat, 3, poison, |what| check_round(last, what))?;
     comm.barrier()?;
-    println!("{} ok: rank {} of {}", collective.op_name(), world.rank, world.world_size);
+    println!(
+        "{} ok: rank {} of {} ({} nodes); proxy {:?}",
+        collective.op_name(),
+        world.rank,
+        world.world_size,
+        world.nodes,
+        comm.proxy_stats()
+    );
     Ok(())
 }
 
@@ -160,7 +207,10 @@ pub fn bench(
     json: Option<&FsPath>,
 ) -> anyhow::Result<()> {
     let elements = |_: &World| shapes.iter().map(GemmShape::operand_elements).collect();
-    let heap = |_: &World| shapes.iter().map(|s| 8 * s.m * s.n * 2).max().unwrap_or(0) + (64 << 20);
+    // One op lives at a time.
+    let heap = |w: &World| {
+        shapes.iter().map(|&s| GemmRs::heap_bytes(collective, s, w, opts.out_f32)).max().unwrap_or(0) + (64 << 20)
+    };
     let Some((world, gpu, comm)) = bench_rank(ranks, "--shapes", elements, heap)? else { return Ok(()) };
     let w = world.world_size as usize;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
@@ -178,25 +228,44 @@ pub fn bench(
             let ms = harness::time_each(&gpu, &mut &comm, timing, &mut [&mut fused, &mut unfused, &mut gemm])?;
             op.wait(&gpu)?;
             let flops = 2.0 * s.m as f64 * s.n as f64 * (s.k / w) as f64; // per GPU
+                                                                          // Several nodes: what this rank's NIC carries (node partials), at the NIC model's
+                                                                          // rate (the emulated NIC's default: one 400 Gb/s ConnectX-7).
+            let model_ms =
+                (world.nodes > 1).then(|| NicModel::cx7().transfer_time(op.inter_node_bytes()).as_secs_f64() * 1e3);
+            let roles = op.roles();
             for (imp, &t) in ["mkernel-fused", "mkernel-unfused", "gemm-alone"].iter().zip(&ms) {
-                records.push(
-                    run.record(collective.op_name(), s.label(), l.name(), imp, t)
-                        .with_flops(flops)
-                        .with("fused_over_gemm", ms[0] / ms[2])
-                        .with("compute_ctas", op.ctas())
-                        .with("lead", op.lead()),
-                );
+                let r = run
+                    .record(collective.op_name(), s.label(), l.name(), imp, t)
+                    .with_flops(flops)
+                    .with("fused_over_gemm", ms[0] / ms[2])
+                    .with("compute_ctas", roles.compute)
+                    .with("inter_send_ctas", roles.inter_send)
+                    .with("inter_reduce_ctas", roles.inter_reduce)
+                    .with("group", op.group())
+                    .with("lead", op.lead());
+                records.push(match model_ms {
+                    Some(mm) => r.with("modelled_inter_node_ms", mm).with("overlap_vs_model", t / ms[2].max(mm)),
+                    None => r,
+                });
             }
         }
     }
     if world.rank == 0 {
         println!(
-            "{} , {} ranks, slowest rank's median of {} launches (TFLOP/s per GPU: its K/W share)",
+            "{}, {} ranks on {} node(s) ({}), slowest rank's median of {} launches (TFLOP/s per GPU: its K/W share)",
             collective.op_name(),
             world.world_size,
+            world.nodes,
+            comm.transport(),
             timing.reps
         );
         harness::print_table(&records, Some("mkernel-fused"));
+        for r in records.iter().filter(|r| r.imp == "mkernel-fused") {
+            if let Some(v) = r.extra.get("overlap_vs_model").and_then(|v| v.as_f64()) {
+                let mm = r.extra.get("modelled_inter_node_ms").and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+                println!("{} {}: fused / max(GEMM alone, modelled inter-node {mm:.3} ms) = {v:.3}", r.shape, r.layout);
+            }
+        }
         if let Some(path) = json {
             harness::write_json(path, &records).with_context(|| format!("writing {}", path.display()))?;
         }

@@ -277,9 +277,11 @@ pub struct RsBenchArgs {
     /// B layouts: kn ([K/W, N], as torch_baselines.py) and/or nk.
     #[arg(long, value_delimiter = ',', value_parser = args::layout, default_value = "kn")]
     layouts: Vec<BLayout>,
-    /// Rounds of sends before each rank's first own tile (default: every send first).
+    /// Rounds of sends before each rank's first own tile (default: every send first; one node).
     #[arg(long)]
     lead: Option<u32>,
+    #[command(flatten)]
+    inter: cmd_gemm_rs::NodeKnobs,
     #[command(flatten)]
     ranks: RanksArgs,
     #[command(flatten)]
@@ -292,7 +294,7 @@ pub struct RsBenchArgs {
 impl RsBenchArgs {
     fn run(self, collective: mkernel::ops::gemm_rs::Collective) -> anyhow::Result<()> {
         let json = self.json.as_deref();
-        let opts = mkernel::ops::gemm_rs::GemmRsOptions { lead: self.lead, ..Default::default() };
+        let opts = self.inter.options(mkernel::ops::gemm_rs::GemmRsOptions { lead: self.lead, ..Default::default() });
         cmd_gemm_rs::bench(collective, &self.shapes, &self.layouts, opts, &self.ranks, self.timing.timing(), json)
     }
 }

@@ -87,9 +87,18 @@ pub const AG_GEMM_NK: Kernel<AgGemmParams> = Kernel::new("mk_ag_gemm_nk");
 pub const GEMM_RS_KN: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_kn");
 /// Fused GEMM + ReduceScatter / AllReduce, B `[N, K/W]` row-major.
 pub const GEMM_RS_NK: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_nk");
+/// Fused GEMM + ReduceScatter / AllReduce over several nodes (node partials through the FIFO
+/// and proxy, inter-send and inter-reduce CTAs), B `[K/W, N]` row-major.
+pub const GEMM_RS_NODES_KN: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_nodes_kn");
+/// Fused GEMM + ReduceScatter / AllReduce over several nodes, B `[N, K/W]` row-major.
+pub const GEMM_RS_NODES_NK: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_nodes_nk");
 /// The second half of GEMM + ReduceScatter / AllReduce's unfused path: pulls every rank's bf16
 /// partial over NVLink and sums them in fp32, in the fused kernel's order (same bits).
 pub const REDUCE_PULL: Kernel<ReduceParams> = Kernel::new("mk_reduce_pull");
+/// The second half of the unfused path over several nodes: node partials over NVLink, one FIFO
+/// WRITE per node partial another node needs, then the sum over nodes, in the fused kernel's
+/// order (same bits).
+pub const REDUCE_NODES: Kernel<ReduceNodesParams> = Kernel::new("mk_reduce_nodes");
 /// MoE dispatch + grouped GEMM, experts' weights `[E/W, H, I]` (launched by
 /// [`crate::ops::moe::MoeDispatchGemm`]).
 pub const MOE_KN: Kernel<MoeParams> = Kernel::new("mk_moe_kn");
@@ -138,7 +147,10 @@ pub const ALL: &[&str] = &[
     AG_GEMM_NK.name,
     GEMM_RS_KN.name,
     GEMM_RS_NK.name,
+    GEMM_RS_NODES_KN.name,
+    GEMM_RS_NODES_NK.name,
     REDUCE_PULL.name,
+    REDUCE_NODES.name,
     MOE_KN.name,
     MOE_NK.name,
     ATTENTION_D64.name,

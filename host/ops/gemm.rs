@@ -120,11 +120,10 @@ pub struct GemmOptions {
     /// Units each output tile's k-blocks are cut into (split-K): 1 is the plain GEMM; at most
     /// `ceil(k / TILE_K)`. None: [`default_split_k`].
     pub split_k: Option<u32>,
-    /// Stream-K ([`crate::sched::StreamK`]): whole waves of tiles as they are, the last one's
-    /// k-blocks spread evenly over every CTA (256-column tiles, no split, a CTA per tile row).
-    /// Off unless asked for: no shape measured faster with it on H200 (docs/PERF.md; its
-    /// partial sums cost more than the idle SMs it fills, and the compute-bound shapes it would
-    /// balance run power-capped).
+    /// Stream-K ([`crate::sched::StreamK`]): every CTA takes an equal, contiguous run of the
+    /// tiles' k-blocks (256-column tiles, at most one tile per CTA, no split). Off unless asked
+    /// for: no shape measured faster with it on H200 (docs/PERF.md: its partial sums cost more
+    /// than the SMs it fills; narrower tiles fill them for free).
     pub stream_k: bool,
     /// The deep shared-memory ring (as many stages as fit, stores straight from registers)
     /// rather than the staged one (`STAGES`, bf16 through staging tiles and TMA stores).
@@ -362,12 +361,11 @@ impl<'a> Gemm<'a> {
             if tile_n != TILE_N {
                 return Err(invalid("stream_k", format!("runs {TILE_N}-wide tiles only, not tile_n = {tile_n}")));
             }
-            let m_tiles = shape.m.div_ceil(TILE_M as usize) as u32;
-            if (tiles as u64) * (k_blocks as u64) >= 1 << 32 || ctas < m_tiles {
+            if tiles > ctas || (tiles as u64) * (k_blocks as u64) >= 1 << 32 {
                 return Err(invalid(
                     "stream_k",
                     format!(
-                        "needs tiles x k-blocks below 2^32 ({tiles} tiles of {k_blocks} k-blocks) and a CTA per tile row ({m_tiles} rows, {ctas} CTAs)"
+                        "needs at most one tile per CTA ({tiles} tiles, {ctas} CTAs) and tiles x k-blocks below 2^32"
                     ),
                 ));
             }
@@ -385,17 +383,11 @@ impl<'a> Gemm<'a> {
         let (mut params, maps) = plan(gpu, shape, b_layout, a, b, c, &opts, &diag, (promotion, a_rows))?;
         params.roles = RoleSplit::compute_only(ctas);
         let kernel = plain_kernel(deep, tile_n, b_layout);
-        // Partial slots per tile (the splits, or the CTAs a stream-K tile can span) and the
-        // tiles that are cut up (all of split-K's; stream-K's last wave).
+        // Partial slots per tile: the splits, or the CTAs a stream-K tile can span.
         let grid = TileGrid::new(shape.m as u32, shape.n as u32, TILE_M, tile_n, opts.group_m);
-        let (slots, split_tiles) = if stream {
-            let sk = StreamK::new(grid, k_blocks, ctas);
-            (sk.slots(), sk.split_tiles())
-        } else {
-            (splits, tiles)
-        };
+        let slots = if stream { StreamK::new(grid, k_blocks, ctas).slots() } else { splits };
         let split = if splits > 1 || stream {
-            let halves = 2 * split_tiles.max(1) as usize;
+            let halves = 2 * tiles as usize;
             let workspace = gpu.alloc::<f32>(halves * slots as usize * split_half_bytes(tile_n) as usize / 4)?;
             let counters = gpu.upload(&vec![0u32; halves])?;
             let launches = gpu.upload(&[0u64])?;

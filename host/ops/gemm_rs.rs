@@ -12,20 +12,33 @@
 //! buffer, then a pull-and-sum kernel) is the reference: the same sums in the same order, the
 //! same bits.
 //!
-//! **Precision contract.** Products accumulate in fp32; each rank's partial is rounded to bf16
-//! once; the partials are added in fp32 (the owner's first, then the others in rank order) and the
-//! sum rounded once to the output type. Per element, with `P_s` the exact partials and `u =
-//! 2^-8` (bf16 rounding, relative):
-//! `|out - sum_s P_s| <= u/2 * (sum_s |P_s| + |out|) + W * 2^-24 * sum_s |P_s|` (fp32 adds), and
-//! for f32 output the last term of `u/2` drops. The tests hold every rank's result to this
-//! bound against an f64 host reference on sampled rows.
+//! **Several nodes** (`device/src/kernels/gemm_rs_nodes.rs`, still one launch): inside each node
+//! the same NVLink protocol gathers each block's partials at its *collector* there (the rank with
+//! the owner's local index), which rounds their sum, the node partial, to bf16; inter-send CTAs
+//! push node partials through the FIFO and proxy, a group of [`GemmRsOptions::group`] tiles per
+//! WRITE, to the ranks of the other nodes that need them (reduce-scatter: the owner; all-reduce:
+//! every node's collector of the block), and inter-reduce CTAs add what arrived from every node
+//! and store the result (all-reduce: into every local rank's output over NVLink). A block
+//! crosses the inter-node link once per destination node. The unfused path is our GEMM, then
+//! `mk_reduce_nodes` (the same sums in the same order, through the same FIFO).
 //!
-//! One node for now: ranks on other nodes are a typed error (the inter-node reduce, through the
-//! FIFO and proxy, is not written yet).
+//! **Precision contract.** Products accumulate in fp32; each rank's partial is rounded to bf16
+//! once; the partials are added in fp32 (the summing rank's first, then the others in rank order)
+//! and the sum rounded once to the output type. With several nodes the sum over a node's ranks is
+//! a node partial, rounded to bf16 once (the inter-node hop), and the node partials are added in
+//! fp32 in node order before the rounding to the output type. Per element, with `P_s` the exact
+//! partials, `N_m` node m's exact partial sums and `u = 2^-8` (bf16 rounding, relative):
+//! `|out - sum_s P_s| <= u/2 * (sum_s |P_s| + [nodes > 1] sum_m |N_m| + |out|) + (W + nodes) *
+//! 2^-24 * sum_s |P_s|` (fp32 adds; `sum_m |N_m| <= sum_s |P_s|`), and for f32 output the `|out|`
+//! term drops. The tests hold every rank's result to this bound against an f64 host reference on
+//! sampled rows.
 use super::gemm::{BLayout, CAddr, Gemm, GemmOptions, GemmShape};
 use super::{Path, PathChoice};
-use crate::abi::{GemmRsParams, PeerTable, ReduceParams, RoleSplit, FLAG_STRIDE, MAX_LOCAL_RANKS};
-use crate::comm::communicator::{Communicator, HeapRegion};
+use crate::abi::{
+    GemmRsParams, PeerTable, ReduceNodesParams, ReduceParams, RoleSplit, FLAG_STRIDE, HALF_TILE_BYTES, MAX_LOCAL_RANKS,
+};
+use crate::comm::communicator::{Communicator, HeapRegion, HEAP_ALIGN};
+use crate::comm::world::World;
 use crate::error::{invalid, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
@@ -65,28 +78,169 @@ pub struct GemmRsOptions {
     /// waits for the others' partials of it, sent `lead` tiles or more before it, and the sends
     /// spread over the launch once own tiles begin. None: every send first (measured on 2 x H200:
     /// spreading the sends gained nothing for the reduce-scatter and cost the all-reduce 6%).
+    /// One node only (several nodes walk by class, see `sched::NodeTiles`).
     pub lead: Option<u32>,
+    /// Several nodes: CTAs pushing node partials into the FIFO (None: [`DEFAULT_INTER_SEND`]).
+    pub inter_send: Option<u32>,
+    /// Several nodes: CTAs adding the node partials (None: [`default_inter_reduce`]).
+    pub inter_reduce: Option<u32>,
+    /// Several nodes: tiles per FIFO WRITE of a node partial (None: [`DEFAULT_GROUP`]; at most
+    /// the tiles of a block).
+    pub group: Option<u32>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
 
 impl Default for GemmRsOptions {
     fn default() -> Self {
-        Self { out_f32: false, path: PathChoice::Auto, group_m: 8, lead: None, timeout: Duration::from_secs(10) }
+        Self {
+            out_f32: false,
+            path: PathChoice::Auto,
+            group_m: 8,
+            lead: None,
+            inter_send: None,
+            inter_reduce: None,
+            group: None,
+            timeout: Duration::from_secs(10),
+        }
     }
 }
 
+/// Default inter-send CTAs with several nodes: one thread pushes a WRITE per group, far below
+/// what one CTA can issue.
+pub const DEFAULT_INTER_SEND: u32 = 1;
+/// Default tiles per FIFO WRITE with several nodes: 8 tiles (512 KiB, ~10 us on a 400 Gb/s NIC)
+/// amortise a command's cost (a proxy's copy or work request) while the first bytes still leave
+/// early in the launch.
+pub const DEFAULT_GROUP: u32 = 8;
+
+/// Default inter-reduce CTAs with several nodes: each adds a half tile from every node and
+/// stores it (all-reduce: to every local rank), at a few tens of GB/s per CTA; 4 keep up with a
+/// NIC for the reduce-scatter's one block, 8 for the all-reduce's `nodes` blocks. A first
+/// choice, not yet tuned on a GPU.
+pub fn default_inter_reduce(collective: Collective) -> u32 {
+    match collective {
+        Collective::ReduceScatter => 4,
+        Collective::AllReduce => 8,
+    }
+}
+
+/// The fused launch's CTAs for `tiles` output tiles on `sms` SMs, with several nodes or not:
+/// compute CTAs, plus one node's inter-send and inter-reduce CTAs. Errors name the option and
+/// the rule.
+pub fn role_split(opts: &GemmRsOptions, collective: Collective, nodes: u32, tiles: u32, sms: u32) -> Result<RoleSplit> {
+    if nodes == 1 {
+        for (name, v) in [("inter_send", opts.inter_send), ("inter_reduce", opts.inter_reduce), ("group", opts.group)] {
+            if v.is_some() {
+                return Err(invalid(name, "applies to several nodes only (one node has no inter-node roles)"));
+            }
+        }
+        return Ok(RoleSplit::compute_only(sms.min(tiles)));
+    }
+    if opts.lead.is_some() {
+        return Err(invalid("lead", "applies to one node only (several nodes walk by class, see sched::NodeTiles)"));
+    }
+    let inter_send = opts.inter_send.unwrap_or(DEFAULT_INTER_SEND);
+    let inter_reduce = opts.inter_reduce.unwrap_or(default_inter_reduce(collective));
+    for (name, v) in [("inter_send", inter_send), ("inter_reduce", inter_reduce), ("group", opts.group.unwrap_or(1))] {
+        if v == 0 {
+            return Err(invalid(name, "must be at least 1 with several nodes"));
+        }
+    }
+    // Every CTA must be resident at once (the roles wait for each other): one per SM at most.
+    let comm = inter_send + inter_reduce;
+    if comm >= sms {
+        return Err(invalid(
+            "inter_reduce",
+            format!("{inter_send} inter-send + {inter_reduce} inter-reduce CTAs leave no compute CTA on {sms} SMs"),
+        ));
+    }
+    Ok(RoleSplit { compute: (sms - comm).min(tiles), intra_comm: 0, inter_send, inter_reduce })
+}
+
+/// The unfused path's reduce kernel, per call parity (one per op, built once: the variants'
+/// sizes do not matter).
+#[allow(clippy::large_enum_variant)]
+enum Reduce {
+    /// One node: pull every rank's partial and sum (`mk_reduce_pull`).
+    Pull([ReduceParams; 2]),
+    /// Several nodes: node partials, FIFO WRITEs, the sum over nodes (`mk_reduce_nodes`).
+    Nodes([ReduceNodesParams; 2]),
+}
+
 /// The unfused path: per call parity, a plain GEMM into that parity's partial buffer, and the
-/// pull-and-sum kernel reading every rank's buffer of the same parity (two buffers, so a rank
-/// that runs ahead never overwrites a partial another rank still reads).
+/// reduce kernel reading every rank's buffer of the same parity (two buffers, so a rank that
+/// runs ahead never overwrites a partial another rank still reads; with several nodes, also two
+/// sets of node partials, so one is never rewritten while the last call's WRITE of it may still
+/// be in flight).
 struct Unfused<'a> {
     gemms: [Gemm<'a>; 2],
-    reduce: [ReduceParams; 2],
+    reduce: Reduce,
     _partials: [HeapRegion<'a>; 2],
+    _nodebufs: Vec<HeapRegion<'a>>,
     _flags: HeapRegion<'a>,
     _launches: DeviceBuffer<u64>,
+    _counters: DeviceBuffer<u32>,
     diag: DiagBuffers,
     calls: Cell<u64>,
+}
+
+/// Bytes each rank sends over the inter-node link per fused launch of `collective` at `shape` on
+/// `world` (0 on one node): every node partial it collects, for each node that needs it, in
+/// whole half tiles.
+pub fn inter_node_bytes(collective: Collective, shape: GemmShape, world: &World) -> u64 {
+    if world.nodes <= 1 {
+        return 0;
+    }
+    let all_reduce = collective == Collective::AllReduce;
+    let map = crate::sched::NodeMap::new(world.rank, world.local_world_size, world.nodes);
+    let blocks: u32 = (0..map.sent_blocks(all_reduce)).map(|k| map.dests(map.collected_node(k), all_reduce)).sum();
+    let per_owner = GemmRsParams::per_owner((shape.m / world.world_size as usize) as u32, shape.n as u32);
+    blocks as u64 * 2 * per_owner as u64 * HALF_TILE_BYTES as u64
+}
+
+/// The symmetric-heap allocations of an op, in bytes: one place for [`GemmRs::new`] and
+/// [`GemmRs::heap_bytes`].
+struct Sizes {
+    out: usize,
+    staging: usize,
+    flags: usize,
+    partial: usize,
+    nodebuf: usize,
+    unfused_flags: usize,
+    nodes: u32,
+}
+
+impl Sizes {
+    fn of(collective: Collective, shape: GemmShape, world: &World, out_f32: bool) -> Sizes {
+        let w = world.world_size.max(1);
+        let nodes = world.nodes.max(1);
+        let rows = shape.m / w as usize;
+        let all_reduce = collective == Collective::AllReduce;
+        let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
+        let pulls = GemmRsParams::owners_pull(all_reduce);
+        let nodebox = if nodes > 1 { GemmRsParams::nodebox_bytes(nodes, per_owner) } else { 0 };
+        let es = if out_f32 { 4 } else { 2 };
+        Sizes {
+            out: if all_reduce { shape.m } else { rows } * shape.n * es,
+            staging: (GemmRsParams::staging_bytes(w, per_owner, pulls) + nodebox) as usize,
+            flags: 4 * GemmRsParams::flag_words(w, nodes, per_owner) as usize,
+            partial: shape.m * shape.n * 2,
+            nodebuf: (nodes * nodes) as usize * rows * shape.n * 2,
+            unfused_flags: 4 * if nodes > 1 {
+                ReduceNodesParams::flag_words(w, nodes, world.local_world_size)
+            } else {
+                w * FLAG_STRIDE
+            } as usize,
+            nodes,
+        }
+    }
+
+    fn total(&self) -> usize {
+        let a = |b: usize| b.max(1).next_multiple_of(HEAP_ALIGN);
+        let nodebufs = if self.nodes > 1 { 2 * a(self.nodebuf) } else { 0 };
+        a(self.out) + a(self.staging) + a(self.flags) + 2 * a(self.partial) + nodebufs + a(self.unfused_flags)
+    }
 }
 
 /// A bound GEMM + ReduceScatter / AllReduce (see the module docs).
@@ -129,14 +283,9 @@ impl<'a> GemmRs<'a> {
         let world = comm.world().clone();
         let (a, b) = (a.into(), b.into());
         let w = world.world_size as usize;
-        if world.nodes > 1 {
-            return Err(invalid(
-                "world",
-                format!("{} nodes: GEMM + {collective:?} runs inside one node for now (the inter-node reduce is not written)", world.nodes),
-            ));
-        }
-        if w > MAX_LOCAL_RANKS {
-            return Err(invalid("world", format!("{w} ranks on a node; at most {MAX_LOCAL_RANKS}")));
+        let lw = world.local_world_size as usize;
+        if lw > MAX_LOCAL_RANKS {
+            return Err(invalid("world", format!("{lw} ranks on a node; at most {MAX_LOCAL_RANKS}")));
         }
         if shape.m == 0 || !shape.m.is_multiple_of(w) {
             return Err(invalid(
@@ -159,27 +308,31 @@ impl<'a> GemmRs<'a> {
             PathChoice::Unfused => Path::Unfused,
             PathChoice::Fused | PathChoice::Auto => Path::Fused,
         };
+        let rows = shape.m / w;
+        let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
+        let roles = role_split(&opts, collective, world.nodes, w as u32 * per_owner, gpu.info().sm_count)?;
+        // The group size is protocol (readers wait for a group's last flag): ranks agree on it;
+        // role counts are each rank's own business.
+        let group = opts.group.unwrap_or(DEFAULT_GROUP).min(per_owner);
         comm.agree(
             "shape",
             &format!(
-                "{} {}x{}x{} {b_layout:?} {} out, {}",
+                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}",
                 collective.op_name(),
                 shape.m,
                 shape.n,
                 shape.k,
                 if opts.out_f32 { "f32" } else { "bf16" },
-                path.name()
+                path.name(),
+                world.nodes
             ),
         )?;
 
-        let rows = shape.m / w;
         let es = if opts.out_f32 { 4 } else { 2 };
-        let out_rows = if collective == Collective::AllReduce { shape.m } else { rows };
-        let out = comm.alloc(out_rows * shape.n * es)?;
-        let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
-        let pulls = GemmRsParams::owners_pull(collective == Collective::AllReduce);
-        let staging = comm.alloc(GemmRsParams::staging_bytes(w as u32, per_owner, pulls) as usize)?;
-        let flags = comm.alloc(4 * GemmRsParams::flag_words(w as u32, per_owner) as usize)?;
+        let sizes = Sizes::of(collective, shape, &world, opts.out_f32);
+        let out = comm.alloc(sizes.out)?;
+        let staging = comm.alloc(sizes.staging)?;
+        let flags = comm.alloc(sizes.flags)?;
         // Where my row block starts in each local rank's output.
         let block = |d: u32| -> Result<u64> {
             let base = out.peer(d).ok_or_else(|| invalid("world", format!("rank {d}'s heap is not mapped here")))?;
@@ -221,8 +374,7 @@ impl<'a> GemmRs<'a> {
             &diag,
             (crate::gpu::L2Promotion::B128, TILE_M),
         )?;
-        let tiles = w as u32 * per_owner;
-        gemm.roles = RoleSplit::compute_only(gpu.info().sm_count.min(tiles));
+        gemm.roles = roles;
         let params = GemmRsParams {
             gemm,
             staging: staging.addr(),
@@ -237,9 +389,19 @@ impl<'a> GemmRs<'a> {
             local_world: world.local_world_size,
             all_reduce: (collective == Collective::AllReduce) as u32,
             lead: opts.lead.unwrap_or(u32::MAX).min(per_owner),
+            nodes: world.nodes,
+            fifo: comm.fifo_params(),
+            staging_heap_off: staging.offset(),
+            flags_heap_off: flags.offset(),
+            group,
             _pad: 0,
         };
-        let kernel = if b_layout == BLayout::KN { kernels::GEMM_RS_KN } else { kernels::GEMM_RS_NK };
+        let kernel = match (world.nodes > 1, b_layout) {
+            (false, BLayout::KN) => kernels::GEMM_RS_KN,
+            (false, BLayout::NK) => kernels::GEMM_RS_NK,
+            (true, BLayout::KN) => kernels::GEMM_RS_NODES_KN,
+            (true, BLayout::NK) => kernels::GEMM_RS_NODES_NK,
+        };
         let unfused = Self::unfused(comm, gpu, collective, local, b_layout, (a.addr(), b.addr()), &out, &opts)?;
         comm.barrier()?;
         Ok(GemmRs {
@@ -276,9 +438,13 @@ impl<'a> GemmRs<'a> {
         let out_f32 = opts.out_f32;
         let world = comm.world();
         let w = world.world_size;
-        let partials = [comm.alloc(local.m * local.n * 2)?, comm.alloc(local.m * local.n * 2)?];
-        let flags = comm.alloc(4 * (w * FLAG_STRIDE) as usize)?;
+        let sizes = Sizes::of(collective, GemmShape { k: local.k * w as usize, ..local }, world, out_f32);
+        let partials = [comm.alloc(sizes.partial)?, comm.alloc(sizes.partial)?];
+        let nodebufs =
+            if world.nodes > 1 { vec![comm.alloc(sizes.nodebuf)?, comm.alloc(sizes.nodebuf)?] } else { vec![] };
+        let flags = comm.alloc(sizes.unfused_flags)?;
         let launches = gpu.upload(&[0u64])?;
+        let counters = gpu.upload(&[0u32; 2])?;
         let diag = DiagBuffers::new(gpu)?;
         let gemm = |p: &HeapRegion<'a>| {
             let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout, ..Default::default() }
@@ -287,36 +453,71 @@ impl<'a> GemmRs<'a> {
         };
         let gemms = [gemm(&partials[0])?, gemm(&partials[1])?];
         let rows = (local.m / w as usize) as u32;
-        let reduce = |p: &HeapRegion<'a>| -> Result<ReduceParams> {
-            let mut r = ReduceParams {
-                out: out.addr(),
-                flags: flags.addr(),
-                launches: launches.addr(),
-                diag: diag.abi(),
-                timeout_ns: opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
-                row0: if collective == Collective::AllReduce { 0 } else { world.rank * rows },
-                rows: if collective == Collective::AllReduce { local.m as u32 } else { rows },
-                n: local.n as u32,
-                world: w,
-                rank: world.rank,
-                out_f32: out_f32 as u32,
-                rows_per_owner: rows,
-                ..Default::default()
+        let timeout_ns = opts.timeout.as_nanos().min(u64::MAX as u128) as u64;
+        let missing = |r: u32| invalid("world", format!("rank {r}'s heap is not mapped here"));
+        let reduce = if world.nodes == 1 {
+            let reduce = |p: &HeapRegion<'a>| -> Result<ReduceParams> {
+                let mut r = ReduceParams {
+                    out: out.addr(),
+                    flags: flags.addr(),
+                    launches: launches.addr(),
+                    diag: diag.abi(),
+                    timeout_ns,
+                    row0: if collective == Collective::AllReduce { 0 } else { world.rank * rows },
+                    rows: if collective == Collective::AllReduce { local.m as u32 } else { rows },
+                    n: local.n as u32,
+                    world: w,
+                    rank: world.rank,
+                    out_f32: out_f32 as u32,
+                    rows_per_owner: rows,
+                    ..Default::default()
+                };
+                for d in 0..w {
+                    r.partials[d as usize] = p.peer(d).ok_or_else(|| missing(d))?;
+                    r.peer_flags[d as usize] = flags.peer(d).ok_or_else(|| missing(d))?;
+                }
+                Ok(r)
             };
-            for d in 0..w {
-                let missing = || invalid("world", format!("rank {d}'s heap is not mapped here"));
-                r.partials[d as usize] = p.peer(d).ok_or_else(missing)?;
-                r.peer_flags[d as usize] = flags.peer(d).ok_or_else(missing)?;
-            }
-            Ok(r)
+            Reduce::Pull([reduce(&partials[0])?, reduce(&partials[1])?])
+        } else {
+            let reduce = |parity: usize| -> Result<ReduceNodesParams> {
+                let mut r = ReduceNodesParams {
+                    nodebuf: nodebufs[parity].addr(),
+                    nodebuf_heap_off: nodebufs[parity].offset(),
+                    flags: flags.addr(),
+                    flags_heap_off: flags.offset(),
+                    counters: counters.addr(),
+                    launches: launches.addr(),
+                    fifo: comm.fifo_params(),
+                    diag: diag.abi(),
+                    timeout_ns,
+                    rows,
+                    n: local.n as u32,
+                    rank: world.rank,
+                    local_world: world.local_world_size,
+                    nodes: world.nodes,
+                    all_reduce: (collective == Collective::AllReduce) as u32,
+                    out_f32: out_f32 as u32,
+                    ..Default::default()
+                };
+                for lr in 0..world.local_world_size {
+                    let d = world.local_to_global(lr);
+                    r.partials[lr as usize] = partials[parity].peer(d).ok_or_else(|| missing(d))?;
+                    r.out[lr as usize] = out.peer(d).ok_or_else(|| missing(d))?;
+                    r.peer_flags[lr as usize] = flags.peer(d).ok_or_else(|| missing(d))?;
+                }
+                Ok(r)
+            };
+            Reduce::Nodes([reduce(0)?, reduce(1)?])
         };
-        let reduce = [reduce(&partials[0])?, reduce(&partials[1])?];
         Ok(Unfused {
             gemms,
             reduce,
             _partials: partials,
+            _nodebufs: nodebufs,
             _flags: flags,
             _launches: launches,
+            _counters: counters,
             diag,
             calls: Cell::new(0),
         })
@@ -340,6 +541,28 @@ impl<'a> GemmRs<'a> {
     /// Compute CTAs of the fused launch.
     pub fn ctas(&self) -> u32 {
         self.params.gemm.roles.compute
+    }
+
+    /// The fused launch's role split (several nodes: compute, inter-send and inter-reduce CTAs).
+    pub fn roles(&self) -> RoleSplit {
+        self.params.gemm.roles
+    }
+
+    /// Tiles per FIFO WRITE of a node partial, as launched (several nodes).
+    pub fn group(&self) -> u32 {
+        self.params.group
+    }
+
+    /// Bytes this rank's fused launch sends over the inter-node link (node partials; 0 on one
+    /// node): what a NIC model turns into the inter-node time.
+    pub fn inter_node_bytes(&self) -> u64 {
+        inter_node_bytes(self.collective, self.shape, self.comm.world())
+    }
+
+    /// Bytes of symmetric heap an op of this collective, shape (all of K) and output type takes
+    /// on `world` (both paths; allocations aligned as the communicator aligns them).
+    pub fn heap_bytes(collective: Collective, shape: GemmShape, world: &World, out_f32: bool) -> usize {
+        Sizes::of(collective, shape, world, out_f32).total()
     }
 
     /// Rounds of sends before the first own tile, as launched (the option or its default, at
@@ -384,7 +607,7 @@ impl<'a> GemmRs<'a> {
                 let parity = (u.calls.get() % 2) as usize;
                 u.calls.set(u.calls.get() + 1);
                 u.gemms[parity].launch(gpu)?;
-                self.launch_reduce(gpu, &u.reduce[parity])
+                self.launch_reduce(gpu, parity)
             }
         }
     }
@@ -394,10 +617,17 @@ impl<'a> GemmRs<'a> {
         self.unfused.gemms[0].launch(gpu)
     }
 
-    fn launch_reduce(&self, gpu: &Gpu, p: &ReduceParams) -> Result<()> {
+    fn launch_reduce(&self, gpu: &Gpu, parity: usize) -> Result<()> {
+        // One CTA per SM: every CTA resident at once (mk_reduce_nodes's phases wait for each other).
         let cfg = LaunchConfig::linear(gpu.info().sm_count, 256, 0);
-        // SAFETY: the partials, flags and output belong to this op / the communicator's heap.
-        unsafe { gpu.launch(kernels::REDUCE_PULL, &cfg, p)? };
+        // SAFETY: the partials, node partials, flags and outputs belong to this op / the
+        // communicator's heap (peers' heaps stay mapped while it lives); the FIFO is its.
+        unsafe {
+            match &self.unfused.reduce {
+                Reduce::Pull(p) => gpu.launch(kernels::REDUCE_PULL, &cfg, &p[parity])?,
+                Reduce::Nodes(p) => gpu.launch(kernels::REDUCE_NODES, &cfg, &p[parity])?,
+            }
+        };
         Ok(())
     }
 
@@ -427,5 +657,81 @@ impl super::TwoPathOp for GemmRs<'_> {
 
     fn wait(&self, gpu: &Gpu) -> Result<()> {
         GemmRs::wait(self, gpu)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world(rank: u32, w: u32, nodes: u32) -> World {
+        let lw = w / nodes;
+        World {
+            rank,
+            world_size: w,
+            local_rank: rank % lw,
+            local_world_size: lw,
+            node: rank / lw,
+            nodes,
+            device: 0,
+            master_addr: "127.0.0.1".into(),
+            master_port: 0,
+        }
+    }
+
+    #[test]
+    fn role_split_defaults_and_rules() {
+        let rs = Collective::ReduceScatter;
+        let def = GemmRsOptions::default();
+        assert_eq!(role_split(&def, rs, 1, 4096, 132).unwrap(), RoleSplit::compute_only(132));
+        assert_eq!(role_split(&def, rs, 1, 16, 132).unwrap(), RoleSplit::compute_only(16));
+        let two = role_split(&def, rs, 2, 4096, 132).unwrap();
+        assert_eq!((two.compute, two.intra_comm, two.inter_send, two.inter_reduce), (127, 0, 1, 4));
+        let ar = role_split(&def, Collective::AllReduce, 2, 4096, 132).unwrap();
+        assert_eq!((ar.compute, ar.inter_send, ar.inter_reduce), (123, 1, 8));
+        let tiny = role_split(&def, rs, 2, 16, 132).unwrap();
+        assert_eq!(tiny.compute, 16, "no more compute CTAs than tiles");
+        let err = |o: GemmRsOptions, nodes| role_split(&o, rs, nodes, 4096, 132).unwrap_err().to_string();
+        assert!(err(GemmRsOptions { inter_send: Some(0), ..def.clone() }, 2).contains("`inter_send`"));
+        assert!(err(GemmRsOptions { inter_reduce: Some(0), ..def.clone() }, 2).contains("`inter_reduce`"));
+        assert!(err(GemmRsOptions { group: Some(0), ..def.clone() }, 2).contains("`group`"));
+        assert!(err(GemmRsOptions { inter_reduce: Some(131), ..def.clone() }, 2).contains("no compute CTA"));
+        assert!(err(GemmRsOptions { lead: Some(1), ..def.clone() }, 2).contains("one node only"));
+        assert!(err(GemmRsOptions { group: Some(4), ..def.clone() }, 1).contains("several nodes only"));
+    }
+
+    #[test]
+    fn inter_node_bytes_count_each_destination_node() {
+        let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
+        let half_tiles = |w: usize| 2 * (shape.m / w).div_ceil(128) as u64 * shape.n.div_ceil(256) as u64;
+        let ht = HALF_TILE_BYTES as u64;
+        let rs = Collective::ReduceScatter;
+        assert_eq!(inter_node_bytes(rs, shape, &world(0, 2, 1)), 0);
+        // Reduce-scatter: the node partial of each other node's block I collect, once.
+        assert_eq!(inter_node_bytes(rs, shape, &world(1, 2, 2)), half_tiles(2) * ht);
+        assert_eq!(inter_node_bytes(rs, shape, &world(3, 4, 2)), half_tiles(4) * ht);
+        assert_eq!(inter_node_bytes(rs, shape, &world(2, 4, 4)), 3 * half_tiles(4) * ht);
+        // All-reduce: each block I collect (one per node) to every other node.
+        let ar = Collective::AllReduce;
+        assert_eq!(inter_node_bytes(ar, shape, &world(0, 2, 2)), 2 * half_tiles(2) * ht);
+        assert_eq!(inter_node_bytes(ar, shape, &world(2, 4, 4)), 12 * half_tiles(4) * ht);
+    }
+
+    #[test]
+    fn heap_bytes_cover_every_allocation() {
+        let shape = GemmShape { m: 2000, n: 1544, k: 2048 };
+        for (w, nodes) in [(2, 1), (2, 2), (4, 2), (4, 4)] {
+            for c in [Collective::ReduceScatter, Collective::AllReduce] {
+                let wd = world(0, w, nodes);
+                let s = Sizes::of(c, shape, &wd, false);
+                let total = GemmRs::heap_bytes(c, shape, &wd, false);
+                let partials = 2 * shape.m * shape.n * 2;
+                assert!(total >= s.out + s.staging + s.flags + partials + s.unfused_flags);
+                if nodes > 1 {
+                    assert!(total >= partials + 2 * s.nodebuf);
+                    assert_eq!(s.nodebuf, (nodes * nodes) as usize * (shape.m / w as usize) * shape.n * 2);
+                }
+            }
+        }
     }
 }

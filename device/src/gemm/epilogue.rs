@@ -177,13 +177,7 @@ impl<A: Accumulators, K: KSplit> Epilogue<A> for SplitKStore<'_, K> {
             return;
         }
         let (out_tile, split) = self.sched.unit(tile.index);
-        let splits = self.sched.arrivals(out_tile);
-        if splits == 1 {
-            // The whole tile is this unit's (stream-K's middle tiles): nothing to sum.
-            self.inner.store(smem, acc, tile, n, cwg, t);
-            return;
-        }
-        let half = 2 * self.sched.workspace_tile(out_tile) + cwg;
+        let half = 2 * out_tile + cwg;
         let bar = 1 + cwg;
         // My partial, thread t's j-th 16 bytes at (j * 128 + t) * 16: each warp store writes
         // 512 contiguous bytes.
@@ -207,6 +201,7 @@ impl<A: Accumulators, K: KSplit> Epilogue<A> for SplitKStore<'_, K> {
         fence_acq_rel_gpu();
         named_barrier_sync(bar, 128);
         let counter = (self.counters as *mut u32).add(half as usize);
+        let splits = self.sched.arrivals(out_tile);
         let complete = self.epoch.wrapping_mul(splits);
         if self.parallel {
             if t == 0 {

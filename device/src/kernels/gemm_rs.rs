@@ -22,6 +22,13 @@
 //!   flags it there; each rank's helpers finally wait for the blocks of the others. (f32
 //!   output: the consumers store from registers and flag themselves.)
 //!
+//! Several nodes (`mk_gemm_rs_nodes_*`, [`NodeTiles`]): the same epilogue with each block's
+//! *collector* on this node (`sched::NodeMap`) in the owner's place; a collected tile's sum is
+//! the node partial, rounded to bf16 and handed by the helper to this rank's node-partial slot
+//! (`GemmRsParams::node_offset`) and flag, where the inter-send and inter-reduce CTAs of
+//! [`super::gemm_rs_nodes`] take over. The one-node kernels are the same code with
+//! `NODES = false` (every several-node branch folds away).
+//!
 //! Writers wait for the receiver's `ready` flag of the launch first (it entered the launch, so it
 //! is done with the previous launch's slots and output), and the epoch comes from the launch
 //! counter, so back-to-back launches and CUDA-graph replays need no reset.
@@ -32,7 +39,7 @@ use crate::gemm::engine::Operands;
 use crate::gemm::epilogue::{store_f32, tma_store_tile, write_bf16, Handoff};
 use crate::gemm::mainloop::Smem;
 use crate::gemm::*;
-use crate::sched::{div_nz, rem_nz, GaveUp, InputGate, OwnerTiles, Role, Tile};
+use crate::sched::{div_nz, rem_nz, GaveUp, InputGate, OwnerTiles, Role, Tile, TileGrid};
 use crate::sync::{Bound, WaitResult};
 
 /// The epoch of this launch, which thread 0 put into shared memory before the engine's first
@@ -74,8 +81,8 @@ impl InputGate for OwnerRows<'_> {
     }
 }
 
-/// The epilogue described in the module docs.
-pub struct ReduceEpilogue<'a> {
+/// The epilogue described in the module docs; `NODES`: the several-node kernel's.
+pub struct ReduceEpilogue<'a, const NODES: bool> {
     p: &'a GemmRsParams,
     tiles: OwnerTiles,
 }
@@ -85,11 +92,11 @@ pub struct ReduceEpilogue<'a> {
 /// # Safety
 /// `table` points to a live `PeerTable`; `lr < MAX_LOCAL_RANKS`.
 #[inline(always)]
-unsafe fn peer(table: *const [u64; MAX_LOCAL_RANKS], lr: u32) -> u64 {
+pub(super) unsafe fn peer(table: *const [u64; MAX_LOCAL_RANKS], lr: u32) -> u64 {
     *(table as *const u64).add(lr as usize)
 }
 
-impl ReduceEpilogue<'_> {
+impl<const NODES: bool> ReduceEpilogue<'_, NODES> {
     #[inline(always)]
     fn table(&self) -> &PeerTable {
         // SAFETY: the host uploads the table before the launch and keeps it alive.
@@ -139,12 +146,36 @@ impl ReduceEpilogue<'_> {
         }
     }
 
-    /// Sum every source's partial of this warpgroup's half of my tile `slot` into `acc`: this
-    /// rank's first, then the others in rank order, each partial rounded to bf16, sums in fp32.
-    /// The partials are in (the helper saw their flags).
+    /// Whether this rank sums block `q`'s partials: its owner (one node) or its collector.
     #[inline(always)]
-    unsafe fn sum_partials(&self, acc: &mut [f32; 128], slot: u32, cwg: u32, t: u32) {
+    fn sums(&self, q: u32) -> bool {
+        if NODES {
+            self.p.node_map().collects(q)
+        } else {
+            q == self.p.rank
+        }
+    }
+
+    /// Where the partials of a block `q` this rank sums come from: (the inbox index of the
+    /// first source, the sources, this rank's index among them). One node: every rank; several
+    /// nodes: this node's ranks, in the inbox of `q`'s node ([`GemmRsParams::inbox`]).
+    #[inline(always)]
+    fn sources(&self, q: u32) -> (u32, u32, u32) {
         let p = self.p;
+        if NODES {
+            (p.inbox(p.node_map().block_node(q), 0), p.local_world, p.local_rank)
+        } else {
+            (0, p.world, p.rank)
+        }
+    }
+
+    /// Sum every source's partial of this warpgroup's half of my tile `slot` of block `q` into
+    /// `acc`: this rank's first, then the others in rank order, each partial rounded to bf16,
+    /// sums in fp32. The partials are in (the helper saw their flags).
+    #[inline(always)]
+    unsafe fn sum_partials(&self, acc: &mut [f32; 128], q: u32, slot: u32, cwg: u32, t: u32) {
+        let p = self.p;
+        let (base, count, me) = self.sources(q);
         // This rank's partial first, rounded like every other, then the others in rank order,
         // accumulated in place (a second 128-value array would not fit in registers).
         macro_rules! round {
@@ -158,11 +189,11 @@ impl ReduceEpilogue<'_> {
             }};
         }
         unroll16!(round);
-        for s in 0..p.world {
-            if s == p.rank {
+        for s in 0..count {
+            if s == me {
                 continue;
             }
-            let src = (p.staging + p.slot_offset(s, slot, cwg)) as *const [u32; 4];
+            let src = (p.staging + p.slot_offset(base + s, slot, cwg)) as *const [u32; 4];
             macro_rules! add {
                 ($j:expr) => {{
                     let w = ld_global_v4_u32(src.add($j * 128 + t as usize));
@@ -201,23 +232,28 @@ impl ReduceEpilogue<'_> {
     }
 
     /// Pull (helper thread) every other source's partial of this warpgroup's half of my tile
-    /// `slot` from that source's outbox over NVLink into my inbox slot for it, through the
-    /// staging tile `c` (the previous tile's copies are done with it, and the consumers rewrite
-    /// it only after the helper's next `free`), once the source's flag says it is there.
+    /// `slot` of block `q` from that source's outbox over NVLink into my inbox slot for it,
+    /// through the staging tile `c` (the previous tile's copies are done with it, and the
+    /// consumers rewrite it only after the helper's next `free`), once the source's flag says it
+    /// is there.
     #[inline(always)]
-    unsafe fn pull_partials(&self, h: Handoff, c: u32, slot: u32, n: u32, cwg: u32, tile: u32) {
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn pull_partials(&self, h: Handoff, c: u32, q: u32, slot: u32, n: u32, cwg: u32, tile: u32) {
         let p = self.p;
+        let (base, count, me) = self.sources(q);
+        // One node: my own block, sources' local ranks offset by my node's first rank (0).
+        let (block, first_rank) = if NODES { (q, 0) } else { (p.rank, p.rank - p.local_rank) };
         let mut k = 0u32;
-        for s in 0..p.world {
-            if s == p.rank {
+        for s in 0..count {
+            if s == me {
                 continue;
             }
-            let _ = self.wait_flag(p.part_flag(s, slot, cwg), slot);
-            let src = peer(&self.table().staging, s - (p.rank - p.local_rank)) + p.outbox_offset(p.rank, slot, cwg);
+            let _ = self.wait_flag(p.part_flag(base + s, slot, cwg), slot);
+            let src = peer(&self.table().staging, s - first_rank) + p.outbox_offset(block, slot, cwg);
             mbarrier_arrive_expect_tx(h.loaded(), HALF_TILE_BYTES);
             bulk_load(c, src, HALF_TILE_BYTES, h.loaded());
-            let _ = self.bound().mbarrier(h.loaded(), (n * (p.world - 1) + k) & 1, tile, WAIT_MBAR_HANDOFF);
-            bulk_store(p.staging + p.slot_offset(s, slot, cwg), c, HALF_TILE_BYTES);
+            let _ = self.bound().mbarrier(h.loaded(), (n * (count - 1) + k) & 1, tile, WAIT_MBAR_HANDOFF);
+            bulk_store(p.staging + p.slot_offset(base + s, slot, cwg), c, HALF_TILE_BYTES);
             bulk_commit_group();
             bulk_wait_group_read::<0>();
             k += 1;
@@ -254,9 +290,32 @@ impl ReduceEpilogue<'_> {
             self.signal_others(p.done_flag(p.rank, slot, cwg));
         }
     }
+
+    /// Several nodes, the helper of a tile this rank collects: put the node partial the
+    /// consumers staged in `c` into my node-partial slot for half tile `item` of my `qi`-th
+    /// collected block and raise my node flag for it (the inter-send and inter-reduce CTAs take
+    /// it from there). The slot may still be the source of the last launch's FIFO WRITE: it is
+    /// rewritten only once every destination entered this launch, which it did after receiving
+    /// the last one.
+    ///
+    /// # Safety
+    /// The helper thread of a several-node launch, after `staged` of a tile this rank collects.
+    #[inline(always)]
+    unsafe fn store_node_partial(&self, c: u32, qi: u32, item: u32) {
+        let p = self.p;
+        let (map, all_reduce) = (p.node_map(), p.is_all_reduce());
+        for k in 0..map.dests(qi, all_reduce) {
+            let d = map.dest(qi, k, all_reduce);
+            let _ = self.wait_flag(GemmRsParams::ready_flag(d), d);
+        }
+        bulk_store(p.staging + p.node_offset(qi, map.node(), item), c, HALF_TILE_BYTES);
+        bulk_commit_group();
+        bulk_wait_group::<0>();
+        signal((p.flags as *mut u32).add(p.node_flag(qi, map.node(), item) as usize), epoch());
+    }
 }
 
-impl Epilogue for ReduceEpilogue<'_> {
+impl<const NODES: bool> Epilogue for ReduceEpilogue<'_, NODES> {
     const HELPER: bool = true;
 
     #[inline(always)]
@@ -272,16 +331,17 @@ impl Epilogue for ReduceEpilogue<'_> {
         let bar = 1 + cwg;
         let c = smem.c(cwg);
         let o = self.tiles.locate(tile.m, tile.n);
-        let own = o.owner == p.rank;
+        // Several nodes: a collected tile's sum is a node partial, staged like a send.
+        let own = self.sums(o.owner);
         // A failed wait already reported (the launch fails); going on keeps every thread moving.
         if own {
             if t == 0 {
                 let _ = self.bound().mbarrier(h.ready(), n & 1, tile.index, WAIT_MBAR_HANDOFF);
             }
             named_barrier_sync(bar, 128);
-            self.sum_partials(acc, o.slot, cwg, t);
+            self.sum_partials(acc, o.owner, o.slot, cwg, t);
         }
-        if own && p.gemm.out_f32 != 0 {
+        if !NODES && own && p.gemm.out_f32 != 0 {
             let block_tile = Tile { index: tile.index, m: o.tm, n: o.tn };
             self.store_own_f32(acc, block_tile, o.slot, cwg, t);
         } else {
@@ -290,7 +350,7 @@ impl Epilogue for ReduceEpilogue<'_> {
                 let _ = self.bound().mbarrier(h.free(), (n - 1) & 1, tile.index, WAIT_MBAR_HANDOFF);
             }
             named_barrier_sync(bar, 128);
-            if own {
+            if !NODES && own {
                 write_bf16(c, acc, t);
             } else {
                 // Unrolled: the accumulators must stay in registers (a run-time index would put
@@ -319,22 +379,23 @@ impl Epilogue for ReduceEpilogue<'_> {
         let h = Handoff::of(smem, cwg);
         let c = smem.c(cwg);
         let o = self.tiles.locate(tile.m, tile.n);
-        let own = o.owner == p.rank;
+        let own = self.sums(o.owner);
+        let (base, count, me) = self.sources(o.owner);
         let pull = p.pulls();
         if own {
             if pull {
-                self.pull_partials(h, c, o.slot, n, cwg, tile.index);
+                self.pull_partials(h, c, o.owner, o.slot, n, cwg, tile.index);
             } else {
-                for s in 0..p.world {
-                    if s != p.rank {
-                        let _ = self.wait_flag(p.part_flag(s, o.slot, cwg), o.slot);
-                        bulk_prefetch_l2(p.staging + p.slot_offset(s, o.slot, cwg), HALF_TILE_BYTES);
+                for s in 0..count {
+                    if s != me {
+                        let _ = self.wait_flag(p.part_flag(base + s, o.slot, cwg), o.slot);
+                        bulk_prefetch_l2(p.staging + p.slot_offset(base + s, o.slot, cwg), HALF_TILE_BYTES);
                     }
                 }
             }
         } else if pull {
             // Keep the load barrier's phases in step: one per other source per tile.
-            for _ in 1..p.world {
+            for _ in 1..count {
                 mbarrier_arrive(h.loaded());
             }
         }
@@ -346,18 +407,30 @@ impl Epilogue for ReduceEpilogue<'_> {
         mbarrier_arrive(h.ready());
         let _ = self.bound().mbarrier(h.staged(), n & 1, tile.index, WAIT_MBAR_HANDOFF);
         if !own {
-            let lr = o.owner - (p.rank - p.local_rank);
+            // The rank of this node that sums the block: its owner, or (several nodes) its
+            // collector, and this rank's inbox index there.
+            let (lr, src) = if NODES {
+                let map = p.node_map();
+                (map.collector(o.owner), p.inbox(map.block_node(o.owner), p.local_rank))
+            } else {
+                (o.owner - (p.rank - p.local_rank), p.rank)
+            };
             // The owner entered this launch: it is done with the previous launch's slots.
             self.wait_ready(lr);
             let dst = if pull {
                 p.staging + p.outbox_offset(o.owner, o.slot, cwg)
             } else {
-                peer(&self.table().staging, lr) + p.slot_offset(p.rank, o.slot, cwg)
+                peer(&self.table().staging, lr) + p.slot_offset(src, o.slot, cwg)
             };
             bulk_store(dst, c, HALF_TILE_BYTES);
             bulk_commit_group();
             bulk_wait_group::<0>();
-            self.signal_peer(lr, p.part_flag(p.rank, o.slot, cwg));
+            self.signal_peer(lr, p.part_flag(src, o.slot, cwg));
+        } else if NODES {
+            // The tile's index in its block's walk names its node-partial slot.
+            let t = self.tiles;
+            let local = TileGrid { m_tiles: t.m_tiles, n_tiles: t.n_tiles, group_m: t.group_m }.index_of(o.tm, o.tn);
+            self.store_node_partial(c, p.node_map().block_node(o.owner), 2 * local + cwg);
         } else if p.gemm.out_f32 == 0 {
             let block_tile = Tile { index: tile.index, m: o.tm, n: o.tn };
             tma_store_tile(p.out_maps + 128 * p.local_rank as u64, c, p.rows, p.gemm.n, block_tile, cwg);
@@ -390,7 +463,8 @@ impl Epilogue for ReduceEpilogue<'_> {
         let mut x = me;
         while x < p.world * per * 2 {
             let (q, rest) = (div_nz(x, 2 * per), rem_nz(x, 2 * per));
-            if q != p.rank {
+            // Several nodes: the blocks this rank finalises are its own inter-reduce CTAs'.
+            if !self.sums(q) {
                 if self.wait_flag(p.done_flag(q, rest / 2, rest % 2), rest / 2).is_err() {
                     return;
                 }
@@ -400,40 +474,68 @@ impl Epilogue for ReduceEpilogue<'_> {
     }
 }
 
+/// Thread 0 of every CTA: this launch's epoch (also put where [`epoch`] reads it); CTA 0 also
+/// tells this node's other ranks that this rank entered the launch.
+///
+/// # Safety
+/// Launched as the kernels of this module are, with `p` valid.
 #[inline(always)]
-unsafe fn gemm_rs<const TRANS_B: u32>(p: &GemmRsParams) {
-    let tid = thread_idx_x();
-    let roles = p.gemm.roles;
-    if tid == 0 {
-        let epoch = launch_epoch(p.launches as *mut u64, roles.total());
-        st_shared_u32(dyn_smem_base() + SCRATCH_OFF, epoch);
-        if block_idx_x() == 0 {
-            // Tell this node's ranks that we entered the launch.
-            for lr in 0..p.local_world {
-                if lr != p.local_rank {
-                    let table = &*(p.peers as *const PeerTable);
-                    let flag = (peer(&table.flags, lr) as *mut u32).add(GemmRsParams::ready_flag(p.rank) as usize);
-                    signal(flag, epoch);
-                }
+pub(super) unsafe fn enter(p: &GemmRsParams) -> u32 {
+    let epoch = launch_epoch(p.launches as *mut u64, p.gemm.roles.total());
+    st_shared_u32(dyn_smem_base() + SCRATCH_OFF, epoch);
+    if block_idx_x() == 0 {
+        for lr in 0..p.local_world {
+            if lr != p.local_rank {
+                let table = &*(p.peers as *const PeerTable);
+                let flag = (peer(&table.flags, lr) as *mut u32).add(GemmRsParams::ready_flag(p.rank) as usize);
+                signal(flag, epoch);
             }
         }
     }
-    if block_idx_x() >= roles.compute {
+    epoch
+}
+
+/// A compute CTA (all its threads): the engine over `tiles`, walked by `sched` (one node: the
+/// same [`OwnerTiles`]), with the [`ReduceEpilogue`].
+///
+/// # Safety
+/// Launched as the kernels of this module are, with `p` valid; `NODES` only with several nodes.
+#[inline(always)]
+pub(super) unsafe fn compute<const TRANS_B: u32, const NODES: bool, S: crate::sched::TileScheduler>(
+    p: &GemmRsParams,
+    tiles: OwnerTiles,
+    sched: &S,
+) {
+    let g = &p.gemm;
+    let ops = Operands { a_map: g.a_map, a_rows: TILE_M, b_map: g.b_map, k: g.k };
+    let bound = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: p.rank, role: Role::Compute as u32 };
+    let gate = OwnerRows { p, tiles };
+    let epi = ReduceEpilogue::<NODES> { p, tiles };
+    compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(&ops, sched, &gate, &epi, g.roles.compute, bound);
+}
+
+/// The one-node kernel: compute CTAs only.
+///
+/// # Safety
+/// Launched with `THREADS` threads and `SMEM_BYTES` of dynamic shared memory per CTA, every CTA
+/// of the grid resident at once, `p` as the host plans it (`ops::gemm_rs`).
+#[inline(always)]
+unsafe fn gemm_rs<const TRANS_B: u32>(p: &GemmRsParams) {
+    if thread_idx_x() == 0 {
+        enter(p);
+    }
+    if block_idx_x() >= p.gemm.roles.compute {
         return;
     }
     let g = &p.gemm;
     let tiles = OwnerTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, p.rank, p.lead);
-    let ops = Operands { a_map: g.a_map, a_rows: TILE_M, b_map: g.b_map, k: g.k };
-    let bound = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: p.rank, role: Role::Compute as u32 };
-    let gate = OwnerRows { p, tiles };
-    let epi = ReduceEpilogue { p, tiles };
-    compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(&ops, &tiles, &gate, &epi, roles.compute, bound);
+    compute::<TRANS_B, false, _>(p, tiles, &tiles);
 }
 
 b_layout_entry_points! {
     GemmRsParams => gemm_rs;
-    /// GEMM + ReduceScatter / AllReduce with B `[K/W, N]` row-major.
+    /// GEMM + ReduceScatter / AllReduce with B `[K/W, N]` row-major, one node.
     kn: mk_gemm_rs_kn;
-    /// GEMM + ReduceScatter / AllReduce with B `[N, K/W]` row-major.
+    /// GEMM + ReduceScatter / AllReduce with B `[N, K/W]` row-major, one node.
     nk: mk_gemm_rs_nk
 }
