@@ -31,8 +31,9 @@ pub mod pipeline;
 pub mod kernels_info {
     /// The GEMM engine's tile and launch shape. A tile is `TILE_M` rows (two consumer
     /// warpgroups of 64) by a width of 64, 128 or 256 columns (the consumers' wgmma N): the
-    /// fused kernels and the compute-bound GEMM use [`TILE_N`], the memory-bound GEMMs the width
-    /// whose tile count fills the GPU (see the host's `ops::gemm::default_tile_n`).
+    /// fused kernels and the compute-bound GEMM use [`TILE_N`](gemm::TILE_N), the memory-bound
+    /// GEMMs the width whose tile count fills the GPU (see the host's
+    /// `ops::gemm::default_tile_n`).
     pub mod gemm {
         /// Output tile rows.
         pub const TILE_M: u32 = 128;
