@@ -159,3 +159,21 @@ fn non_utf8_output_is_forwarded_byte_for_byte() {
     assert!(has(&out.stdout, b"[rank 0] no newline \xfedone\n"), "{:?}", String::from_utf8_lossy(&out.stdout));
     assert!(has(&out.stderr, b"[rank 0] err \xff\n"));
 }
+
+#[test]
+fn one_hardware_queue_with_emulated_nodes_is_rejected_before_anything_starts() {
+    // The emulated NIC's copies would queue behind the kernels that wait for them.
+    let mut spec = sh(2, "exit 3", Duration::from_secs(5)); // it would fail if it ran
+    spec.nodes = 2;
+    spec.env.push(("CUDA_DEVICE_MAX_CONNECTIONS".into(), "1".into()));
+    match launch(&spec) {
+        Err(CommError::InvalidArgument { arg: "env", rule }) => {
+            assert!(rule.contains("CUDA_DEVICE_MAX_CONNECTIONS=1"), "{rule}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // One node has no emulated NIC: the same setting is fine there.
+    spec.nodes = 1;
+    spec.args = vec!["-c".into(), "true".into()];
+    launch(&spec).unwrap();
+}

@@ -108,6 +108,17 @@ fn check(spec: &LaunchSpec) -> CommResult<()> {
     if spec.timeout.is_zero() {
         return bad("timeout", "0 s must be at least 1 ms".into());
     }
+    // What the ranks will see (spec.env wins over the launcher's own environment). With one
+    // hardware queue, the emulated NIC's copies between emulated nodes queue behind the
+    // persistent kernel waiting for them (see transport::EmulatedNic).
+    let conns = spec.env.iter().rev().find(|(k, _)| k == "CUDA_DEVICE_MAX_CONNECTIONS").map(|(_, v)| v.clone());
+    let conns = conns.or_else(|| std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok());
+    if spec.nodes > 1 && conns.as_deref().map(str::trim) == Some("1") {
+        let rule = "CUDA_DEVICE_MAX_CONNECTIONS=1 with emulated nodes: the emulated NIC's copies would wait \
+                    behind the kernels waiting for them; unset it or use 2 or more"
+            .into();
+        return bad("env", rule);
+    }
     Ok(())
 }
 

@@ -3,9 +3,9 @@
 //!
 //! - [`FnTransport`]: a closure per command (tests, loopback signalling).
 //! - [`EmulatedNic`]: the proxy performs the writes with CUDA copies into peers' memory mapped
-//!   through CUDA IPC (ranks of emulated nodes on one host), in order per destination, and
-//!   models a NIC's bandwidth and latency: a flag becomes visible only when the modelled NIC
-//!   would have delivered the data before it.
+//!   through CUDA IPC (ranks of emulated nodes on one host), in posting order, and models a NIC's
+//!   bandwidth and latency: a flag becomes visible only when the modelled NIC would have delivered
+//!   the data before it.
 //! - [`verbs`]: RDMA over InfiniBand/RoCE (see that module for what has run).
 use super::error::{CommError, CommResult};
 use crate::abi::{FifoCmd, OP_FENCE, OP_SIGNAL, OP_WRITE};
@@ -122,28 +122,39 @@ struct Deferred {
     at: Instant,
     addr: u64,
     value: u32,
-    qp: usize,
 }
 
-/// The emulated NIC (see the module docs). One CUDA stream per destination rank is its queue pair.
+/// The emulated NIC (see the module docs).
+///
+/// One CUDA stream carries every copy and flag write, in posting order: per destination, data
+/// before the flag after it, as a queue pair would (the model's wire is serial too). A flag is a
+/// stream memory operation (`gpu::write_u32_async`), not a memset kernel. With one stream per
+/// destination and memsets, 16 ranks sharing one H200 hung: beyond `CUDA_DEVICE_MAX_CONNECTIONS`
+/// (8 hardware queues) some destination's stream shared the queue of the stream running the
+/// persistent kernel, and its flags waited behind that kernel, which waited for them.
 pub struct EmulatedNic {
     device: u32,
     regions: Regions,
     model: NicModel,
-    qps: Vec<cust::stream::Stream>,
+    stream: Option<cust::stream::Stream>,
     flags: VecDeque<Deferred>,
     gpu: Option<crate::gpu::Gpu>,
     /// Bytes written so far.
     pub bytes: u64,
 }
 
-// SAFETY: the streams are used only from the proxy thread after on_proxy_thread.
+// SAFETY: the stream is used only from the proxy thread after on_proxy_thread.
 unsafe impl Send for EmulatedNic {}
 
 impl EmulatedNic {
     /// A NIC on GPU `device` with these address tables and timing.
     pub fn new(device: u32, regions: Regions, model: NicModel) -> Self {
-        Self { device, regions, model, qps: Vec::new(), flags: VecDeque::new(), gpu: None, bytes: 0 }
+        Self { device, regions, model, stream: None, flags: VecDeque::new(), gpu: None, bytes: 0 }
+    }
+
+    /// The NIC's stream (created by on_proxy_thread).
+    fn queue(&self) -> CommResult<&cust::stream::Stream> {
+        self.stream.as_ref().ok_or_else(|| bad("used before the proxy thread started it".into()))
     }
 
     fn raise_due_flags(&mut self, all: bool) -> CommResult<()> {
@@ -157,10 +168,9 @@ impl EmulatedNic {
                     std::hint::spin_loop();
                 }
             }
-            // Same stream as the data: the flag write starts after the data copy completed.
-            // SAFETY: addr is a registered, mapped 4-byte flag; the stream is alive.
-            let r = unsafe { cust_raw::cuMemsetD32Async(f.addr, f.value, 1, self.qps[f.qp].as_inner()) };
-            crate::gpu::check_raw("cuMemsetD32Async", r)?;
+            // After the data on the same stream.
+            // SAFETY: addr is a registered, mapped 4-byte flag.
+            unsafe { crate::gpu::write_u32_async(self.queue()?, f.addr, f.value)? };
             self.flags.pop_front();
         }
         Ok(())
@@ -174,11 +184,9 @@ impl Transport for EmulatedNic {
 
     fn on_proxy_thread(&mut self) -> CommResult<()> {
         let gpu = crate::gpu::Gpu::new(self.device)?;
-        for _ in 0..self.regions.remote.len() {
-            let s = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None)
-                .map_err(|e| bad(format!("creating a queue-pair stream: {e}")))?;
-            self.qps.push(s);
-        }
+        let s = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None)
+            .map_err(|e| bad(format!("creating the NIC's stream: {e}")))?;
+        self.stream = Some(s);
         self.gpu = Some(gpu);
         Ok(())
     }
@@ -186,18 +194,18 @@ impl Transport for EmulatedNic {
     fn post(&mut self, cmds: &[FifoCmd]) -> CommResult<()> {
         for c in cmds {
             let dst = c.dst_rank();
-            let qp = dst as usize;
-            if qp >= self.qps.len() {
-                return Err(bad(format!("command for rank {dst}, but only {} ranks are registered", self.qps.len())));
+            let ranks = self.regions.remote.len();
+            if dst as usize >= ranks {
+                return Err(bad(format!("command for rank {dst}, but only {ranks} ranks are registered")));
             }
             let now = Instant::now();
             let at = match c.op() {
                 OP_WRITE => {
                     let src = self.regions.resolve(c.src, None, c.bytes)?;
                     let to = self.regions.resolve(c.dst, Some(dst), c.bytes)?;
+                    let stream = self.queue()?.as_inner();
                     // SAFETY: both ranges were checked against registered buffers.
-                    let r =
-                        unsafe { cust_raw::cuMemcpyDtoDAsync_v2(to, src, c.bytes as usize, self.qps[qp].as_inner()) };
+                    let r = unsafe { cust_raw::cuMemcpyDtoDAsync_v2(to, src, c.bytes as usize, stream) };
                     crate::gpu::check_raw("cuMemcpyDtoDAsync", r)?;
                     self.bytes += c.bytes;
                     self.model.deliver(now, c.bytes)
@@ -211,7 +219,7 @@ impl Transport for EmulatedNic {
             };
             if c.flag != 0 {
                 let addr = self.regions.resolve(c.flag, Some(dst), 4)?;
-                self.flags.push_back(Deferred { at, addr, value: c.flag_value as u32, qp });
+                self.flags.push_back(Deferred { at, addr, value: c.flag_value as u32 });
             }
         }
         self.raise_due_flags(false)
@@ -223,9 +231,9 @@ impl Transport for EmulatedNic {
 
     fn flush(&mut self) -> CommResult<()> {
         self.raise_due_flags(true)?;
-        for s in &self.qps {
-            s.synchronize().map_err(|e| bad(format!("synchronising a queue pair: {e}")))?;
+        match &self.stream {
+            Some(s) => s.synchronize().map_err(|e| bad(format!("synchronising the NIC's stream: {e}"))),
+            None => Ok(()),
         }
-        Ok(())
     }
 }

@@ -50,6 +50,10 @@ pub(crate) type LaunchKernelEx = unsafe extern "C" fn(
     extra: *mut *mut c_void,
 ) -> sys::CUresult;
 
+/// `cuStreamWriteValue32` (the CUDA 12 `_v2` entry point, which needs no driver option).
+pub(crate) type StreamWriteValue32 =
+    unsafe extern "C" fn(stream: sys::CUstream, addr: sys::CUdeviceptr, value: u32, flags: u32) -> sys::CUresult;
+
 pub(crate) type MemGetHandleForAddressRange =
     unsafe extern "C" fn(handle: *mut c_void, dptr: u64, size: usize, handle_type: u32, flags: u64) -> sys::CUresult;
 
@@ -57,6 +61,7 @@ pub(crate) type MemGetHandleForAddressRange =
 pub(crate) struct Cuda12 {
     pub tensor_map_encode_tiled: TensorMapEncodeTiled,
     pub launch_kernel_ex: LaunchKernelEx,
+    pub stream_write_value32: StreamWriteValue32,
     pub mem_get_handle_for_address_range: Option<MemGetHandleForAddressRange>,
 }
 
@@ -84,6 +89,9 @@ pub(crate) fn cuda12() -> Result<&'static Cuda12> {
                     launch_kernel_ex: std::mem::transmute::<*mut c_void, LaunchKernelEx>(proc_address(
                         c"cuLaunchKernelEx",
                     )?),
+                    stream_write_value32: std::mem::transmute::<*mut c_void, StreamWriteValue32>(proc_address(
+                        c"cuStreamWriteValue32",
+                    )?),
                     // Optional: only RDMA registration needs it.
                     mem_get_handle_for_address_range: proc_address(c"cuMemGetHandleForAddressRange")
                         .ok()
@@ -94,4 +102,17 @@ pub(crate) fn cuda12() -> Result<&'static Cuda12> {
         load().map_err(|e| e.to_string())
     });
     r.as_ref().map_err(|e| GpuError::Module(format!("resolving CUDA 12 entry points: {e}")))
+}
+
+/// Write `value` to the device word at `addr` once the work before it on `stream` is done, as a
+/// stream memory operation: the front end writes it, no kernel runs, so it never waits for an SM
+/// or behind a persistent kernel that shares the stream's hardware queue (a memset kernel can).
+/// The default flags order the stream's earlier writes before it.
+///
+/// # Safety
+/// `addr` is a live, 4-byte-aligned device word that nothing else frees before the write lands.
+pub(crate) unsafe fn write_u32_async(stream: &cust::stream::Stream, addr: u64, value: u32) -> Result<()> {
+    let f = cuda12()?.stream_write_value32;
+    // SAFETY: the caller's contract; the stream is alive for the call.
+    check("cuStreamWriteValue32", unsafe { f(stream.as_inner(), addr, value, 0) })
 }

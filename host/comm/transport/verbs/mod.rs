@@ -508,9 +508,10 @@ impl Mem for CudaMem {
         self.record()
     }
     fn set_u32(&mut self, dst: u64, value: u32) -> CommResult<u64> {
+        // A stream memory operation, not a memset kernel: it must not wait behind the kernel
+        // that polls this flag.
         // SAFETY: dst is a resolved 4-byte flag.
-        let r = unsafe { cust_raw::cuMemsetD32Async(dst, value, 1, self.stream()?.as_inner()) };
-        crate::gpu::check_raw("cuMemsetD32Async", r)?;
+        unsafe { crate::gpu::write_u32_async(self.stream()?, dst, value)? };
         self.record()
     }
     fn done(&mut self) -> CommResult<u64> {
