@@ -31,6 +31,22 @@ pub struct World {
 }
 
 impl World {
+    /// Rank `rank` of `world_size` ranks on `nodes` nodes of equal size, GPU 0, no bootstrap
+    /// address: a place in a group for the ops' planning tests.
+    #[cfg(test)]
+    pub(crate) fn test(rank: u32, world_size: u32, nodes: u32) -> World {
+        let lw = world_size / nodes;
+        World {
+            rank,
+            world_size,
+            local_rank: rank % lw,
+            local_world_size: lw,
+            node: rank / lw,
+            nodes,
+            ..World::single(0)
+        }
+    }
+
     /// Read the process group from the environment.
     pub fn from_env() -> CommResult<World> {
         Self::from_vars(|k| std::env::var(k).ok())

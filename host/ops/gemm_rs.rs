@@ -665,18 +665,7 @@ mod tests {
     use super::*;
 
     fn world(rank: u32, w: u32, nodes: u32) -> World {
-        let lw = w / nodes;
-        World {
-            rank,
-            world_size: w,
-            local_rank: rank % lw,
-            local_world_size: lw,
-            node: rank / lw,
-            nodes,
-            device: 0,
-            master_addr: "127.0.0.1".into(),
-            master_port: 0,
-        }
+        World::test(rank, w, nodes)
     }
 
     #[test]

@@ -32,6 +32,14 @@ pub struct Operands {
     pub k: u32,
 }
 
+impl Operands {
+    /// A, B and K as a GEMM's parameter block describes them, A's box `a_rows` tall.
+    #[inline(always)]
+    pub fn of(p: &crate::abi::GemmParams, a_rows: u32) -> Self {
+        Operands { a_map: p.a_map, a_rows, b_map: p.b_map, k: p.k }
+    }
+}
+
 /// Run this compute CTA, one of the grid's first `ctas` (roles put compute CTAs first, so its
 /// index is `blockIdx.x`): it takes the scheduler's tiles `idx, idx + ctas, ...`. Every thread of
 /// the CTA (`THREADS`) calls it. A shared-memory barrier that never completes is

@@ -270,6 +270,12 @@ pub struct StoreC {
 }
 
 impl StoreC {
+    /// C as a GEMM's parameter block describes it.
+    #[inline(always)]
+    pub fn of(p: &crate::abi::GemmParams) -> Self {
+        StoreC { c_map: p.c_map, c: p.c, m: p.m, n: p.n, out_f32: p.out_f32 != 0 }
+    }
+
     /// Store the column pair `(x, y)` at `(row, col)` of C (`col` even), if inside the matrix:
     /// `n` is a multiple of 8, so a pair that starts inside it ends inside it.
     ///

@@ -267,8 +267,8 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
             let grid = TileGrid::new(g.m, g.n, TILE_M, TILE_N, g.group_m);
             let sched = RowOrder { grid, rows: p.row_order as *const u32 };
             let gate = ArrivalGate { p, epoch };
-            let epi = StoreC { c_map: g.c_map, c: g.c, m: g.m, n: g.n, out_f32: g.out_f32 != 0 };
-            let ops = Operands { a_map: g.a_map, a_rows: TILE_M, b_map: g.b_map, k: g.k };
+            let epi = StoreC::of(g);
+            let ops = Operands::of(g, TILE_M);
             compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(
                 &ops,
                 &sched,

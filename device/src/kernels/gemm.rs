@@ -16,11 +16,7 @@ use crate::sync::Bound;
 /// The plain GEMM's pieces for the parameter block `p`, in tiles as wide as `A`.
 #[inline(always)]
 pub fn parts<A: Accumulators>(p: &GemmParams) -> (Operands, GroupedRaster, StoreC) {
-    (
-        Operands { a_map: p.a_map, a_rows: a_box_rows(p.m), b_map: p.b_map, k: p.k },
-        GroupedRaster(TileGrid::new(p.m, p.n, TILE_M, A::N, p.group_m)),
-        StoreC { c_map: p.c_map, c: p.c, m: p.m, n: p.n, out_f32: p.out_f32 != 0 },
-    )
+    (Operands::of(p, a_box_rows(p.m)), GroupedRaster(TileGrid::new(p.m, p.n, TILE_M, A::N, p.group_m)), StoreC::of(p))
 }
 
 /// The plain GEMM on a ring of `STAGES`, in tiles as wide as `A`.

@@ -507,7 +507,7 @@ pub(super) unsafe fn compute<const TRANS_B: u32, const NODES: bool, S: crate::sc
     sched: &S,
 ) {
     let g = &p.gemm;
-    let ops = Operands { a_map: g.a_map, a_rows: TILE_M, b_map: g.b_map, k: g.k };
+    let ops = Operands::of(g, TILE_M);
     let bound = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: p.rank, role: Role::Compute as u32 };
     let gate = OwnerRows { p, tiles };
     let epi = ReduceEpilogue::<NODES> { p, tiles };

@@ -848,8 +848,8 @@ unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
                 tile_m: TILE_M,
             };
             let gate = RowGate { p, tb, wait: !gemm_only };
-            let epi = StoreC { c_map: g.c_map, c: g.c, m: g.m, n: g.n, out_f32: g.out_f32 != 0 };
-            let ops = Operands { a_map: g.a_map, a_rows: TILE_M, b_map: g.b_map, k: g.k };
+            let epi = StoreC::of(g);
+            let ops = Operands::of(g, TILE_M);
             compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(
                 &ops,
                 &sched,
