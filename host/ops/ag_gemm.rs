@@ -308,7 +308,7 @@ impl<'a> AgGemm<'a> {
         // One node: the local copy only serves the caller (compute reads the shard itself), so it
         // goes after the pushes; several nodes: the proxy sends from it, so it goes first.
         params.local_copy_last = (world.nodes == 1) as u32;
-        let kernel = if b_layout == BLayout::KN { kernels::AG_GEMM_KN } else { kernels::AG_GEMM_NK };
+        let kernel = b_layout.pick(kernels::AG_GEMM_KN, kernels::AG_GEMM_NK);
 
         // The unfused path gathers into the same buffer (in place) and multiplies from it.
         let ag_opts = AllGatherOptions { timeout: opts.timeout, chunk_bytes: 4 << 20, ..Default::default() };
@@ -491,10 +491,6 @@ impl super::TwoPathOp for AgGemm<'_> {
 mod tests {
     use super::*;
 
-    fn world(rank: u32, w: u32, nodes: u32) -> World {
-        World::test(rank, w, nodes)
-    }
-
     #[test]
     fn row_order_is_a_permutation_local_first_then_node_then_other_nodes() {
         for (m, w, nodes, chunk) in
@@ -502,7 +498,7 @@ mod tests {
         {
             let shard = m / w;
             for rank in 0..w {
-                let wd = world(rank, w, nodes);
+                let wd = World::test(rank, w, nodes);
                 let order = row_order(m, shard, chunk, &wd);
                 let mut sorted = order.clone();
                 sorted.sort();
@@ -533,7 +529,7 @@ mod tests {
     #[test]
     fn split_rules_are_named() {
         let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
-        let w = world(0, 2, 1);
+        let w = World::test(0, 2, 1);
         let def = AgGemmOptions::default();
         let s = resolve(&def, shape, &w, 132, true).unwrap();
         assert_eq!((s.push, s.fwd, s.inter_send, s.chunk_rows), (4, 0, 0, 128));
@@ -547,7 +543,7 @@ mod tests {
         assert!(e.to_string().contains("push_ctas"), "{e}");
         let e = resolve(&AgGemmOptions { push_ctas: Some(0), ..Default::default() }, shape, &w, 132, true).unwrap_err();
         assert!(e.to_string().starts_with("invalid argument `push_ctas`"), "{e}");
-        let two_nodes = resolve(&def, shape, &world(1, 4, 2), 132, true).unwrap();
+        let two_nodes = resolve(&def, shape, &World::test(1, 4, 2), 132, true).unwrap();
         assert_eq!((two_nodes.fwd, two_nodes.inter_send), (2, 1));
         let tiny = resolve(&def, GemmShape { m: 2000, n: 8, k: 72 }, &w, 132, true).unwrap();
         assert_eq!(tiny.compute, 16, "no more compute CTAs than tiles");

@@ -40,6 +40,16 @@ pub enum BLayout {
     NK,
 }
 
+impl BLayout {
+    /// `kn` for [`BLayout::KN`], `nk` for [`BLayout::NK`]: a kernel, a code or a size per layout.
+    pub fn pick<T>(self, kn: T, nk: T) -> T {
+        match self {
+            BLayout::KN => kn,
+            BLayout::NK => nk,
+        }
+    }
+}
+
 /// Problem size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmShape {
@@ -251,11 +261,7 @@ fn plain_kernel(deep: bool, tile_n: u32, layout: BLayout) -> kernels::Kernel<Gem
         (true, 128) => [GEMM_DEEP_N128_KN, GEMM_DEEP_N128_NK],
         (true, _) => [GEMM_DEEP_KN, GEMM_DEEP_NK],
     };
-    if layout == BLayout::KN {
-        kn
-    } else {
-        nk
-    }
+    layout.pick(kn, nk)
 }
 
 /// See [`plain_kernel`].
@@ -267,11 +273,7 @@ fn split_kernel(stream: bool, tile_n: u32, layout: BLayout) -> kernels::Kernel<S
         (false, 128) => [GEMM_SPLITK_N128_KN, GEMM_SPLITK_N128_NK],
         (false, _) => [GEMM_SPLITK_KN, GEMM_SPLITK_NK],
     };
-    if layout == BLayout::KN {
-        kn
-    } else {
-        nk
-    }
+    layout.pick(kn, nk)
 }
 
 /// A split-K or stream-K launch's parameters and the scratch it owns.
@@ -522,7 +524,7 @@ pub(crate) fn plan(
         m: shape.m as u32,
         n: shape.n as u32,
         k: shape.k as u32,
-        b_layout: if b_layout == BLayout::KN { B_KN } else { B_NK },
+        b_layout: b_layout.pick(B_KN, B_NK),
         out_f32: c.f32 as u32,
         group_m: opts.group_m,
         roles: RoleSplit::default(),

@@ -664,10 +664,6 @@ impl super::TwoPathOp for GemmRs<'_> {
 mod tests {
     use super::*;
 
-    fn world(rank: u32, w: u32, nodes: u32) -> World {
-        World::test(rank, w, nodes)
-    }
-
     #[test]
     fn role_split_defaults_and_rules() {
         let rs = Collective::ReduceScatter;
@@ -695,15 +691,15 @@ mod tests {
         let half_tiles = |w: usize| 2 * (shape.m / w).div_ceil(128) as u64 * shape.n.div_ceil(256) as u64;
         let ht = HALF_TILE_BYTES as u64;
         let rs = Collective::ReduceScatter;
-        assert_eq!(inter_node_bytes(rs, shape, &world(0, 2, 1)), 0);
+        assert_eq!(inter_node_bytes(rs, shape, &World::test(0, 2, 1)), 0);
         // Reduce-scatter: the node partial of each other node's block I collect, once.
-        assert_eq!(inter_node_bytes(rs, shape, &world(1, 2, 2)), half_tiles(2) * ht);
-        assert_eq!(inter_node_bytes(rs, shape, &world(3, 4, 2)), half_tiles(4) * ht);
-        assert_eq!(inter_node_bytes(rs, shape, &world(2, 4, 4)), 3 * half_tiles(4) * ht);
+        assert_eq!(inter_node_bytes(rs, shape, &World::test(1, 2, 2)), half_tiles(2) * ht);
+        assert_eq!(inter_node_bytes(rs, shape, &World::test(3, 4, 2)), half_tiles(4) * ht);
+        assert_eq!(inter_node_bytes(rs, shape, &World::test(2, 4, 4)), 3 * half_tiles(4) * ht);
         // All-reduce: each block I collect (one per node) to every other node.
         let ar = Collective::AllReduce;
-        assert_eq!(inter_node_bytes(ar, shape, &world(0, 2, 2)), 2 * half_tiles(2) * ht);
-        assert_eq!(inter_node_bytes(ar, shape, &world(2, 4, 4)), 12 * half_tiles(4) * ht);
+        assert_eq!(inter_node_bytes(ar, shape, &World::test(0, 2, 2)), 2 * half_tiles(2) * ht);
+        assert_eq!(inter_node_bytes(ar, shape, &World::test(2, 4, 4)), 12 * half_tiles(4) * ht);
     }
 
     #[test]
@@ -711,7 +707,7 @@ mod tests {
         let shape = GemmShape { m: 2000, n: 1544, k: 2048 };
         for (w, nodes) in [(2, 1), (2, 2), (4, 2), (4, 4)] {
             for c in [Collective::ReduceScatter, Collective::AllReduce] {
-                let wd = world(0, w, nodes);
+                let wd = World::test(0, w, nodes);
                 let s = Sizes::of(c, shape, &wd, false);
                 let total = GemmRs::heap_bytes(c, shape, &wd, false);
                 let partials = 2 * shape.m * shape.n * 2;

@@ -317,7 +317,7 @@ impl<'a> MoeDispatchGemm<'a> {
             m: cap as u32,
             n: i as u32,
             k: h as u32,
-            b_layout: if b_layout == BLayout::KN { B_KN } else { B_NK },
+            b_layout: b_layout.pick(B_KN, B_NK),
             out_f32: opts.out_f32 as u32,
             group_m: 1,
             // Every CTA must be resident at once (compute waits on the pull CTAs), and no more
@@ -360,11 +360,11 @@ impl<'a> MoeDispatchGemm<'a> {
             chunk_tokens: opts.chunk_tokens,
             run_records,
             cap_rows: cap as u32,
-            b_rows_per_expert: if b_layout == BLayout::KN { h as u32 } else { i as u32 },
+            b_rows_per_expert: b_layout.pick(h, i) as u32,
             mode: MOE_FUSED,
             _pad: 0,
         };
-        let kernel = if b_layout == BLayout::KN { kernels::MOE_KN } else { kernels::MOE_NK };
+        let kernel = b_layout.pick(kernels::MOE_KN, kernels::MOE_NK);
         comm.barrier()?;
         Ok(MoeDispatchGemm {
             comm,
