@@ -193,7 +193,7 @@ if want_named small; then
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   if [ -f "$here/torch_baselines.py" ]; then
     echo "== torch_baselines.py single --shapes (small and large)" | tee -a "$out/small.log"
-    PYTHONUNBUFFERED=1 timeout 400 python3 "$here/torch_baselines.py" single --shapes "$small,$large" --json "$out/torch-single.jsonl" 2>&1 | grep -E "gemm|Error|error" | tee -a "$out/small.log"
+    PYTHONUNBUFFERED=1 timeout 400 python3 "$here/torch_baselines.py" single --shapes "${MKERNEL_SMALL_SHAPES:-$small},$large" --json "$out/torch-single.jsonl" 2>&1 | grep -E "gemm|Error|error" | tee -a "$out/small.log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   fi
 fi

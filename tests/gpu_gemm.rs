@@ -93,12 +93,13 @@ fn one_tile() {
 
 #[test]
 fn narrow_tiles_on_ragged_and_small_shapes() {
-    // 64- and 128-column tiles (9- and 7-stage rings) at edges, one row, a ring that wraps over
-    // the tiles of 7 CTAs, split-K in each width, bf16 and f32 out; then the shapes the defaults
-    // give them, and what they refuse.
+    // 64-, 128-, 192- and 224-column tiles (9-, 7-, 5- and 4-stage rings) at edges, one row, a
+    // ring that wraps over the tiles of 7 CTAs, split-K in each width, bf16 and f32 out; then
+    // the shapes the defaults give them, and what they refuse. 224 columns with B [K, N] load a
+    // last box half past the tile (the next tile's columns, or zeros past the matrix).
     let Some(gpu) = gpu_or_skip("narrow_tiles_on_ragged_and_small_shapes") else { return };
     let mut rng = Rng::fresh("narrow_tiles_on_ragged_and_small_shapes");
-    for w in [64, 128] {
+    for w in [64, 128, 192, 224] {
         let opts = GemmOptions { tile_n: Some(w), ..GemmOptions::default() };
         for &(m, n, k) in &[(1, 8, 8), (129, 264, 72), (64, 4104, 776), (256, 1000, 1032)] {
             for layout in [BLayout::NK, BLayout::KN] {
@@ -116,9 +117,16 @@ fn narrow_tiles_on_ragged_and_small_shapes() {
         }
     }
     let sms = gpu.info().sm_count;
-    for &(m, n, k, want) in &[(128, 8192, 8192, 64), (256, 8192, 8192, 128), (16, 4096, 14336, 64)] {
+    for &(m, n, k, want) in &[
+        (128, 8192, 8192, 64),
+        (256, 8192, 8192, 128),
+        (16, 4096, 14336, 64),
+        (256, 14336, 1032, 224),
+        (320, 8192, 1032, 192),
+        (512, 28672, 264, 224),
+    ] {
         let shape = GemmShape { m, n, k };
-        assert_eq!(default_tile_n(shape, sms), want, "{m}x{n}x{k}: default tile width");
+        assert_eq!(default_tile_n(shape, BLayout::NK, sms), want, "{m}x{n}x{k}: default tile width");
         for layout in [BLayout::NK, BLayout::KN] {
             check(&gpu, &mut rng, shape, layout, false, 6, GemmOptions::default());
         }
@@ -128,7 +136,7 @@ fn narrow_tiles_on_ragged_and_small_shapes() {
     let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k)).unwrap();
     let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n)).unwrap();
     let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
-    for w in [64, 128] {
+    for w in [64, 128, 192, 224] {
         let g = Gemm::new(
             &gpu,
             shape,
@@ -252,7 +260,7 @@ fn split_k_small_and_skinny_shapes() {
         (64, 4096, 14336, false),
     ] {
         let shape = GemmShape { m, n, k };
-        let tile_n = if wide { TILE_N } else { default_tile_n(shape, sms) };
+        let tile_n = if wide { TILE_N } else { default_tile_n(shape, BLayout::NK, sms) };
         let opts = GemmOptions { tile_n: Some(tile_n), ..Default::default() };
         let split = default_split_k(shape, sms, tile_n);
         assert!(split > 1, "{m}x{n}x{k}, {tile_n} columns: expected split-K by default, got {split}");

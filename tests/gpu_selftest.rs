@@ -119,7 +119,7 @@ fn wgmma_case(gpu: &mkernel::Gpu, rng: &mut Rng, n: usize, layout: u32) {
         n: n as u32,
         b_layout: layout,
     };
-    let smem = (64 * 128 + n * 128 + 1024) as u32;
+    let smem = (64 * 128 + n.next_multiple_of(64) * 128 + 1024) as u32;
     unsafe { gpu.launch(kernels::WGMMA_TILE, &LaunchConfig::linear(1, 128, smem), &p).unwrap() };
     gpu.synchronize_timeout(Duration::from_secs(30)).unwrap();
     let got: Vec<f64> = out.to_vec().unwrap().iter().map(|&x| x as f64).collect();
@@ -144,7 +144,8 @@ fn wgmma_case(gpu: &mkernel::Gpu, rng: &mut Rng, n: usize, layout: u32) {
 fn wgmma_tile_products() {
     let Some(gpu) = gpu_or_skip("wgmma_tile_products") else { return };
     let mut rng = Rng::fresh("wgmma_tile_products");
-    for n in [64, 128, 256] {
+    // 224 columns: a [K, N] B ends in half a swizzle atom (its last box half past the matrix).
+    for n in [64, 128, 192, 224, 256] {
         for layout in [B_NK, B_KN] {
             wgmma_case(&gpu, &mut rng, n, layout);
         }

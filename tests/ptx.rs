@@ -156,9 +156,15 @@ fn ptxas_assembles_for_sm90a() {
 #[test]
 fn selftest_sass_uses_hopper_instructions() {
     let tile = sass_of(kernels::WGMMA_TILE.name);
-    for needle in
-        ["HGMMA.64x64x16.F32.BF16", "HGMMA.64x128x16.F32.BF16", "HGMMA.64x256x16.F32.BF16", "UTMALDG.2D", "SYNCS"]
-    {
+    for needle in [
+        "HGMMA.64x64x16.F32.BF16",
+        "HGMMA.64x128x16.F32.BF16",
+        "HGMMA.64x192x16.F32.BF16",
+        "HGMMA.64x224x16.F32.BF16",
+        "HGMMA.64x256x16.F32.BF16",
+        "UTMALDG.2D",
+        "SYNCS",
+    ] {
         assert!(tile.contains(needle), "mk_wgmma_tile SASS lacks {needle}");
     }
     let tma = sass_of(kernels::TMA_ROUNDTRIP.name);
@@ -222,10 +228,15 @@ fn summing_epilogues_keep_the_mainloop_clean() {
     // (where the node's collectors and node-partial slots are): those spill a little more before
     // and after the tile loop, never inside the k-loop.
     let wide = "HGMMA.64x256x16.F32.BF16";
-    let (n128, n64) = ("HGMMA.64x128x16.F32.BF16", "HGMMA.64x64x16.F32.BF16");
+    let (n224, n192, n128, n64) =
+        ("HGMMA.64x224x16.F32.BF16", "HGMMA.64x192x16.F32.BF16", "HGMMA.64x128x16.F32.BF16", "HGMMA.64x64x16.F32.BF16");
     let kernels = [
         (kernels::GEMM_DEEP_KN.name, wide, 128),
         (kernels::GEMM_DEEP_NK.name, wide, 128),
+        (kernels::GEMM_DEEP_N224_KN.name, n224, 128),
+        (kernels::GEMM_DEEP_N224_NK.name, n224, 128),
+        (kernels::GEMM_DEEP_N192_KN.name, n192, 128),
+        (kernels::GEMM_DEEP_N192_NK.name, n192, 128),
         (kernels::GEMM_DEEP_N128_KN.name, n128, 128),
         (kernels::GEMM_DEEP_N128_NK.name, n128, 128),
         (kernels::GEMM_DEEP_N64_KN.name, n64, 128),
@@ -236,6 +247,10 @@ fn summing_epilogues_keep_the_mainloop_clean() {
         (kernels::GEMM_RS_NODES_NK.name, wide, 256),
         (kernels::GEMM_SPLITK_KN.name, wide, 128),
         (kernels::GEMM_SPLITK_NK.name, wide, 128),
+        (kernels::GEMM_SPLITK_N224_KN.name, n224, 128),
+        (kernels::GEMM_SPLITK_N224_NK.name, n224, 128),
+        (kernels::GEMM_SPLITK_N192_KN.name, n192, 128),
+        (kernels::GEMM_SPLITK_N192_NK.name, n192, 128),
         (kernels::GEMM_SPLITK_N128_KN.name, n128, 128),
         (kernels::GEMM_SPLITK_N128_NK.name, n128, 128),
         (kernels::GEMM_SPLITK_N64_KN.name, n64, 128),
@@ -247,7 +262,7 @@ fn summing_epilogues_keep_the_mainloop_clean() {
         let sass = sass_of(k);
         let hgmma = sass.find(width).unwrap_or_else(|| panic!("{k} has no {width}"));
         // One width per kernel: a narrow kernel that also holds a wider wgmma is the wrong one.
-        for other in [wide, n128, n64].into_iter().filter(|&o| o != width) {
+        for other in [wide, n224, n192, n128, n64].into_iter().filter(|&o| o != width) {
             assert!(!sass.contains(other), "{k} holds {other} besides {width}");
         }
         assert!(sass.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1"), "{k}: no wgmma batch stays in flight");

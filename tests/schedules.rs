@@ -5,7 +5,8 @@
 //! come group by group in the order rows fill in; and of the GEMM's
 //! tile width and split-K choices, which must never ask for more than the GPU can hold at once.
 use mkernel::gemm::{
-    default_split_k, default_tile_n, stream_cost, GemmShape, MAX_SPLIT_K, TILE_K, TILE_M, TILE_N, TILE_WIDTHS,
+    default_split_k, default_tile_n, mma_cost, stream_estimate, BLayout, GemmShape, MAX_SPLIT_K, TILE_K, TILE_M,
+    TILE_N, TILE_WIDTHS, WAVE_WIDTHS,
 };
 use mkernel::sched::{GroupedTiles, KSplit, OwnerTiles, SplitK, StreamK, TileGrid, TileScheduler};
 use proptest::prelude::*;
@@ -142,15 +143,20 @@ proptest! {
 
     #[test]
     fn default_splits_stay_within_one_wave(
-        m in 1usize..20000, n in 1usize..60000, k in 1usize..70000, ctas in 1u32..200,
+        m in 1usize..20000, n in 1usize..60000, k in 1usize..70000, ctas in 1u32..200, kn: bool,
     ) {
         let shape = GemmShape { m, n: n.div_ceil(8) * 8, k: k.div_ceil(8) * 8 };
-        let w = default_tile_n(shape, ctas);
+        let layout = if kn { BLayout::KN } else { BLayout::NK };
+        let w = default_tile_n(shape, layout, ctas);
         prop_assert!(TILE_WIDTHS.contains(&w));
-        prop_assert!(w == TILE_N || m <= 256, "{}x{}: {} columns at more than 256 rows", m, n, w);
-        // The width streams no more per SM than any other (each with its default split).
-        let cost = |w: u32| stream_cost(shape, w, default_split_k(shape, ctas, w), ctas);
-        if m <= 256 {
+        if m > 256 {
+            // Compute-bound: the widest, or a width that saves tensor-core work.
+            prop_assert!(w == TILE_N || (WAVE_WIDTHS.contains(&w) && mma_cost(shape, w, 1, ctas) < mma_cost(shape, TILE_N, 1, ctas)),
+                "{}x{}: {} columns at more than 256 rows", m, n, w);
+        } else {
+            // No width is estimated faster (each with its default split), nor as fast with
+            // fewer bytes loaded.
+            let cost = |w: u32| stream_estimate(shape, layout, w, default_split_k(shape, ctas, w), ctas);
             for other in TILE_WIDTHS {
                 prop_assert!(cost(w) <= cost(other), "{}x{}x{}: {} columns cost more than {}", m, n, k, w, other);
             }

@@ -64,7 +64,7 @@ abi_struct! {
         pub b_map: u64,
         /// Device address of `out`: `[64, n]` f32, row-major.
         pub out: u64,
-        /// The wgmma N: 64, 128 or 256 (anything else runs as 256).
+        /// The wgmma N: 64, 128, 192, 224 or 256 (anything else runs as 256).
         pub n: u32,
         /// [`B_KN`] or [`B_NK`].
         pub b_layout: u32,

@@ -30,10 +30,11 @@ pub mod pipeline;
 /// Launch constants of the kernels, visible to the host (which sizes grids and shared memory).
 pub mod kernels_info {
     /// The GEMM engine's tile and launch shape. A tile is `TILE_M` rows (two consumer
-    /// warpgroups of 64) by a width of 64, 128 or 256 columns (the consumers' wgmma N): the
-    /// fused kernels and the compute-bound GEMM use [`TILE_N`](gemm::TILE_N), the memory-bound
-    /// GEMMs the width whose tile count fills the GPU (see the host's
-    /// `ops::gemm::default_tile_n`).
+    /// warpgroups of 64) by a width of 64, 128, 192, 224 or 256 columns (the consumers' wgmma
+    /// N): the fused kernels and the compute-bound GEMM use [`TILE_N`](gemm::TILE_N), the
+    /// memory-bound GEMMs the width whose tile count fills the GPU, and 192 or 224 columns
+    /// shapes whose 256-column tiles leave a last wave mostly idle (224 divides Llama's 14336
+    /// and 28672; see the host's `ops::gemm::default_tile_n`).
     pub mod gemm {
         /// Output tile rows.
         pub const TILE_M: u32 = 128;
@@ -41,7 +42,7 @@ pub mod kernels_info {
         /// wgmma N).
         pub const TILE_N: u32 = 256;
         /// Every tile width the engine is built for, narrowest first.
-        pub const TILE_WIDTHS: [u32; 3] = [64, 128, 256];
+        pub const TILE_WIDTHS: [u32; 5] = [64, 128, 192, 224, 256];
         /// K elements per pipeline stage (one 128-byte swizzle row of bf16).
         pub const TILE_K: u32 = 64;
         /// Depth of the shared-memory ring of the compute-bound kernels: three stages leave room
@@ -69,13 +70,17 @@ pub mod kernels_info {
                 m.next_multiple_of(8)
             }
         }
-        /// Bytes one k-block stage brings in: A's box of `a_rows` rows and a `tile_n`-wide B.
-        pub const fn stage_tx_bytes(a_rows: u32, tile_n: u32) -> u32 {
-            a_rows * TILE_K * 2 + b_stage_bytes(tile_n)
+        /// Bytes one k-block stage brings in: A's box of `a_rows` rows and a `tile_n`-wide B,
+        /// `[K, N]` (`kn`) or `[N, K]`. A `[K, N]` B comes in boxes of 64 columns (one 128-byte
+        /// swizzle row each), so a width that is not a multiple of 64 loads the last box whole;
+        /// an `[N, K]` B is one box of `tile_n` rows.
+        pub const fn stage_tx_bytes(a_rows: u32, tile_n: u32, kn: bool) -> u32 {
+            let b_rows = if kn { tile_n.next_multiple_of(64) } else { tile_n };
+            a_rows * TILE_K * 2 + b_rows * TILE_K * 2
         }
-        /// Bytes of one B stage of a `tile_n`-wide tile.
+        /// Bytes of one B stage of a `tile_n`-wide tile: room for either layout's loads.
         pub(crate) const fn b_stage_bytes(tile_n: u32) -> u32 {
-            tile_n * TILE_K * 2
+            stage_tx_bytes(0, tile_n, true)
         }
         /// Bytes of one consumer warpgroup's bf16 staging tile (64 rows of `tile_n`).
         pub(crate) const fn c_wg_bytes(tile_n: u32) -> u32 {
@@ -89,13 +94,16 @@ pub mod kernels_info {
         // The layout of the engine's dynamic shared memory for a ring of `stages` and tiles
         // `tile_n` wide: A stages, B stages, the consumers' C staging tiles when they fit, the
         // ring's barriers, the scratch words, the handoff barriers.
-        /// Whether the two consumers' bf16 staging tiles fit beside a ring of `stages`.
+        /// Whether the two consumers' bf16 staging tiles fit beside a ring of `stages`. Their
+        /// TMA stores go out in whole 64 x 64 boxes, so a width that is not a multiple of 64
+        /// (224) has none: its last box would overwrite the next tile's columns.
         pub const fn has_c_staging(stages: u32, tile_n: u32) -> bool {
-            stages * (A_STAGE_BYTES + b_stage_bytes(tile_n)) + 2 * c_wg_bytes(tile_n) + 16 * stages + TAIL_BYTES
-                <= LIMIT
+            tile_n.is_multiple_of(64)
+                && stages * (A_STAGE_BYTES + b_stage_bytes(tile_n)) + 2 * c_wg_bytes(tile_n) + 16 * stages + TAIL_BYTES
+                    <= LIMIT
         }
         /// The deepest ring of `tile_n`-wide tiles that fits without staging tiles: 4 stages at
-        /// 256 columns, 7 at 128, 9 at 64. Memory-bound kernels keep as many loads in flight as
+        /// 256 and 224 columns, 5 at 192, 7 at 128, 9 at 64. Memory-bound kernels keep as many loads in flight as
         /// shared memory holds.
         pub const fn deep_stages(tile_n: u32) -> u32 {
             (LIMIT - TAIL_BYTES) / (A_STAGE_BYTES + b_stage_bytes(tile_n) + 16)
@@ -140,13 +148,21 @@ pub mod kernels_info {
         // The comm CTAs of fused kernels run a bulk-copy ring in the same shared memory.
         const _: () = assert!(super::allgather::BULK_SMEM_BYTES <= SMEM_BYTES);
         const _: () = assert!(has_c_staging(STAGES, TILE_N) && !has_c_staging(DEEP_STAGES, TILE_N));
-        const _: () = assert!(DEEP_STAGES == 4 && deep_stages(128) == 7 && deep_stages(64) == 9);
+        const _: () = assert!(
+            DEEP_STAGES == 4
+                && deep_stages(224) == 4
+                && deep_stages(192) == 5
+                && deep_stages(128) == 7
+                && deep_stages(64) == 9
+        );
         const _: () = {
             let mut i = 0;
             while i < TILE_WIDTHS.len() {
                 let w = TILE_WIDTHS[i];
                 assert!(deep_smem_bytes(w) <= LIMIT && !has_c_staging(deep_stages(w), w));
-                assert!(b_stage_bytes(w).is_multiple_of(1024) && w.is_multiple_of(64));
+                // B stages stay 1024-byte aligned (the swizzle atom); wgmma N is a multiple of 8
+                // up to 256, and a width in 32-column steps fills whole core matrices.
+                assert!(b_stage_bytes(w).is_multiple_of(1024) && w.is_multiple_of(32) && w <= 256);
                 i += 1;
             }
         };

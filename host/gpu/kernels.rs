@@ -48,8 +48,16 @@ pub const GEMM_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_bf16_nk");
 pub const GEMM_DEEP_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_kn");
 /// The memory-bound GEMM, B `[N, K]` row-major.
 pub const GEMM_DEEP_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_nk");
-/// The memory-bound GEMM in 128-column tiles, B `[K, N]` row-major (launched by
+/// The GEMM in 224-column tiles (deep ring), B `[K, N]` row-major (launched by
 /// [`crate::ops::gemm::Gemm`] per [`crate::ops::gemm::default_tile_n`]).
+pub const GEMM_DEEP_N224_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n224_kn");
+/// The GEMM in 224-column tiles, B `[N, K]` row-major.
+pub const GEMM_DEEP_N224_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n224_nk");
+/// The GEMM in 192-column tiles, B `[K, N]` row-major.
+pub const GEMM_DEEP_N192_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n192_kn");
+/// The GEMM in 192-column tiles, B `[N, K]` row-major.
+pub const GEMM_DEEP_N192_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n192_nk");
+/// The memory-bound GEMM in 128-column tiles, B `[K, N]` row-major.
 pub const GEMM_DEEP_N128_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n128_kn");
 /// The memory-bound GEMM in 128-column tiles, B `[N, K]` row-major.
 pub const GEMM_DEEP_N128_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n128_nk");
@@ -62,6 +70,14 @@ pub const GEMM_DEEP_N64_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n64_n
 pub const GEMM_SPLITK_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_kn");
 /// The split-K GEMM, B `[N, K]` row-major.
 pub const GEMM_SPLITK_NK: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_nk");
+/// The split-K GEMM in 224-column tiles, B `[K, N]` row-major.
+pub const GEMM_SPLITK_N224_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_n224_kn");
+/// The split-K GEMM in 224-column tiles, B `[N, K]` row-major.
+pub const GEMM_SPLITK_N224_NK: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_n224_nk");
+/// The split-K GEMM in 192-column tiles, B `[K, N]` row-major.
+pub const GEMM_SPLITK_N192_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_n192_kn");
+/// The split-K GEMM in 192-column tiles, B `[N, K]` row-major.
+pub const GEMM_SPLITK_N192_NK: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_n192_nk");
 /// The split-K GEMM in 128-column tiles, B `[K, N]` row-major.
 pub const GEMM_SPLITK_N128_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_n128_kn");
 /// The split-K GEMM in 128-column tiles, B `[N, K]` row-major.
@@ -130,12 +146,20 @@ pub const ALL: &[&str] = &[
     GEMM_NK.name,
     GEMM_DEEP_KN.name,
     GEMM_DEEP_NK.name,
+    GEMM_DEEP_N224_KN.name,
+    GEMM_DEEP_N224_NK.name,
+    GEMM_DEEP_N192_KN.name,
+    GEMM_DEEP_N192_NK.name,
     GEMM_DEEP_N128_KN.name,
     GEMM_DEEP_N128_NK.name,
     GEMM_DEEP_N64_KN.name,
     GEMM_DEEP_N64_NK.name,
     GEMM_SPLITK_KN.name,
     GEMM_SPLITK_NK.name,
+    GEMM_SPLITK_N224_KN.name,
+    GEMM_SPLITK_N224_NK.name,
+    GEMM_SPLITK_N192_KN.name,
+    GEMM_SPLITK_N192_NK.name,
     GEMM_SPLITK_N128_KN.name,
     GEMM_SPLITK_N128_NK.name,
     GEMM_SPLITK_N64_KN.name,

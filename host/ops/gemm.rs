@@ -140,8 +140,9 @@ pub struct GemmOptions {
     /// Split-K, stream-K and tiles narrower than [`TILE_N`] always run deep. None:
     /// [`default_deep_ring`].
     pub deep_ring: Option<bool>,
-    /// Output tile width in columns, one of [`TILE_WIDTHS`] (64, 128, 256); narrower tiles run
-    /// the deep ring, and stream-K takes only [`TILE_N`]. None: [`default_tile_n`].
+    /// Output tile width in columns, one of [`TILE_WIDTHS`] (64, 128, 192, 224, 256); tiles other
+    /// than [`TILE_N`] wide run the deep ring, and stream-K takes only [`TILE_N`]. None:
+    /// [`default_tile_n`].
     pub tile_n: Option<u32>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
@@ -174,42 +175,111 @@ impl GemmOptions {
 /// unit writes and the last reads an f32 partial of the tile) outweighs the loads it spreads.
 pub const MIN_SPLIT_K_BLOCKS: u32 = 4;
 
-/// The tile width the GEMM takes unless told otherwise. Compute-bound shapes (more than
-/// [`DEEP_RING_MAX_M`] rows) take [`TILE_N`]. The others are bound by streaming B into the SMs,
-/// so each width, with the split [`default_split_k`] gives it, is scored by [`stream_cost`]
-/// (what its busiest SM loads, plus the split-K fixup) and the cheapest wins, the wider on a
-/// tie. At N = 8192 that is 64 columns for M <= 128 (128 tiles, no split, where 256 columns
-/// needed 4 splits) and 128 at M = 256.
-pub fn default_tile_n(shape: GemmShape, ctas: u32) -> u32 {
+/// The tile width the GEMM takes unless told otherwise, for B in `layout`.
+///
+/// Compute-bound shapes (more than [`DEEP_RING_MAX_M`] rows) are timed by their busiest SM's
+/// tensor-core work, its waves of tiles times their width ([`mma_cost`]): [`TILE_N`], unless one
+/// of the [`WAVE_WIDTHS`] does more than [`NARROW_WAVE_GAIN`] less. That is where a tile row of
+/// 256 columns leaves a last wave mostly idle: N = 28672 makes 112 tiles a row in 256 columns,
+/// 128 in 224, so 512 rows take 4 waves of either; three tile rows of N = 8192 make 96 tiles of
+/// 256 and 129 of 192, one wave of either.
+///
+/// The others are bound by streaming B into the SMs or by memory, so each width, with the split
+/// [`default_split_k`] gives it, is timed by [`stream_estimate`] (the busiest SM's loads and
+/// tensor-core work, memory's floor, the split-K fixup), ties broken by the bytes all SMs load,
+/// then the wider. At N = 8192 that is 64 columns for M <= 128 (128 tiles, no split, where 256
+/// columns needed 4 splits) and 128 at M = 256; at N = 28672, 256 columns up to 128 rows
+/// (memory bounds every width, and 256 load the fewest bytes) and 224 at 256 rows (two waves
+/// of 224 columns, where 256 leave 40 SMs idle in the second).
+pub fn default_tile_n(shape: GemmShape, layout: BLayout, ctas: u32) -> u32 {
     if shape.m > DEEP_RING_MAX_M {
-        return TILE_N;
+        let work = |w: u32| mma_cost(shape, w, 1, ctas);
+        let best = WAVE_WIDTHS.iter().copied().rev().min_by_key(|&w| work(w)).unwrap_or(TILE_N);
+        return if work(best) as f64 <= work(TILE_N) as f64 * (1.0 - NARROW_WAVE_GAIN) { best } else { TILE_N };
     }
-    let cost = |w: u32| stream_cost(shape, w, default_split_k(shape, ctas, w), ctas);
+    let cost = |w: u32| stream_estimate(shape, layout, w, default_split_k(shape, ctas, w), ctas);
     TILE_WIDTHS.iter().copied().rev().min_by_key(|&w| cost(w)).unwrap_or(TILE_N)
 }
 
-/// Weight of a split-K fixup byte against a streamed one in [`stream_cost`]: the fixup runs
-/// after the mainloops, on the last unit of each tile, with nothing to hide it. Fitted to the
-/// H200 call of docs/PERF.md ("Narrow tiles"): every unit writes and the last reads the tile's
-/// f32 partials, 512 bytes per column per split.
-pub const FIXUP_WEIGHT: u64 = 10;
+/// The widths a compute-bound shape may take instead of [`TILE_N`] (see [`default_tile_n`]):
+/// those whose wgmma reads nearly as few shared-memory bytes per product as 256 columns (a
+/// wgmma reads A's 64 rows whatever its N: per product, 3% more bytes at 224 columns, 7% at 192,
+/// 20% at 128).
+pub const WAVE_WIDTHS: [u32; 2] = [192, 224];
 
-/// Bytes the busiest SM moves for `shape` in `tile_n`-wide tiles cut into `splits` units over
-/// `ctas` CTAs: its waves of units, each `ceil(k-blocks / splits)` stages of A's box and B's
-/// columns, plus [`FIXUP_WEIGHT`] times the f32 partials of a split tile, scaled by the share
-/// of CTAs left idle. The measure by which [`default_tile_n`] compares widths of memory-bound
-/// shapes: there, how much each SM must take in (from L2 and memory through its TMA unit), not
-/// the tensor cores, sets the time.
-pub fn stream_cost(shape: GemmShape, tile_n: u32, splits: u32, ctas: u32) -> u64 {
+/// The least share of the busiest SM's tensor-core work a [`WAVE_WIDTHS`] tile must save for a
+/// compute-bound shape to take it over [`TILE_N`]: it runs the deep ring, whose stores leave
+/// from registers, not from staging tiles under the next tile's mainloop. Between the 12.5% and
+/// 25% a whole wave saves (N = 28672 from 512 rows, N = 8192 at 320..768 rows) and the 1.6% a
+/// large shape's last partial wave saves (4096 x 8192 in 224 columns, measured 0.89-0.99x of
+/// 256 on H200, docs/PERF.md).
+pub const NARROW_WAVE_GAIN: f64 = 0.05;
+
+/// The busiest SM's tensor-core work for `shape` in `tile_n`-wide tiles cut into `splits`
+/// units over `ctas` CTAs, in columns x k-blocks: its waves of units, each `ceil(k-blocks /
+/// splits)` k-blocks of a 128-row tile `tile_n` wide. What sets the time of a shape the tensor
+/// cores bound, where a wider tile whose last wave leaves SMs idle loses to a narrower one that
+/// fills it.
+pub fn mma_cost(shape: GemmShape, tile_n: u32, splits: u32, ctas: u32) -> u64 {
     let (tiles, k_blocks) = tiles_and_k_blocks(shape, tile_n);
     let splits = splits.max(1) as u64;
-    let waves = (tiles * splits).div_ceil(ctas.max(1) as u64);
-    let stage = stage_tx_bytes(a_box_rows(shape.m.min(u32::MAX as usize) as u32), tile_n) as u64;
-    let fixup = if splits > 1 { FIXUP_WEIGHT * 512 * tile_n as u64 * splits } else { 0 };
-    // SMs left without a unit add no bandwidth: the busy ones' bytes count as if spread over
-    // all (112 tiles of 256 columns at N = 28672 use 112 of 132 SMs).
-    let busy = (tiles * splits).clamp(1, ctas.max(1) as u64);
-    (waves * k_blocks.div_ceil(splits) * stage + fixup) * ctas.max(1) as u64 / busy
+    (tiles * splits).div_ceil(ctas.max(1) as u64) * k_blocks.div_ceil(splits) * tile_n as u64
+}
+
+/// Weight of a split-K fixup byte against a streamed one in [`stream_estimate`]: the fixup
+/// runs after the mainloops, on the last unit of each tile, with nothing to hide it. Fitted to
+/// the H200 call of docs/PERF.md ("Narrow tiles"): every unit writes and the last reads the
+/// tile's f32 partials, 512 bytes per column per split.
+pub const FIXUP_WEIGHT: u64 = 10;
+
+/// The rates [`stream_estimate`] times a plan by, fitted on H200 (docs/PERF.md, "Whole
+/// waves"): what one SM's TMA unit takes in from L2 when every SM streams (256 x 8192 x 8192
+/// in 128-column tiles: 4.2 MB per SM in 57 us), what memory gives all of them together (the
+/// best single pass over a 470 MB B), and how long the tensor cores take per column of a
+/// 128-row tile per k-block (256 x 28672 x 8192: two waves of 256 columns in 187 us).
+pub mod rates {
+    /// Bytes per nanosecond into one SM.
+    pub const SM_STREAM_BYTES_PER_NS: f64 = 74.0;
+    /// Bytes per nanosecond from memory, all SMs together.
+    pub const HBM_BYTES_PER_NS: f64 = 4100.0;
+    /// Nanoseconds of tensor-core work per tile column per k-block (128 x 64 x 1 products).
+    pub const MMA_NS_PER_COLUMN_BLOCK: f64 = 2.85;
+}
+
+/// A plan as [`default_tile_n`] weighs it: estimated time first, then, between plans that
+/// memory bounds alike, the bytes every SM together takes in from L2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StreamEstimate {
+    /// Estimated nanoseconds: the slowest of the busiest SM's streaming, its tensor-core work
+    /// and memory's reading of every operand once, then the split-K fixup.
+    pub ns: u64,
+    /// Bytes all units load through TMA: a width whose B boxes overlap its neighbours' (224
+    /// columns of a `[K, N]` B load 256) or that loads A once more per extra tile reads more.
+    pub l2_bytes: u64,
+}
+
+/// [`StreamEstimate`] of `shape` (B in `layout`) in `tile_n`-wide tiles cut into `splits` units
+/// over `ctas` CTAs: the busiest SM has `ceil(units / ctas)` units of `ceil(k-blocks / splits)`
+/// stages each (A's box and B's columns, see [`stage_tx_bytes`]), taken in at
+/// [`rates::SM_STREAM_BYTES_PER_NS`] and multiplied at [`rates::MMA_NS_PER_COLUMN_BLOCK`]; no
+/// plan beats memory reading A, B and C once at [`rates::HBM_BYTES_PER_NS`]; the split-K fixup
+/// ([`FIXUP_WEIGHT`] times the partials' bytes at the SM rate) follows the mainloops. Where
+/// memory bounds every width (N = 28672 up to 128 rows), their times tie and the bytes decide.
+pub fn stream_estimate(shape: GemmShape, layout: BLayout, tile_n: u32, splits: u32, ctas: u32) -> StreamEstimate {
+    use rates::*;
+    let (tiles, k_blocks) = tiles_and_k_blocks(shape, tile_n);
+    let units = tiles * splits.max(1) as u64;
+    let waves = units.div_ceil(ctas.max(1) as u64);
+    let unit_blocks = k_blocks.div_ceil(splits.max(1) as u64);
+    let a_rows = a_box_rows(shape.m.min(u32::MAX as usize) as u32);
+    let stage = stage_tx_bytes(a_rows, tile_n, layout == BLayout::KN) as u64;
+    let stream_ns = (waves * unit_blocks * stage) as f64 / SM_STREAM_BYTES_PER_NS;
+    let mma_ns = (waves * unit_blocks * tile_n as u64) as f64 * MMA_NS_PER_COLUMN_BLOCK;
+    let (m, n, k) = (shape.m as f64, shape.n as f64, shape.k as f64);
+    let memory_ns = 2.0 * (m * k + k * n + m * n) / HBM_BYTES_PER_NS;
+    let fixup = if splits > 1 { FIXUP_WEIGHT * 512 * tile_n as u64 * splits as u64 } else { 0 };
+    let ns = stream_ns.max(mma_ns).max(memory_ns) + fixup as f64 / SM_STREAM_BYTES_PER_NS;
+    StreamEstimate { ns: ns.round() as u64, l2_bytes: units * unit_blocks * stage }
 }
 
 /// The split the GEMM takes unless told otherwise, for tiles `tile_n` wide. A shape with fewer
@@ -259,6 +329,8 @@ fn plain_kernel(deep: bool, tile_n: u32, layout: BLayout) -> kernels::Kernel<Gem
         (false, _) => [GEMM_KN, GEMM_NK],
         (true, 64) => [GEMM_DEEP_N64_KN, GEMM_DEEP_N64_NK],
         (true, 128) => [GEMM_DEEP_N128_KN, GEMM_DEEP_N128_NK],
+        (true, 192) => [GEMM_DEEP_N192_KN, GEMM_DEEP_N192_NK],
+        (true, 224) => [GEMM_DEEP_N224_KN, GEMM_DEEP_N224_NK],
         (true, _) => [GEMM_DEEP_KN, GEMM_DEEP_NK],
     };
     layout.pick(kn, nk)
@@ -271,6 +343,8 @@ fn split_kernel(stream: bool, tile_n: u32, layout: BLayout) -> kernels::Kernel<S
         (true, _) => [GEMM_STREAMK_KN, GEMM_STREAMK_NK],
         (false, 64) => [GEMM_SPLITK_N64_KN, GEMM_SPLITK_N64_NK],
         (false, 128) => [GEMM_SPLITK_N128_KN, GEMM_SPLITK_N128_NK],
+        (false, 192) => [GEMM_SPLITK_N192_KN, GEMM_SPLITK_N192_NK],
+        (false, 224) => [GEMM_SPLITK_N224_KN, GEMM_SPLITK_N224_NK],
         (false, _) => [GEMM_SPLITK_KN, GEMM_SPLITK_NK],
     };
     layout.pick(kn, nk)
@@ -334,12 +408,12 @@ impl<'a> Gemm<'a> {
         if ctas == 0 {
             return Err(invalid("ctas", "must be at least 1"));
         }
-        let tile_n = opts.tile_n.unwrap_or_else(|| default_tile_n(shape, ctas));
+        let tile_n = opts.tile_n.unwrap_or_else(|| default_tile_n(shape, b_layout, ctas));
         if !TILE_WIDTHS.contains(&tile_n) {
             return Err(invalid("tile_n", format!("{tile_n}: must be one of {TILE_WIDTHS:?}")));
         }
         if tile_n != TILE_N && opts.deep_ring == Some(false) {
-            return Err(invalid("tile_n", format!("{tile_n}: tiles narrower than {TILE_N} run only the deep ring")));
+            return Err(invalid("tile_n", format!("{tile_n}: tiles other than {TILE_N} wide run only the deep ring")));
         }
         let (tiles, k_blocks) = tiles_and_k_blocks(shape, tile_n);
         // The shape's dimensions are below 2^31 (validated): the tile count fits a u32.
@@ -580,8 +654,8 @@ mod tests {
     }
 
     #[test]
-    fn tile_width_streams_the_fewest_bytes_per_sm() {
-        let w = |m, n, k| default_tile_n(shape(m, n, k), 132);
+    fn tile_width_takes_the_least_estimated_time() {
+        let w = |m, n, k| default_tile_n(shape(m, n, k), BLayout::NK, 132);
         // N = 8192: 32 tiles of 256 columns per tile row (4 splits); 64-column tiles make 128
         // of them, no split.
         assert_eq!(w(1, 8192, 8192), 64);
@@ -589,36 +663,77 @@ mod tests {
         assert_eq!(w(128, 8192, 8192), 64);
         // Two tile rows: 128-column tiles make 128 (64-column ones would take two waves).
         assert_eq!(w(256, 8192, 8192), 128);
-        // N = 28672: 112 tiles of 256 use 112 of 132 SMs; at one row 128-column ones in two
-        // waves stream as much per SM with every SM busy; at 64 rows and more the A box tips it.
-        assert_eq!(w(1, 28672, 8192), 128);
+        // N = 28672: up to 128 rows memory bounds every width, and 256-column tiles load the
+        // fewest bytes; at 256 rows the tensor cores bound it, and 224 columns make two full
+        // waves (256 tiles) where 256 leave 40 SMs idle in the second (224 tiles).
+        assert_eq!(w(1, 28672, 8192), 256);
         assert_eq!(w(64, 28672, 8192), 256);
-        assert_eq!(w(256, 28672, 8192), 256);
+        assert_eq!(w(128, 28672, 8192), 256);
+        assert_eq!(w(256, 28672, 8192), 224);
+        // B [K, N] loads 224-column tiles in four whole 64-column boxes: still less work.
+        let kn = |m, n, k| default_tile_n(shape(m, n, k), BLayout::KN, 132);
+        assert_eq!(kn(256, 28672, 8192), 224);
+        // Two tile rows of N = 12288: 128 tiles of 192 columns, one wave (256: 96 tiles).
+        assert_eq!(w(256, 12288, 12288), 192);
         // N = 4096: 64 columns and two splits at one tile row; at two tile rows 128 columns
         // and two splits stream less than 64 columns unsplit (each stage then is 2/3 A).
         assert_eq!(w(64, 4096, 14336), 64);
         assert_eq!(w(256, 4096, 14336), 128);
-        // Compute-bound: always the widest.
-        assert_eq!(w(257, 8192, 8192), 256);
+        // Compute-bound: the widest, unless 192 or 224 columns take a whole wave's worth less:
+        // three tile rows of N = 8192 make 96 tiles of 256 or 129 of 192, one wave either way;
+        // 512 rows of N = 28672 four waves of 256 or of 224; 4096 rows of N = 1536 two waves of
+        // 256 or of 192.
+        assert_eq!(w(257, 8192, 8192), 192);
+        assert_eq!(w(512, 28672, 8192), 224);
+        assert_eq!(w(4096, 1536, 8192), 192);
+        assert_eq!(w(512, 8192, 8192), 256);
+        assert_eq!(w(4096, 28672, 8192), 256);
+        // 16 waves of 256 or 18 of 224 (1.6% less), 21 of 192 (1.6% less): not worth the
+        // staging tiles.
         assert_eq!(w(8192, 8192, 8192), 256);
         // A tiny shape: one tile whatever the width, the narrowest streams least.
         assert_eq!(w(1, 8, 8), 64);
     }
 
     #[test]
-    fn stream_cost_counts_waves_stages_and_fixup() {
-        // 1 x 8192 x 8192 in 64-column tiles: 128 tiles, one wave (4 of 132 SMs idle), 128 stages
-        // of an 8-row A box (1 KiB) and 64 columns of B (8 KiB).
-        assert_eq!(stream_cost(shape(1, 8192, 8192), 64, 1, 132), 128 * (1024 + 8192) * 132 / 128);
-        // The same in 256-column tiles, 4 splits: 32 stages of 1 + 32 KiB, plus the fixup.
-        assert_eq!(
-            stream_cost(shape(1, 8192, 8192), 256, 4, 132),
-            (32 * (1024 + 32768) + FIXUP_WEIGHT * 512 * 256 * 4) * 132 / 128
-        );
-        // Two waves count twice.
-        assert_eq!(stream_cost(shape(256, 8192, 8192), 64, 1, 132), 2 * 128 * (16384 + 8192));
-        // Idle SMs: 112 tiles on 132 CTAs.
-        assert_eq!(stream_cost(shape(128, 28672, 8192), 256, 1, 132), 128 * (16384 + 32768) * 132 / 112);
+    fn mma_cost_counts_waves_of_tile_columns() {
+        // 256 x 28672: 224 tiles of 256 in two waves, 256 of 224 in two waves; 128 k-blocks.
+        assert_eq!(mma_cost(shape(256, 28672, 8192), 256, 1, 132), 2 * 128 * 256);
+        assert_eq!(mma_cost(shape(256, 28672, 8192), 224, 1, 132), 2 * 128 * 224);
+        // Splits shorten each unit and multiply the units.
+        assert_eq!(mma_cost(shape(64, 8192, 8192), 256, 4, 132), 32 * 256);
+        assert_eq!(mma_cost(shape(64, 8192, 8192), 256, 5, 132), 2 * 26 * 256);
+    }
+
+    #[test]
+    fn stream_estimate_takes_the_slowest_bound_then_the_fixup() {
+        use rates::*;
+        let est = |m, n, k, layout, w, splits| stream_estimate(shape(m, n, k), layout, w, splits, 132);
+        let ns = |x: f64| x.round() as u64;
+        // 1 x 8192 x 8192 in 64-column tiles: 128 tiles, one wave, 128 stages of an 8-row A box
+        // (1 KiB) and 64 columns of B (8 KiB): memory (reading the 128 MiB B once) bounds it.
+        let memory = 2.0 * (8192.0 + 8192.0 * 8192.0 + 8192.0) / HBM_BYTES_PER_NS;
+        let e = est(1, 8192, 8192, BLayout::NK, 64, 1);
+        assert_eq!(e, StreamEstimate { ns: ns(memory), l2_bytes: 128 * 128 * (1024 + 8192) });
+        assert!(128.0 * 9216.0 / SM_STREAM_BYTES_PER_NS < memory);
+        // The same in 256-column tiles, 4 splits: 32 stages of 1 + 32 KiB per unit, and the
+        // fixup after.
+        let fixup = (FIXUP_WEIGHT * 512 * 256 * 4) as f64 / SM_STREAM_BYTES_PER_NS;
+        assert_eq!(est(1, 8192, 8192, BLayout::NK, 256, 4).ns, ns(memory + fixup));
+        // Two waves of 128 stages of 16 + 8 KiB: the busiest SM's loads bound it.
+        let stream = 2.0 * 128.0 * (16384.0 + 8192.0) / SM_STREAM_BYTES_PER_NS;
+        assert_eq!(est(256, 8192, 8192, BLayout::NK, 64, 1).ns, ns(stream));
+        // 256 x 28672: two waves either way, the tensor cores bound it: 224 columns do less.
+        let mma = |w: f64| 2.0 * 128.0 * w * MMA_NS_PER_COLUMN_BLOCK;
+        assert_eq!(est(256, 28672, 8192, BLayout::NK, 256, 1).ns, ns(mma(256.0)));
+        assert_eq!(est(256, 28672, 8192, BLayout::NK, 224, 1).ns, ns(mma(224.0)));
+        // B [K, N] at 224 columns loads four whole boxes (32 KiB), B [N, K] 224 rows (28 KiB):
+        // where memory bounds both, the [K, N] tiles load more than 256-column ones.
+        let kn = |w| est(64, 28672, 8192, BLayout::KN, w, 1);
+        assert_eq!(kn(224).l2_bytes, 128 * 128 * (8192 + 32768));
+        assert_eq!(est(64, 28672, 8192, BLayout::NK, 224, 1).l2_bytes, 128 * 128 * (8192 + 28672));
+        assert_eq!(kn(224).ns, kn(256).ns);
+        assert!(kn(256) < kn(224));
     }
 
     #[test]

@@ -114,7 +114,7 @@ unsafe fn produce<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
     prefetch_tensormap(ops.b_map);
     let pipe = smem.pipeline();
     let k_blocks = ops.k.div_ceil(TILE_K);
-    let tx_bytes = stage_tx_bytes(ops.a_rows, A::N);
+    let tx_bytes = stage_tx_bytes(ops.a_rows, A::N, TRANS_B == 1);
     let mut st = PipeState::start();
     for i in tiles {
         let (kb0, kb1) = sched.k_range(i, k_blocks);

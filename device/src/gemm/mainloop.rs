@@ -1,6 +1,6 @@
 //! The wgmma mainloop: where A and B k-blocks live in shared memory, how the producer loads one
 //! (TMA, 128-byte swizzle), and how a consumer warpgroup multiplies it (m64nNk16 wgmma from
-//! shared memory, both B layouts). The tile width N (64, 128 or 256 columns) is the type of the
+//! shared memory, both B layouts). The tile width N (64, 128, 192, 224 or 256 columns) is the type of the
 //! consumers' accumulators ([`Accumulators`]): the shared-memory layout, the loads, the wgmma and
 //! the epilogues all follow from it.
 use crate::arch::*;
@@ -11,7 +11,7 @@ use core::ops::IndexMut;
 
 /// One consumer thread's accumulators of a 64 x `N` wgmma (`N / 2` f32 in the layout of
 /// `arch::wgmma`), which fixes the engine's tile width: `[f32; 32]` for 64 columns, `[f32; 64]`
-/// for 128, `[f32; 128]` for 256. Code over them indexes with constants only (unrolled, chunks
+/// for 128, `[f32; 96]` for 192, `[f32; 112]` for 224, `[f32; 128]` for 256. Code over them indexes with constants only (unrolled, chunks
 /// past [`Accumulators::CHUNKS`] skipped at compile time), so they stay in registers.
 pub trait Accumulators: Copy + IndexMut<usize, Output = f32> {
     /// Tile columns: the wgmma N.
@@ -33,6 +33,12 @@ pub trait Accumulators: Copy + IndexMut<usize, Output = f32> {
 pub type Acc64 = [f32; 32];
 /// Accumulators of a 128-column tile.
 pub type Acc128 = [f32; 64];
+/// Accumulators of a 192-column tile (8192 = 43 tiles a row, less 64 columns: three tile rows
+/// make 129 tiles, one wave on 132 SMs, where 256-column tiles make 96 and leave 36 idle).
+pub type Acc192 = [f32; 96];
+/// Accumulators of a 224-column tile (28672 = 128 x 224 columns make 128 tiles a row, one
+/// per SM, where 256-column tiles make 112 and 224-row waves leave SMs idle).
+pub type Acc224 = [f32; 112];
 /// Accumulators of a 256-column tile ([`TILE_N`]: the fused kernels and the compute-bound GEMM).
 pub type Acc256 = [f32; 128];
 
@@ -50,6 +56,8 @@ macro_rules! accumulators {
 }
 accumulators!(Acc64, 64, mma_m64n64k16_bf16);
 accumulators!(Acc128, 128, mma_m64n128k16_bf16);
+accumulators!(Acc192, 192, mma_m64n192k16_bf16);
+accumulators!(Acc224, 224, mma_m64n224k16_bf16);
 accumulators!(Acc256, 256, mma_m64n256k16_bf16);
 const _: () = assert!(<Acc256 as Accumulators>::N == TILE_N);
 
@@ -113,7 +121,7 @@ impl<const STAGES: u32, A: Accumulators> Smem<STAGES, A> {
 ///
 /// # Safety
 /// The maps are valid tensor maps of A `[M, K]` (boxes of `a_rows` rows) and B; the slot is
-/// acquired and `full` expects `stage_tx_bytes(a_rows, A::N)`.
+/// acquired and `full` expects `stage_tx_bytes(a_rows, A::N, TRANS_B == 1)`.
 #[inline(always)]
 pub unsafe fn load_k_block<const TRANS_B: u32, const ST: u32, A: Accumulators>(
     smem: &Smem<ST, A>,
@@ -130,8 +138,9 @@ pub unsafe fn load_k_block<const TRANS_B: u32, const ST: u32, A: Accumulators>(
     if TRANS_B == 0 {
         tma_load_2d(smem.b(slot), b_map, full, k0, n0 + b_row0);
     } else {
-        // B [K, N]: boxes of 64 N-columns x 64 K-rows (four at 256 columns).
-        for j in 0..A::N / 64 {
+        // B [K, N]: boxes of 64 N-columns x 64 K-rows (four at 256 columns; at 224 the last
+        // one is loaded whole and its right half never read: the wgmma stops at N).
+        for j in 0..A::N.div_ceil(64) {
             tma_load_2d(smem.b(slot) + j * 64 * SW128_ROW_BYTES, b_map, full, n0 + (64 * j) as i32, k0 + b_row0);
         }
     }

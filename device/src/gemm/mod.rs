@@ -1,7 +1,7 @@
 //! The GEMM framework every tensor-core kernel is built from, in the manner of CUTLASS 3's
 //! collective mainloop / collective epilogue / tile scheduler:
 //! - [`mainloop`]: the shared-memory layout of the A and B stages, the producer's TMA loads of one
-//!   k-block and the consumers' wgmma over it, for tiles 64, 128 or 256 columns wide (the type of
+//!   k-block and the consumers' wgmma over it, for tiles 64, 128, 192, 224 or 256 columns wide (the type of
 //!   the accumulators, [`Accumulators`]);
 //! - [`epilogue`]: what happens to a finished accumulator tile ([`Epilogue`]: store it locally;
 //!   fused kernels add their own);
@@ -16,4 +16,4 @@ pub mod mainloop;
 pub use crate::kernels_info::gemm::*;
 pub use engine::compute_cta;
 pub use epilogue::{Epilogue, SplitKStore, StoreC};
-pub use mainloop::{Acc128, Acc256, Acc64, Accumulators};
+pub use mainloop::{Acc128, Acc192, Acc224, Acc256, Acc64, Accumulators};

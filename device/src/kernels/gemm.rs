@@ -1,7 +1,8 @@
 //! The plain GEMM `C = A @ B` (bf16 in, f32 accumulate, bf16 or f32 out): the framework's engine
 //! with the grouped-raster scheduler and the local-store epilogue, one CTA per SM, on the staged
 //! ring (compute-bound shapes, 256-column tiles) or a deep one (few rows: bound by reading B;
-//! tiles 64, 128 or 256 columns wide, so that small shapes still have a tile per SM); and its
+//! tiles 64, 128, 192, 224 or 256 columns wide, so that small shapes still have a tile per SM
+//! and the last wave of a compute-bound one is not mostly idle); and its
 //! split-K and stream-K forms for shapes with too few output tiles to fill the GPU even so (the
 //! `SplitK` / `StreamK` schedulers and the `SplitKStore` epilogue around the same local store),
 //! which are memory-bound by construction and run deep.
@@ -93,6 +94,8 @@ macro_rules! deep_bodies {
 }
 
 deep_bodies!(Acc256 => gemm_deep, gemm_splitk);
+deep_bodies!(Acc224 => gemm_deep_n224, gemm_splitk_n224);
+deep_bodies!(Acc192 => gemm_deep_n192, gemm_splitk_n192);
 deep_bodies!(Acc128 => gemm_deep_n128, gemm_splitk_n128);
 deep_bodies!(Acc64 => gemm_deep_n64, gemm_splitk_n64);
 
@@ -111,6 +114,22 @@ b_layout_entry_points! {
     kn: mk_gemm_splitk_kn;
     /// Split-K GEMM with B `[N, K]`, tiles 256 wide.
     nk: mk_gemm_splitk_nk
+}
+
+b_layout_entry_points! {
+    SplitKParams => gemm_splitk_n224;
+    /// Split-K GEMM with B `[K, N]`, tiles 224 wide.
+    kn: mk_gemm_splitk_n224_kn;
+    /// Split-K GEMM with B `[N, K]`, tiles 224 wide.
+    nk: mk_gemm_splitk_n224_nk
+}
+
+b_layout_entry_points! {
+    SplitKParams => gemm_splitk_n192;
+    /// Split-K GEMM with B `[K, N]`, tiles 192 wide.
+    kn: mk_gemm_splitk_n192_kn;
+    /// Split-K GEMM with B `[N, K]`, tiles 192 wide.
+    nk: mk_gemm_splitk_n192_nk
 }
 
 b_layout_entry_points! {
@@ -144,6 +163,24 @@ b_layout_entry_points! {
     kn: mk_gemm_deep_kn;
     /// The memory-bound GEMM with B `[N, K]`, tiles 256 wide.
     nk: mk_gemm_deep_nk
+}
+
+b_layout_entry_points! {
+    GemmParams => gemm_deep_n224;
+    /// The GEMM in 224-column tiles (whole waves at N = 14336, 28672) with B `[K, N]`: the
+    /// deep ring (4 stages), stores straight from registers.
+    kn: mk_gemm_deep_n224_kn;
+    /// The GEMM in 224-column tiles with B `[N, K]`.
+    nk: mk_gemm_deep_n224_nk
+}
+
+b_layout_entry_points! {
+    GemmParams => gemm_deep_n192;
+    /// The GEMM in 192-column tiles with B `[K, N]`: the deep ring (5 stages), stores straight
+    /// from registers.
+    kn: mk_gemm_deep_n192_kn;
+    /// The GEMM in 192-column tiles with B `[N, K]`.
+    nk: mk_gemm_deep_n192_nk
 }
 
 b_layout_entry_points! {

@@ -65,7 +65,9 @@ macro_rules! wgmma_tile_body {
         let smem = dyn_smem_base();
         let a_s = smem;
         let b_s = smem + 64 * SW128_ROW_BYTES;
-        let bar = b_s + $n * SW128_ROW_BYTES;
+        // B [K, N] comes in whole 64-column boxes: room for them (224 columns take four).
+        let b_cols = ($n as u32).next_multiple_of(64);
+        let bar = b_s + b_cols * SW128_ROW_BYTES;
         let t = thread_idx_x();
         if t == 0 {
             mbarrier_init(bar, 1);
@@ -73,13 +75,14 @@ macro_rules! wgmma_tile_body {
         }
         sync_threads();
         if t == 0 {
-            mbarrier_arrive_expect_tx(bar, (64 + $n) * SW128_ROW_BYTES);
+            let b_rows = if $p.b_layout == B_NK { $n } else { b_cols };
+            mbarrier_arrive_expect_tx(bar, (64 + b_rows) * SW128_ROW_BYTES);
             tma_load_2d(a_s, $p.a_map, bar, 0, 0);
             if $p.b_layout == B_NK {
                 tma_load_2d(b_s, $p.b_map, bar, 0, 0);
             } else {
                 let mut j = 0;
-                while j < $n / 64 {
+                while j < b_cols / 64 {
                     tma_load_2d(b_s + j * 64 * SW128_ROW_BYTES, $p.b_map, bar, (64 * j) as i32, 0);
                     j += 1;
                 }
@@ -122,6 +125,8 @@ pub unsafe extern "ptx-kernel" fn mk_wgmma_tile(p: WgmmaTileParams) {
     match p.n {
         64 => wgmma_tile_body!(p, mma_m64n64k16_bf16, 64),
         128 => wgmma_tile_body!(p, mma_m64n128k16_bf16, 128),
+        192 => wgmma_tile_body!(p, mma_m64n192k16_bf16, 192),
+        224 => wgmma_tile_body!(p, mma_m64n224k16_bf16, 224),
         _ => wgmma_tile_body!(p, mma_m64n256k16_bf16, 256),
     }
 }
