@@ -129,7 +129,7 @@ enum BenchCmd {
         /// deep).
         #[arg(long, value_parser = ["deep", "staged"])]
         ring: Option<String>,
-        /// Output tile width in columns: 64, 128 or 256 (default: per shape, see
+        /// Output tile width in columns: 64, 128, 192, 224 or 256 (default: per shape, see
         /// `gemm::default_tile_n`).
         #[arg(long = "tile-n", value_parser = args::tile_width)]
         tile_n: Option<u32>,
