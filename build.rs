@@ -1,5 +1,8 @@
 //! Compiles `device/` to one sm_90a PTX module with rustc's own NVPTX backend and embeds it
-//! (`OUT_DIR/mkernel.ptx`, included by `host/gpu/module.rs`).
+//! (`OUT_DIR/mkernel.ptx`, included by `host/gpu/kernels.rs`), and, where NVIDIA's `ptxas` is
+//! found, the module assembled for sm_90a too (`OUT_DIR/mkernel.cubin`): loading it takes
+//! milliseconds where the driver's JIT takes 15-20 s per process on a cold cache. Without
+//! `ptxas` the cubin is empty and the host JIT-compiles the PTX.
 //!
 //! The device build is a nested cargo invocation with its own target directory, run under the
 //! toolchain pinned in rust-toolchain.toml, with the host build's compiler variables removed (they
@@ -26,6 +29,9 @@ fn main() {
     }
     println!("cargo:rerun-if-env-changed=MKERNEL_DEVICE_TOOLCHAIN");
     println!("cargo:rerun-if-env-changed=CUDA_LIBRARY_PATH");
+    for var in ["MKERNEL_PTXAS", "MKERNEL_NVTOOLS", "CUDA_HOME"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
     link_stub_rpath();
     embed_commit(&root);
 
@@ -113,7 +119,74 @@ fn main() {
     if !ptx.contains(&format!(".target {CPU}")) {
         fail(&format!("the device module does not target {CPU}"));
     }
-    fs::write(out_dir.join("mkernel.ptx"), ptx).unwrap();
+    fs::write(out_dir.join("mkernel.ptx"), &ptx).unwrap();
+    assemble(&root, &out_dir, &ptx);
+}
+
+/// `OUT_DIR/mkernel.cubin`: the module assembled by `ptxas -arch=sm_90a`, or empty when there is
+/// no `ptxas` (`MKERNEL_PTXAS=off` asks for none) or it fails (a warning says why; the host then
+/// JIT-compiles the PTX). `OUT_DIR/mkernel.ptxas` names the assembler (its `--version` line),
+/// which the host reports. Skipped when the PTX and the assembler are those of the last build.
+fn assemble(root: &Path, out_dir: &Path, ptx: &str) {
+    let (cubin, about) = (out_dir.join("mkernel.cubin"), out_dir.join("mkernel.ptxas"));
+    let ptxas = match env::var("MKERNEL_PTXAS") {
+        Ok(v) if v == "off" => None,
+        Ok(v) => Some(PathBuf::from(v)),
+        Err(_) => find_ptxas(root),
+    };
+    let version = ptxas.as_ref().and_then(|p| {
+        let out = Command::new(p).arg("--version").output().ok().filter(|o| o.status.success())?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string())
+    });
+    let (Some(ptxas), Some(version)) = (ptxas, version) else {
+        fs::write(&cubin, b"").unwrap();
+        fs::write(&about, "").unwrap();
+        return;
+    };
+    let stamp = {
+        let mut h = DefaultHasher::new();
+        (ptx, &version, ptxas.display().to_string()).hash(&mut h);
+        format!("{:016x}", h.finish())
+    };
+    let stamp_file = out_dir.join("mkernel.cubin.stamp");
+    if fs::read_to_string(&stamp_file).is_ok_and(|s| s == stamp) && cubin.exists() {
+        fs::write(&about, format!("ptxas {version}")).unwrap();
+        return;
+    }
+    let out = Command::new(&ptxas).args(["-arch", CPU, "-o"]).arg(&cubin).arg(out_dir.join("mkernel.ptx")).output();
+    match out {
+        Ok(o) if o.status.success() => {
+            fs::write(&about, format!("ptxas {version}")).unwrap();
+            fs::write(&stamp_file, stamp).unwrap();
+        }
+        failed => {
+            let why = match failed {
+                Ok(o) => String::from_utf8_lossy(&o.stderr).lines().take(3).collect::<Vec<_>>().join("; "),
+                Err(e) => e.to_string(),
+            };
+            println!(
+                "cargo:warning=ptxas ({}) could not assemble the module, the host will JIT it: {why}",
+                ptxas.display()
+            );
+            fs::write(&cubin, b"").unwrap();
+            fs::write(&about, "").unwrap();
+        }
+    }
+}
+
+/// NVIDIA's `ptxas`: under `MKERNEL_NVTOOLS`, scripts/setup.sh's `target/nvtools/bin`,
+/// `CUDA_HOME/bin`, `/usr/local/cuda/bin`, then `PATH` (tests/ptx.rs looks in the same places).
+fn find_ptxas(root: &Path) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    dirs.extend(env::var_os("MKERNEL_NVTOOLS").map(PathBuf::from));
+    dirs.push(root.join("target/nvtools/bin"));
+    dirs.extend(env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("bin")));
+    dirs.push("/usr/local/cuda/bin".into());
+    if let Some(path) = env::var_os("PATH") {
+        dirs.extend(env::split_paths(&path));
+    }
+    dirs.into_iter().map(|d| d.join("ptxas")).find(|p| p.is_file())
 }
 
 /// Where scripts/setup.sh built the libcuda stub (no driver on this machine), let our binaries

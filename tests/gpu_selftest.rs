@@ -2,6 +2,8 @@
 //! fails instead with MKERNEL_REQUIRE_GPU=1). Random data, poisoned outputs.
 use half::bf16;
 use mkernel::abi::*;
+use mkernel::gemm::{BLayout, Gemm, GemmOptions, GemmShape, Output};
+use mkernel::gpu::ModuleSource;
 use mkernel::gpu::{kernels, L2Promotion, LaunchConfig, Swizzle, Tile2d, TmaDtype};
 use mkernel::testing::{gpu_or_skip, max_scaled_err, rel_err, Rng, POISON_BYTE};
 use mkernel::tile::{swizzle128, wgmma_acc_coord};
@@ -298,4 +300,65 @@ fn trap_child() {
     let drops = mkernel::gpu::take_drop_errors();
     drop(gpu);
     println!("trap_child ok: wait -> {e}; read after -> {later}; alloc after -> {alloc:?}; drops -> {drops:?}");
+}
+
+/// The bits of a GEMM (300 x 520 x 1000, B `[n,k]`, bf16 out) over data from `seed`, as one
+/// checksum line.
+fn gemm_bits(gpu: &mkernel::Gpu, seed: u64) -> String {
+    let shape = GemmShape { m: 300, n: 520, k: 1000 };
+    let mut rng = Rng::new(seed);
+    let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k)).unwrap();
+    let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n)).unwrap();
+    let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
+    c.fill_bytes(POISON_BYTE).unwrap();
+    let g = Gemm::new(gpu, shape, BLayout::NK, &a, &b, Output::Bf16(&c), GemmOptions::default()).unwrap();
+    g.run(gpu).unwrap();
+    let h = c
+        .to_vec()
+        .unwrap()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ x.to_bits() as u64).wrapping_mul(0x100_0000_01b3));
+    format!("gemm bits {h:016x}")
+}
+
+/// The module comes from the cubin build.rs assembled (where it had ptxas), and the PTX the
+/// driver JIT-compiles (`MKERNEL_JIT=1`, in a child process: a process loads the module once)
+/// computes the same bits.
+#[test]
+fn cubin_and_jit_modules_compute_the_same_bits() {
+    let Some(gpu) = gpu_or_skip("cubin_and_jit_modules_compute_the_same_bits") else { return };
+    let source = &gpu.info().module_source;
+    println!("module: {source}, loaded in {:?}", gpu.info().module_load);
+    if kernels::CUBIN.is_empty() {
+        assert!(matches!(source, ModuleSource::Jit { .. }), "no cubin embedded, yet {source}");
+    } else if std::env::var("MKERNEL_JIT").is_err() {
+        assert_eq!(*source, ModuleSource::Cubin, "the driver did not take the embedded cubin");
+    }
+    let seed = Rng::fresh("cubin_and_jit_modules_compute_the_same_bits").next_u64();
+    let mine = gemm_bits(&gpu, seed);
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "jit_child", "--nocapture", "--test-threads=1"])
+        .env("MKERNEL_JIT", "1")
+        .env("MKERNEL_JIT_CHILD_SEED", seed.to_string())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the child failed:\n{text}");
+    let theirs = text
+        .lines()
+        .find_map(|l| l.find("gemm bits").map(|i| &l[i..]))
+        .unwrap_or_else(|| panic!("no verdict:\n{text}"));
+    assert_eq!(theirs.trim(), mine, "the JIT-compiled module computed other bits than the {source} one");
+    println!("{mine} from both modules");
+}
+
+#[test]
+#[ignore = "run by cubin_and_jit_modules_compute_the_same_bits in a child process"]
+fn jit_child() {
+    let Some(seed) = std::env::var("MKERNEL_JIT_CHILD_SEED").ok().and_then(|s| s.parse().ok()) else { return };
+    let gpu = mkernel::Gpu::new(0).unwrap();
+    let source = &gpu.info().module_source;
+    assert_eq!(*source, ModuleSource::Jit { why: "MKERNEL_JIT=1".into() });
+    println!("child module: {source}, loaded in {:?}", gpu.info().module_load);
+    println!("{}", gemm_bits(&gpu, seed));
 }

@@ -14,6 +14,9 @@ fn tool(name: &str) -> PathBuf {
         dirs.push(d.into());
     }
     dirs.push(root.join("target/nvtools/bin"));
+    if let Some(h) = std::env::var_os("CUDA_HOME") {
+        dirs.push(Path::new(&h).join("bin"));
+    }
     dirs.push("/usr/local/cuda/bin".into());
     if let Some(path) = std::env::var_os("PATH") {
         dirs.extend(std::env::split_paths(&path));
@@ -303,4 +306,28 @@ fn fifo_push_claims_tickets_with_a_compare_and_swap() {
         assert!(sass.contains("ATOMG.E.CAS.64") || sass.contains("ATOM.E.CAS.64"), "{k}: no 64-bit CAS in its SASS");
     }
     assert!(kernels::PTX.contains("atom.relaxed.gpu.cas.b64"), "no CAS on the FIFO head in the PTX");
+}
+
+#[test]
+fn the_build_embeds_the_module_assembled_for_sm90a() {
+    // This machine has ptxas (the tests above use it), so build.rs found one too and the host
+    // loads a cubin, not 15-20 s of JIT: an sm_90a ELF holding every kernel.
+    let _ = tool("ptxas");
+    let cubin = kernels::CUBIN;
+    assert!(!cubin.is_empty(), "no cubin embedded although ptxas is here (build.rs warnings say why)");
+    assert!(kernels::CUBIN_PTXAS.starts_with("ptxas "), "assembler: {:?}", kernels::CUBIN_PTXAS);
+    assert_eq!(&cubin[..4], b"\x7fELF", "the cubin is not an ELF image");
+    let text = String::from_utf8_lossy(cubin);
+    for k in kernels::ALL {
+        assert!(text.contains(&format!("{k}\0")), "the cubin lacks {k}");
+    }
+    let dir = std::env::temp_dir().join(format!("mkernel-cubin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("embedded.cubin");
+    std::fs::write(&path, cubin).unwrap();
+    let out = Command::new(tool("cuobjdump")).arg("-lelf").arg("-arch=sm_90a").arg(&path).output().unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "cuobjdump: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(listing.contains("sm_90a"), "not an sm_90a cubin: {listing}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

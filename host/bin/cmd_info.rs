@@ -8,11 +8,15 @@ use mkernel::testing::Rng;
 pub fn info() -> anyhow::Result<()> {
     let n = gpu::device_count()?;
     println!(
-        "mkernel {} ({}): PTX module {} bytes, {} kernels, target sm_90a",
+        "mkernel {} ({}): PTX module {} bytes, {} kernels, target sm_90a; {}",
         env!("CARGO_PKG_VERSION"),
         mkernel::bench::harness::COMMIT,
         gpu::kernels::PTX.len(),
-        gpu::kernels::ALL.len()
+        gpu::kernels::ALL.len(),
+        match gpu::kernels::CUBIN.len() {
+            0 => "no cubin (the build found no ptxas: the driver JIT-compiles the PTX)".to_string(),
+            n => format!("cubin {n} bytes from {}", gpu::kernels::CUBIN_PTXAS),
+        }
     );
     let rdma = topology::rdma_devices();
     if n == 0 {
@@ -79,7 +83,7 @@ fn gpu_line(i: u32) -> anyhow::Result<()> {
     let g = Gpu::new(i).with_context(|| format!("GPU {i}"))?;
     let d = g.info();
     println!(
-        "GPU {i}: {} sm_{}{} {} SMs, {:.1} GiB, L2 {} MiB, {} KiB smem/block, driver {}.{}; PTX loaded in {:.0} ms",
+        "GPU {i}: {} sm_{}{} {} SMs, {:.1} GiB, L2 {} MiB, {} KiB smem/block, driver {}.{}; module loaded in {:.0} ms: {}",
         d.name,
         d.compute_capability.0,
         d.compute_capability.1,
@@ -89,7 +93,8 @@ fn gpu_line(i: u32) -> anyhow::Result<()> {
         d.max_smem_per_block >> 10,
         d.driver_version / 1000,
         d.driver_version % 1000 / 10,
-        d.module_load.as_secs_f64() * 1e3
+        d.module_load.as_secs_f64() * 1e3,
+        d.module_source
     );
     if d.compute_capability != (9, 0) {
         println!("  not a Hopper GPU: mkernel's kernels need sm_90a");

@@ -5,6 +5,13 @@ use std::marker::PhantomData;
 /// The PTX module built from `device/` by build.rs.
 pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/mkernel.ptx"));
 
+/// [`PTX`] assembled for sm_90a by build.rs with NVIDIA's `ptxas`, or empty where the build had
+/// none (the module is then JIT-compiled from [`PTX`] when a device opens).
+pub const CUBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/mkernel.cubin"));
+
+/// The assembler of [`CUBIN`] (its path and `--version` line), empty without one.
+pub const CUBIN_PTXAS: &str = include_str!(concat!(env!("OUT_DIR"), "/mkernel.ptxas"));
+
 /// A kernel of the module whose single parameter is a `P`.
 pub struct Kernel<P> {
     /// The kernel's symbol in the PTX module (`#[no_mangle]` on the device side).

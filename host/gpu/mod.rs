@@ -48,8 +48,32 @@ pub struct DeviceInfo {
     pub clock_khz: u32,
     /// The CUDA driver's version, e.g. 12040 for 12.4.
     pub driver_version: i32,
-    /// How long loading (and JIT-compiling) the PTX module took.
+    /// How long loading the module took (JIT-compiling it, when it came from the PTX).
     pub module_load: Duration,
+    /// What was loaded: the embedded cubin or the PTX.
+    pub module_source: ModuleSource,
+}
+
+/// How the kernels reached the device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModuleSource {
+    /// The cubin build.rs assembled ([`kernels::CUBIN`]).
+    Cubin,
+    /// The PTX, JIT-compiled by the driver: there was no cubin, `MKERNEL_JIT=1` asked for the
+    /// JIT, or the driver refused the cubin (`why`).
+    Jit {
+        /// Why not the cubin.
+        why: String,
+    },
+}
+
+impl std::fmt::Display for ModuleSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModuleSource::Cubin => write!(f, "cubin from {}", kernels::CUBIN_PTXAS),
+            ModuleSource::Jit { why } => write!(f, "PTX, JIT-compiled ({why})"),
+        }
+    }
 }
 
 struct Function {
@@ -93,8 +117,27 @@ pub fn device_count() -> Result<u32> {
     }
 }
 
+/// Load the embedded module into the current context: the cubin where there is one and the
+/// driver takes it (a driver older than the assembler refuses it), else the PTX through the JIT.
+fn load_module() -> Result<(sys::CUmodule, ModuleSource)> {
+    let why = if kernels::CUBIN.is_empty() {
+        "the build found no ptxas".to_string()
+    } else if std::env::var("MKERNEL_JIT").is_ok_and(|v| v == "1") {
+        "MKERNEL_JIT=1".to_string()
+    } else {
+        let mut module = std::ptr::null_mut();
+        // SAFETY: the image is a complete cubin that outlives the call.
+        let r = unsafe { sys::cuModuleLoadData(&mut module, kernels::CUBIN.as_ptr().cast()) };
+        match check("cuModuleLoadData (cubin)", r) {
+            Ok(()) => return Ok((module, ModuleSource::Cubin)),
+            Err(e) => format!("the driver refused the cubin: {e}"),
+        }
+    };
+    Ok((load_ptx()?, ModuleSource::Jit { why }))
+}
+
 /// Load the embedded PTX into the current context, with the JIT's error log on failure.
-fn load_module() -> Result<sys::CUmodule> {
+fn load_ptx() -> Result<sys::CUmodule> {
     let ptx = CString::new(kernels::PTX).map_err(|_| GpuError::Module("PTX contains a NUL byte".into()))?;
     let mut log = vec![0u8; 16 << 10];
     let mut opts = [sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
@@ -127,7 +170,7 @@ fn open_device(ordinal: u32) -> Result<DeviceState> {
     // SAFETY: writes one int.
     check("cuDriverGetVersion", unsafe { sys::cuDriverGetVersion(&mut driver_version) })?;
     let started = Instant::now();
-    let module = load_module()?;
+    let (module, module_source) = load_module()?;
     let module_load = started.elapsed();
     let mut functions = HashMap::new();
     for &name in kernels::ALL {
@@ -155,6 +198,7 @@ fn open_device(ordinal: u32) -> Result<DeviceState> {
         clock_khz: attr(DeviceAttribute::ClockRate)? as u32,
         driver_version,
         module_load,
+        module_source,
     };
     Ok(DeviceState { ctx, module, functions: Mutex::new(functions), info })
 }
