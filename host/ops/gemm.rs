@@ -211,7 +211,7 @@ pub const WAVE_WIDTHS: [u32; 2] = [192, 224];
 /// compute-bound shape to take it over [`TILE_N`]: it runs the deep ring, whose stores leave
 /// from registers, not from staging tiles under the next tile's mainloop. Between the 12.5% and
 /// 25% a whole wave saves (N = 28672 from 512 rows, N = 8192 at 320..768 rows) and the 1.6% a
-/// large shape's last partial wave saves (4096 x 8192 in 224 columns, measured 0.89-0.99x of
+/// large shape's last partial wave saves (4096 x 8192 in 224 columns, measured 0.88-0.99x of
 /// 256 on H200, docs/PERF.md).
 pub const NARROW_WAVE_GAIN: f64 = 0.05;
 
@@ -274,7 +274,7 @@ pub fn stream_estimate(shape: GemmShape, layout: BLayout, tile_n: u32, splits: u
     let a_rows = a_box_rows(shape.m.min(u32::MAX as usize) as u32);
     let stage = stage_tx_bytes(a_rows, tile_n, layout == BLayout::KN) as u64;
     let stream_ns = (waves * unit_blocks * stage) as f64 / SM_STREAM_BYTES_PER_NS;
-    let mma_ns = (waves * unit_blocks * tile_n as u64) as f64 * MMA_NS_PER_COLUMN_BLOCK;
+    let mma_ns = mma_cost(shape, tile_n, splits, ctas) as f64 * MMA_NS_PER_COLUMN_BLOCK;
     let (m, n, k) = (shape.m as f64, shape.n as f64, shape.k as f64);
     let memory_ns = 2.0 * (m * k + k * n + m * n) / HBM_BYTES_PER_NS;
     let fixup = if splits > 1 { FIXUP_WEIGHT * 512 * tile_n as u64 * splits as u64 } else { 0 };
