@@ -115,13 +115,17 @@ pub const DEFAULT_INTER_SEND: u32 = 1;
 pub const DEFAULT_GROUP: u32 = 8;
 
 /// Default inter-reduce CTAs with several nodes: each adds a half tile from every node and
-/// stores it (all-reduce: to every local rank), at a few tens of GB/s per CTA; 4 keep up with a
-/// NIC for the reduce-scatter's one block, 8 for the all-reduce's `nodes` blocks. A first
-/// choice, not yet tuned on a GPU.
+/// stores it (all-reduce: to every local rank). Measured on 2 emulated nodes x 1 H200
+/// (docs/PERF.md, "Several nodes, tuned"; fused / max(GEMM alone, modelled inter-node time) at
+/// 16384 x 8192 x 8192): the reduce-scatter went from 2.27 with 4 CTAs to 1.32 with 8 and 1.03
+/// with 12-32; the all-reduce, whose `nodes` blocks all come in, from 1.87 with 8 to 1.35, 1.19
+/// and 1.10 with 16, 32 and 64. Each CTA taken is an SM the GEMM loses, so the all-reduce stops
+/// at 32, where the GEMM of a node of 8 GPUs (an eighth of the inter-node bytes per rank) still
+/// has 99 SMs.
 pub fn default_inter_reduce(collective: Collective) -> u32 {
     match collective {
-        Collective::ReduceScatter => 4,
-        Collective::AllReduce => 8,
+        Collective::ReduceScatter => 16,
+        Collective::AllReduce => 32,
     }
 }
 
@@ -671,9 +675,9 @@ mod tests {
         assert_eq!(role_split(&def, rs, 1, 4096, 132).unwrap(), RoleSplit::compute_only(132));
         assert_eq!(role_split(&def, rs, 1, 16, 132).unwrap(), RoleSplit::compute_only(16));
         let two = role_split(&def, rs, 2, 4096, 132).unwrap();
-        assert_eq!((two.compute, two.intra_comm, two.inter_send, two.inter_reduce), (127, 0, 1, 4));
+        assert_eq!((two.compute, two.intra_comm, two.inter_send, two.inter_reduce), (115, 0, 1, 16));
         let ar = role_split(&def, Collective::AllReduce, 2, 4096, 132).unwrap();
-        assert_eq!((ar.compute, ar.inter_send, ar.inter_reduce), (123, 1, 8));
+        assert_eq!((ar.compute, ar.inter_send, ar.inter_reduce), (99, 1, 32));
         let tiny = role_split(&def, rs, 2, 16, 132).unwrap();
         assert_eq!(tiny.compute, 16, "no more compute CTAs than tiles");
         let err = |o: GemmRsOptions, nodes| role_split(&o, rs, nodes, 4096, 132).unwrap_err().to_string();
