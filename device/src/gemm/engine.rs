@@ -6,8 +6,8 @@
 //! gets lane 0 of producer warps 1 and 2, one per consumer warpgroup (see
 //! [`Handoff`](super::epilogue::Handoff)). Registers move from the producer to the consumers with
 //! `setmaxnreg`.
-use super::epilogue::Epilogue;
-use super::mainloop::{load_k_block, mma_k_block, Accumulators, Smem};
+use super::epilogue::{Epilogue, StoreC};
+use super::mainloop::{load_k_block, mma_k_block, Acc256, Accumulators, Smem};
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
 use crate::pipeline::PipeState;
@@ -99,6 +99,24 @@ pub unsafe fn compute_cta<
         setmaxnreg_inc::<232>();
         consume::<TRANS_B, STAGES, A, S, E>(ops, sched, epi, &smem, tiles(), &b, wg - 1, tid % 128);
     }
+}
+
+/// A fused kernel's compute CTA whose tiles go straight into C ([`StoreC`]): the engine on the
+/// staged ring in 256-column tiles, A in whole-tile boxes, with the kernel's own scheduler and
+/// input gate (AllGather + GEMM's arrival order, the MoE's grouped rows).
+///
+/// # Safety
+/// As for [`compute_cta`] with `STAGES` and [`Acc256`]; `g`'s tensor maps and C are valid.
+#[inline(always)]
+pub unsafe fn store_c_cta<const TRANS_B: u32, S: TileScheduler, G: InputGate>(
+    g: &crate::abi::GemmParams,
+    sched: &S,
+    gate: &G,
+    ctas: u32,
+    b: Bound<'_>,
+) {
+    let ops = Operands::of(g, TILE_M);
+    compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(&ops, sched, gate, &StoreC::of(g), ctas, b);
 }
 
 #[inline(always)]

@@ -20,7 +20,7 @@ use crate::arch::*;
 use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
-use crate::gemm::engine::Operands;
+use crate::gemm::engine::store_c_cta;
 use crate::gemm::*;
 use crate::sched::{div_nz, rem_nz, GaveUp, InputGate, Role, RowOrder, Tile, TileGrid};
 use crate::sync::Bound;
@@ -267,16 +267,7 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
             let grid = TileGrid::new(g.m, g.n, TILE_M, TILE_N, g.group_m);
             let sched = RowOrder { grid, rows: p.row_order as *const u32 };
             let gate = ArrivalGate { p, epoch };
-            let epi = StoreC::of(g);
-            let ops = Operands::of(g, TILE_M);
-            compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(
-                &ops,
-                &sched,
-                &gate,
-                &epi,
-                roles.compute,
-                bound(Role::Compute),
-            );
+            store_c_cta::<TRANS_B, _, _>(g, &sched, &gate, roles.compute, bound(Role::Compute));
         }
         Some((Role::IntraComm, idx)) => {
             let ring = if tid == 0 { Some(BulkRing::new(ring_base())) } else { None };

@@ -20,7 +20,7 @@ use crate::arch::*;
 use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{last_arriver, launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
-use crate::gemm::engine::Operands;
+use crate::gemm::engine::store_c_cta;
 use crate::gemm::*;
 use crate::sched::{div_nz, rem_nz, GaveUp, GroupedTiles, InputGate, Role, Tile};
 use crate::sync::Bound;
@@ -848,16 +848,7 @@ unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
                 tile_m: TILE_M,
             };
             let gate = RowGate { p, tb, wait: !gemm_only };
-            let epi = StoreC::of(g);
-            let ops = Operands::of(g, TILE_M);
-            compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(
-                &ops,
-                &sched,
-                &gate,
-                &epi,
-                roles.compute,
-                bound(Role::Compute),
-            );
+            store_c_cta::<TRANS_B, _, _>(g, &sched, &gate, roles.compute, bound(Role::Compute));
         }
         Some((Role::IntraComm, idx)) if !gemm_only => {
             let b = bound(Role::IntraComm);
