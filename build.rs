@@ -23,8 +23,15 @@ const INSTALL_HINT: &str = "scripts/setup.sh installs it, or: rustup toolchain i
 fn main() {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
-    for p in ["device/src", "device/Cargo.toml", "device/ptx-link.sh", "rust-toolchain.toml", "Cargo.toml", "build.rs"]
-    {
+    for p in [
+        "device/src",
+        "device/Cargo.toml",
+        "device/ptx-link.sh",
+        "rust-toolchain.toml",
+        "Cargo.toml",
+        "build.rs",
+        "nvtools.rs",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     println!("cargo:rerun-if-env-changed=MKERNEL_DEVICE_TOOLCHAIN");
@@ -126,39 +133,53 @@ fn main() {
 /// `OUT_DIR/mkernel.cubin`: the module assembled by `ptxas -arch=sm_90a`, or empty when there is
 /// no `ptxas` (`MKERNEL_PTXAS=off` asks for none) or it fails (a warning says why; the host then
 /// JIT-compiles the PTX). `OUT_DIR/mkernel.ptxas` names the assembler (its `--version` line),
-/// which the host reports. Skipped when the PTX and the assembler are those of the last build.
+/// which the host reports.
 fn assemble(root: &Path, out_dir: &Path, ptx: &str) {
     let (cubin, about) = (out_dir.join("mkernel.cubin"), out_dir.join("mkernel.ptxas"));
     let ptxas = match env::var("MKERNEL_PTXAS") {
         Ok(v) if v == "off" => None,
         Ok(v) => Some(PathBuf::from(v)),
-        Err(_) => find_ptxas(root),
+        Err(_) => nvtool(root, "ptxas"),
     };
     let version = ptxas.as_ref().and_then(|p| {
         let out = Command::new(p).arg("--version").output().ok().filter(|o| o.status.success())?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string())
     });
-    let (Some(ptxas), Some(version)) = (ptxas, version) else {
-        fs::write(&cubin, b"").unwrap();
-        fs::write(&about, "").unwrap();
-        return;
-    };
+    match ptxas.zip(version) {
+        Some((ptxas, version)) if run_ptxas(&ptxas, &version, ptx, out_dir, &cubin) => {
+            fs::write(&about, format!("ptxas {version}")).unwrap()
+        }
+        _ => {
+            // The stamp names the last success: an emptied cubin must not pass for it.
+            let _ = fs::remove_file(out_dir.join(STAMP));
+            fs::write(&cubin, b"").unwrap();
+            fs::write(&about, "").unwrap();
+        }
+    }
+}
+
+/// Where the hash of the last successfully assembled PTX and its assembler is kept.
+const STAMP: &str = "mkernel.cubin.stamp";
+
+/// Assemble `OUT_DIR/mkernel.ptx` (whose text is `ptx`) into `cubin` with `ptxas`; whether
+/// `cubin` now holds it. Skipped when the PTX and the assembler are those of the last success
+/// ([`STAMP`], which [`assemble`] removes whenever it empties the cubin).
+fn run_ptxas(ptxas: &Path, version: &str, ptx: &str, out_dir: &Path, cubin: &Path) -> bool {
     let stamp = {
         let mut h = DefaultHasher::new();
-        (ptx, &version, ptxas.display().to_string()).hash(&mut h);
+        (ptx, version, ptxas.display().to_string()).hash(&mut h);
         format!("{:016x}", h.finish())
     };
-    let stamp_file = out_dir.join("mkernel.cubin.stamp");
-    if fs::read_to_string(&stamp_file).is_ok_and(|s| s == stamp) && cubin.exists() {
-        fs::write(&about, format!("ptxas {version}")).unwrap();
-        return;
+    let stamp_file = out_dir.join(STAMP);
+    if fs::read_to_string(&stamp_file).is_ok_and(|s| s == stamp) && fs::metadata(cubin).is_ok_and(|m| m.len() > 0) {
+        return true;
     }
-    let out = Command::new(&ptxas).args(["-arch", CPU, "-o"]).arg(&cubin).arg(out_dir.join("mkernel.ptx")).output();
+    let out = Command::new(ptxas).args(["-arch", CPU, "-o"]).arg(cubin).arg(out_dir.join("mkernel.ptx")).output();
     match out {
         Ok(o) if o.status.success() => {
-            fs::write(&about, format!("ptxas {version}")).unwrap();
             fs::write(&stamp_file, stamp).unwrap();
+            true
         }
         failed => {
             let why = match failed {
@@ -169,25 +190,13 @@ fn assemble(root: &Path, out_dir: &Path, ptx: &str) {
                 "cargo:warning=ptxas ({}) could not assemble the module, the host will JIT it: {why}",
                 ptxas.display()
             );
-            fs::write(&cubin, b"").unwrap();
-            fs::write(&about, "").unwrap();
+            false
         }
     }
 }
 
-/// NVIDIA's `ptxas`: under `MKERNEL_NVTOOLS`, scripts/setup.sh's `target/nvtools/bin`,
-/// `CUDA_HOME/bin`, `/usr/local/cuda/bin`, then `PATH` (tests/ptx.rs looks in the same places).
-fn find_ptxas(root: &Path) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    dirs.extend(env::var_os("MKERNEL_NVTOOLS").map(PathBuf::from));
-    dirs.push(root.join("target/nvtools/bin"));
-    dirs.extend(env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("bin")));
-    dirs.push("/usr/local/cuda/bin".into());
-    if let Some(path) = env::var_os("PATH") {
-        dirs.extend(env::split_paths(&path));
-    }
-    dirs.into_iter().map(|d| d.join("ptxas")).find(|p| p.is_file())
-}
+// `nvtool`: where NVIDIA's tools are looked for, shared with tests/ptx.rs.
+include!("nvtools.rs");
 
 /// Where scripts/setup.sh built the libcuda stub (no driver on this machine), let our binaries
 /// find it at run time through an rpath. On a machine with a driver there is no stub and no

@@ -7,21 +7,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+// `nvtool`: where NVIDIA's tools are looked for, shared with build.rs.
+include!("../nvtools.rs");
+
 fn tool(name: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    if let Ok(d) = std::env::var("MKERNEL_NVTOOLS") {
-        dirs.push(d.into());
-    }
-    dirs.push(root.join("target/nvtools/bin"));
-    if let Some(h) = std::env::var_os("CUDA_HOME") {
-        dirs.push(Path::new(&h).join("bin"));
-    }
-    dirs.push("/usr/local/cuda/bin".into());
-    if let Some(path) = std::env::var_os("PATH") {
-        dirs.extend(std::env::split_paths(&path));
-    }
-    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file()).unwrap_or_else(|| panic!("`{name}` not found: run scripts/setup.sh (it installs NVIDIA's ptxas/cuobjdump from PyPI) or set MKERNEL_NVTOOLS"))
+    nvtool(Path::new(env!("CARGO_MANIFEST_DIR")), name).unwrap_or_else(|| {
+        panic!("`{name}` not found: run scripts/setup.sh (it installs NVIDIA's ptxas/cuobjdump from PyPI) or set MKERNEL_NVTOOLS")
+    })
 }
 
 struct Assembled {
