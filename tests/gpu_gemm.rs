@@ -1,7 +1,7 @@
 //! GEMM correctness on the GPU against an f64 host reference of the same bf16 inputs: one tile of
 //! each width, ragged shapes, both B layouts, bf16 and f32 output, and 8192^3 on sampled rows;
-//! the narrow (64- and 128-column) tiles at ragged shapes and at the small shapes the defaults
-//! give them; split-K at the small shapes it serves and at its boundaries (k-blocks not a
+//! the tiles narrower than 256 columns (64, 128, 192, 224) at ragged shapes and at the shapes the
+//! defaults give them; split-K at the small shapes it serves and at its boundaries (k-blocks not a
 //! multiple of the split, more units than CTAs, one k-block per unit), in every width. Random
 //! data, poisoned outputs (a NaN left anywhere fails).
 use half::bf16;
@@ -99,7 +99,8 @@ fn narrow_tiles_on_ragged_and_small_shapes() {
     // last box half past the tile (the next tile's columns, or zeros past the matrix).
     let Some(gpu) = gpu_or_skip("narrow_tiles_on_ragged_and_small_shapes") else { return };
     let mut rng = Rng::fresh("narrow_tiles_on_ragged_and_small_shapes");
-    for w in [64, 128, 192, 224] {
+    let narrow = TILE_WIDTHS.into_iter().filter(|&w| w != TILE_N);
+    for w in narrow.clone() {
         let opts = GemmOptions { tile_n: Some(w), ..GemmOptions::default() };
         for &(m, n, k) in &[(1, 8, 8), (129, 264, 72), (64, 4104, 776), (256, 1000, 1032)] {
             for layout in [BLayout::NK, BLayout::KN] {
@@ -136,7 +137,7 @@ fn narrow_tiles_on_ragged_and_small_shapes() {
     let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k)).unwrap();
     let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n)).unwrap();
     let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
-    for w in [64, 128, 192, 224] {
+    for w in narrow {
         let g = Gemm::new(
             &gpu,
             shape,

@@ -2,7 +2,7 @@
 //! fails instead with MKERNEL_REQUIRE_GPU=1). Random data, poisoned outputs.
 use half::bf16;
 use mkernel::abi::*;
-use mkernel::gemm::{BLayout, Gemm, GemmOptions, GemmShape, Output};
+use mkernel::gemm::{stage_tx_bytes, BLayout, Gemm, GemmOptions, GemmShape, Output};
 use mkernel::gpu::ModuleSource;
 use mkernel::gpu::{kernels, L2Promotion, LaunchConfig, Swizzle, Tile2d, TmaDtype};
 use mkernel::testing::{gpu_or_skip, max_scaled_err, rel_err, Rng, POISON_BYTE};
@@ -121,7 +121,8 @@ fn wgmma_case(gpu: &mkernel::Gpu, rng: &mut Rng, n: usize, layout: u32) {
         n: n as u32,
         b_layout: layout,
     };
-    let smem = (64 * 128 + n.next_multiple_of(64) * 128 + 1024) as u32;
+    // A's 64 rows, B as the GEMM stages it (whole 64-column boxes for [K, N]), the barrier.
+    let smem = stage_tx_bytes(64, n as u32, true) + 1024;
     unsafe { gpu.launch(kernels::WGMMA_TILE, &LaunchConfig::linear(1, 128, smem), &p).unwrap() };
     gpu.synchronize_timeout(Duration::from_secs(30)).unwrap();
     let got: Vec<f64> = out.to_vec().unwrap().iter().map(|&x| x as f64).collect();

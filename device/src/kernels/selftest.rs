@@ -2,6 +2,7 @@
 //! `tests/gpu_selftest.rs` and `mkernel info`).
 use crate::abi::*;
 use crate::arch::*;
+use crate::kernels_info::gemm::{b_stage_bytes, stage_tx_bytes};
 use crate::sync::{wait_flag_sys_u32, wait_mbarrier, WaitSite};
 use crate::tile::*;
 
@@ -65,9 +66,10 @@ macro_rules! wgmma_tile_body {
         let smem = dyn_smem_base();
         let a_s = smem;
         let b_s = smem + 64 * SW128_ROW_BYTES;
-        // B [K, N] comes in whole 64-column boxes: room for them (224 columns take four).
-        let b_cols = ($n as u32).next_multiple_of(64);
-        let bar = b_s + b_cols * SW128_ROW_BYTES;
+        // B [K, N] comes in whole 64-column boxes (224 columns take four): the GEMM's stage
+        // layout, whose bytes `kernels_info::gemm` counts.
+        let kn = $p.b_layout != B_NK;
+        let bar = b_s + b_stage_bytes($n);
         let t = thread_idx_x();
         if t == 0 {
             mbarrier_init(bar, 1);
@@ -75,14 +77,13 @@ macro_rules! wgmma_tile_body {
         }
         sync_threads();
         if t == 0 {
-            let b_rows = if $p.b_layout == B_NK { $n } else { b_cols };
-            mbarrier_arrive_expect_tx(bar, (64 + b_rows) * SW128_ROW_BYTES);
+            mbarrier_arrive_expect_tx(bar, stage_tx_bytes(64, $n, kn));
             tma_load_2d(a_s, $p.a_map, bar, 0, 0);
-            if $p.b_layout == B_NK {
+            if !kn {
                 tma_load_2d(b_s, $p.b_map, bar, 0, 0);
             } else {
                 let mut j = 0;
-                while j < b_cols / 64 {
+                while j < ($n as u32).div_ceil(64) {
                     tma_load_2d(b_s + j * 64 * SW128_ROW_BYTES, $p.b_map, bar, (64 * j) as i32, 0);
                     j += 1;
                 }
