@@ -65,6 +65,12 @@ pub enum ModuleSource {
         /// Why not the cubin.
         why: String,
     },
+    /// A module image read from the file `MKERNEL_MODULE` names (a cubin or PTX of this build's
+    /// device crate, for instance a variant of a kernel under study), in place of the embedded one.
+    File {
+        /// The file.
+        path: String,
+    },
 }
 
 impl std::fmt::Display for ModuleSource {
@@ -72,6 +78,7 @@ impl std::fmt::Display for ModuleSource {
         match self {
             ModuleSource::Cubin => write!(f, "cubin from {}", kernels::CUBIN_PTXAS),
             ModuleSource::Jit { why } => write!(f, "PTX, JIT-compiled ({why})"),
+            ModuleSource::File { path } => write!(f, "{path} (MKERNEL_MODULE)"),
         }
     }
 }
@@ -119,7 +126,22 @@ pub fn device_count() -> Result<u32> {
 
 /// Load the embedded module into the current context: the cubin where there is one and the
 /// driver takes it (a driver older than the assembler refuses it), else the PTX through the JIT.
+/// `MKERNEL_MODULE=<file>` loads that cubin or PTX instead: kernel variants built from the same
+/// device crate (the parameter blocks must match this build's) can then be timed side by side
+/// without rebuilding the host.
 fn load_module() -> Result<(sys::CUmodule, ModuleSource)> {
+    if let Some(path) = std::env::var_os("MKERNEL_MODULE").filter(|p| !p.is_empty()) {
+        let shown = path.to_string_lossy().into_owned();
+        let mut image = std::fs::read(&path)
+            .map_err(|e| GpuError::Module(format!("MKERNEL_MODULE={shown}: cannot read it: {e}")))?;
+        image.push(0); // PTX is text the driver reads up to a NUL; a cubin ignores the extra byte
+        let mut module = std::ptr::null_mut();
+        // SAFETY: the image is a whole file (NUL-terminated for PTX) that outlives the call.
+        let r = unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
+        check("cuModuleLoadData (MKERNEL_MODULE)", r)
+            .map_err(|e| GpuError::Module(format!("MKERNEL_MODULE={shown}: the driver refused it: {e}")))?;
+        return Ok((module, ModuleSource::File { path: shown }));
+    }
     let why = if kernels::CUBIN.is_empty() {
         "the build found no ptxas".to_string()
     } else if std::env::var("MKERNEL_JIT").is_ok_and(|v| v == "1") {

@@ -9,6 +9,18 @@ pub fn ex2_approx(x: f32) -> f32 {
     r
 }
 
+/// `a * b + c` with one rounding (one FFMA: the compiler never fuses a separate multiply and add,
+/// as Rust's float semantics forbid it).
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    let r: f32;
+    unsafe {
+        asm!("fma.rn.f32 {r}, {a}, {b}, {c};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c,
+             options(pure, nomem, nostack))
+    };
+    r
+}
+
 /// `log2(x)`, approximate, subnormals flushed to zero; `log2(0) = -inf`.
 #[inline(always)]
 pub fn lg2_approx(x: f32) -> f32 {
