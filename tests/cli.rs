@@ -82,3 +82,21 @@ fn launch_runs_ranks_and_reports_a_failed_one() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("rank 1 failed"), "{}", stderr(&o));
 }
+
+#[test]
+fn info_into_a_closed_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    // `mkernel info | head -1`: the reader is gone before (or while) it prints.
+    let mut child = Command::new(mkernel::testing::mkernel_bin(env!("CARGO_BIN_EXE_mkernel")))
+        .arg("info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mkernel info");
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("wait for mkernel info");
+    let err = stderr(&o);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(o.status.success() || o.status.signal() == Some(libc::SIGPIPE), "{:?}: {err}", o.status);
+}

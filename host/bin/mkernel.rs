@@ -416,10 +416,21 @@ pub enum RankCheckCmd {
     Soak(cmd_soak::SoakArgs),
 }
 
+/// Let a closed stdout end the process quietly (`mkernel info | head`), as Unix tools do, instead
+/// of a panic in `println!`. Only for commands that open no socket and start no process: there a
+/// peer that goes away must come back as an error naming it, not as a silent death by SIGPIPE.
+fn quiet_on_closed_pipe() {
+    // SAFETY: sets the default disposition of one signal; no handler of ours is replaced.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Info => cmd_info::info(),
+        Cmd::Info => {
+            quiet_on_closed_pipe();
+            cmd_info::info()
+        }
         Cmd::Launch(a) => cmd_rank::launch(a),
         Cmd::Bench(b) => bench(b),
         Cmd::Tune(TuneCmd::AgGemm { shapes, push_ctas, chunk_rows, ranks, timing, out }) => {
@@ -429,6 +440,7 @@ fn main() -> ExitCode {
             cmd_moe::tune(&configs, &pull_ctas, &run_records, &ranks, timing.timing(), &out)
         }
         Cmd::Plot(p) => plot::plot(&p.inputs, &p.out).map(|s| {
+            quiet_on_closed_pipe();
             for f in &s.files {
                 println!("{}", f.display());
             }
