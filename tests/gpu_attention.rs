@@ -131,10 +131,13 @@ fn unequal_lengths_tiny_shapes_and_a_peaked_softmax() {
 fn bench_shape_sampled_rows() {
     let Some(gpu) = gpu_or_skip("bench_shape_sampled_rows") else { return };
     let mut rng = Rng::fresh("bench_shape_sampled_rows");
-    let shape = AttentionShape { batch: 4, heads: 16, heads_kv: 16, seq_q: 8192, seq_k: 8192, head_dim: 128 };
-    for causal in [false, true] {
-        let case = Case { shape, layout: AttnLayout::Bhsd, causal, scale: None, rows: 6, heads_checked: 3 };
-        check(&gpu, &mut rng, &case);
+    // The bench's D = 128 shape and its D = 64 one (three consumer warpgroups, 192-row tiles).
+    for (heads, head_dim) in [(16, 128), (32, 64)] {
+        let shape = AttentionShape { batch: 4, heads, heads_kv: heads, seq_q: 8192, seq_k: 8192, head_dim };
+        for causal in [false, true] {
+            let case = Case { shape, layout: AttnLayout::Bhsd, causal, scale: None, rows: 6, heads_checked: 3 };
+            check(&gpu, &mut rng, &case);
+        }
     }
 }
 

@@ -1305,7 +1305,7 @@ abi_struct! {
         /// from (never reset: each launch hands out `units + ctas` tickets).
         pub sched: u64,
         /// Several steps: device address of one `u32` per (tile, consumer warpgroup), raised
-        /// when that half tile's running output for a step is written (a later step's merge,
+        /// when that warpgroup's rows of the tile's running output for a step are written (a later step's merge,
         /// possibly on another CTA, waits for it); 0 for one step.
         pub tile_flags: u64,
     }

@@ -3,8 +3,8 @@
 //! [`Pipeline`]), and how a consumer warpgroup runs `S = Q K^T` (wgmma from shared memory), the
 //! online softmax in fp32 and base 2, and `O += P V` (wgmma with P from registers).
 //!
-//! A tile is 128 query rows of one (batch, head); consumer warpgroup `cwg` owns rows
-//! `64 cwg .. 64 cwg + 64`. Accumulators follow the wgmma layout (`arch::wgmma`): thread `t` of a
+//! A tile is [`block_m`]`(D)` query rows of one (batch, head): 64 per consumer warpgroup
+//! ([`consumers`]`(D)` of them), warpgroup `cwg` owning rows `64 cwg .. 64 cwg + 64`. Accumulators follow the wgmma layout (`arch::wgmma`): thread `t` of a
 //! warpgroup holds rows `r = 16 (t / 32) + (t % 32) / 4` and `r + 8`; `s[4j + i]` is row
 //! `r + 8 (i / 2)`, column `8j + 2 (t % 4) + i % 2`. Row statistics (max, sum) are therefore
 //! shared by the 4 threads of a quad.
@@ -17,11 +17,16 @@ use crate::sync::Bound;
 use crate::sync::WaitResult;
 use crate::tile::*;
 
-/// Consumer warps that release each K and V block (every warp after its own `wgmma.wait_group`).
-const KV_RELEASES: u32 = 8;
+/// Releases of each K and V block with head dimension `d`: every consumer warp, after its own
+/// `wgmma.wait_group`.
+const fn kv_releases(d: u32) -> u32 {
+    4 * consumers(d)
+}
 /// Releases of a Q stage: every consumer thread, once it is done with the stage's Q, unit word
 /// and O staging rows (an mbarrier arrival releases only the arriving thread's own accesses).
-const Q_RELEASES: u32 = 256;
+const fn q_releases(d: u32) -> u32 {
+    128 * consumers(d)
+}
 
 /// Shared memory of an attention CTA with head dimension `D`.
 #[derive(Clone, Copy)]
@@ -31,14 +36,14 @@ pub struct Smem<const D: u32> {
 }
 
 impl<const D: u32> Smem<D> {
-    /// Q tile of stage `s`: `D / 64` boxes of 128 rows x 64 columns (swizzled), box `c` at
-    /// `c * 16 KiB`. A consumer warpgroup stages its O rows in its own rows of it once Q is no
+    /// Q tile of stage `s`: `D / 64` boxes of [`block_m`]`(D)` rows x 64 columns (swizzled), box
+    /// `c` at `c * block_m(D) * 128` bytes. A consumer warpgroup stages its O rows in its own rows of it once Q is no
     /// longer needed.
     #[inline(always)]
     pub const fn q(&self, s: u32) -> u32 {
         self.base + s * q_bytes(D)
     }
-    /// K block of stage `s` (laid out as Q).
+    /// K block of stage `s` (laid out as Q, in boxes of [`BLOCK_N`] rows).
     #[inline(always)]
     pub const fn k(&self, s: u32) -> u32 {
         self.base + Q_STAGES * q_bytes(D) + s * kv_bytes(D)
@@ -58,7 +63,7 @@ impl<const D: u32> Smem<D> {
     pub const fn v_pipe(&self) -> Pipeline<STAGES> {
         Pipeline::at(self.base + bar_off(D) + 16 * STAGES)
     }
-    /// The Q ring (full: Q landed; empty: both warpgroups stored their O rows).
+    /// The Q ring (full: Q landed; empty: every consumer warpgroup stored its O rows).
     #[inline(always)]
     pub const fn q_pipe(&self) -> Pipeline<Q_STAGES> {
         Pipeline::at(self.base + bar_off(D) + 32 * STAGES)
@@ -76,13 +81,13 @@ impl<const D: u32> Smem<D> {
     /// The shared memory is this CTA's and holds [`smem_bytes`]`(D)` bytes.
     #[inline(always)]
     pub unsafe fn init(&self) {
-        self.k_pipe().init(KV_RELEASES);
-        self.v_pipe().init(KV_RELEASES);
-        self.q_pipe().init(Q_RELEASES);
+        self.k_pipe().init(kv_releases(D));
+        self.v_pipe().init(kv_releases(D));
+        self.q_pipe().init(q_releases(D));
     }
 }
 
-/// One tile of work: query rows `mb * BLOCK_M ..` of head `h` of batch entry `b`.
+/// One tile of work: query rows `mb * block_m ..` of head `h` of batch entry `b`.
 #[derive(Clone, Copy)]
 pub struct Work {
     /// Query block.
@@ -97,6 +102,7 @@ pub struct Work {
 /// coordinates. Pure integer logic shared by the producer and the consumers.
 #[derive(Clone, Copy)]
 pub struct Geometry {
+    block_m: u32,
     heads: u32,
     group: u32,
     batch: u32,
@@ -110,10 +116,12 @@ pub struct Geometry {
 }
 
 impl Geometry {
-    /// The geometry of the launch `p`.
+    /// The geometry of the launch `p` with head dimension `d` (which sets the tile height).
     #[inline(always)]
-    pub fn new(p: &AttnParams) -> Self {
+    pub fn new(p: &AttnParams, d: u32) -> Self {
+        let block_m = block_m(d);
         Self {
+            block_m,
             heads: p.heads,
             // `max(1)`: the host checked both are at least 1; saying so keeps a panic (a call,
             // which costs the consumers registers) out of the kernel.
@@ -121,7 +129,7 @@ impl Geometry {
             batch: p.batch,
             seq_q: p.seq_q,
             seq_k: p.seq_k,
-            m_blocks: p.seq_q.div_ceil(BLOCK_M).max(1),
+            m_blocks: p.seq_q.div_ceil(block_m).max(1),
             bshd: p.layout == ATTN_BSHD,
             causal: p.causal != 0,
             q_pos: p.q_pos,
@@ -167,7 +175,7 @@ impl Geometry {
         if !self.causal {
             return self.seq_k.div_ceil(BLOCK_N);
         }
-        let last_row = min_u32(mb * BLOCK_M + BLOCK_M, self.seq_q) - 1;
+        let last_row = min_u32(mb * self.block_m + self.block_m, self.seq_q) - 1;
         self.k_pos.rows_at_or_before(self.q_pos.at(last_row), self.seq_k).div_ceil(BLOCK_N)
     }
 
@@ -176,7 +184,7 @@ impl Geometry {
     #[inline(always)]
     pub const fn needs_mask(&self, mb: u32, j: u32) -> bool {
         let past_end = (j + 1) * BLOCK_N > self.seq_k;
-        past_end || (self.causal && self.k_pos.at(j * BLOCK_N + BLOCK_N - 1) > self.q_pos.at(mb * BLOCK_M))
+        past_end || (self.causal && self.k_pos.at(j * BLOCK_N + BLOCK_N - 1) > self.q_pos.at(mb * self.block_m))
     }
 
     /// Tensor-map coordinates of element `d` of row `row` of head `head` of batch entry `b`.
@@ -199,15 +207,21 @@ const fn min_u32(a: u32, b: u32) -> u32 {
     }
 }
 
-/// Producer: load `D / 64` boxes of 128 rows starting at `row` of `map` into the tile at `dst`,
-/// completing on `full`.
+/// Producer: load `D / 64` boxes of `rows` rows starting at `row` of `map` into the tile at
+/// `dst`, completing on `full`.
 ///
 /// # Safety
-/// `map` is a valid rank-4 tensor map with 64 x 128 boxes; `full` expects the tile's bytes.
+/// `map` is a valid rank-4 tensor map with 64 x `rows` boxes; `full` expects the tile's bytes.
 #[inline(always)]
-unsafe fn load_tile<const D: u32>(g: &Geometry, dst: u32, map: u64, full: u32, (head, row, b): (u32, u32, u32)) {
+unsafe fn load_tile<const D: u32>(
+    g: &Geometry,
+    (dst, rows): (u32, u32),
+    map: u64,
+    full: u32,
+    (head, row, b): (u32, u32, u32),
+) {
     for c in 0..D / 64 {
-        tma_load_4d(dst + c * BLOCK_M * SW128_ROW_BYTES, map, full, g.coords(64 * c, head, row, b));
+        tma_load_4d(dst + c * rows * SW128_ROW_BYTES, map, full, g.coords(64 * c, head, row, b));
     }
 }
 
@@ -228,24 +242,25 @@ pub trait KvSteps {
     /// # Safety
     /// Called by the producer thread.
     unsafe fn wait_ready(&self, s: u32, b: &Bound<'_>) -> WaitResult;
-    /// Thread 0 of consumer warpgroup `cwg`, before it reads its half of `tile`'s running output
-    /// at step `s > 0`: wait until step `s - 1` wrote it (perhaps on another CTA).
+    /// Thread 0 of a consumer warpgroup, before it reads its part of the running output at
+    /// step `s > 0` (part `tile * consumers + cwg`: its 64 rows of a tile): wait until step
+    /// `s - 1` wrote it (perhaps on another CTA).
     ///
     /// # Safety
-    /// Called by one thread per warpgroup and half tile.
-    unsafe fn before_merge(&self, s: u32, tile: u32, cwg: u32, b: &Bound<'_>) -> WaitResult;
-    /// Thread 0 of consumer warpgroup `cwg`, after its warpgroup wrote its half of `tile`'s
-    /// running output at step `s` (and met at a barrier): announce it.
+    /// Called by one thread per part.
+    unsafe fn before_merge(&self, s: u32, part: u32, b: &Bound<'_>) -> WaitResult;
+    /// Thread 0 of a consumer warpgroup, after its warpgroup wrote `part` of the running output
+    /// at step `s` (and met at a barrier): announce it.
     ///
     /// # Safety
     /// As [`KvSteps::before_merge`].
-    unsafe fn after_store(&self, s: u32, tile: u32, cwg: u32);
-    /// Thread 0 of a consumer warpgroup, once its half of a tile of step `s` is finished (every
-    /// K/V load it waited for has landed, so the step's K and V were read).
+    unsafe fn after_store(&self, s: u32, part: u32);
+    /// Thread 0 of a consumer warpgroup, once its part of a tile of step `s` is finished (every
+    /// K/V load it waited for has landed, so the step's K and V were read); a step has `parts`.
     ///
     /// # Safety
-    /// Called once per half tile.
-    unsafe fn half_tile_done(&self, s: u32);
+    /// Called once per part.
+    unsafe fn part_done(&self, s: u32, parts: u32);
 }
 
 /// Plain attention: one step, K and V from the parameter block.
@@ -278,13 +293,13 @@ impl KvSteps for OneStep<'_> {
         Ok(())
     }
     #[inline(always)]
-    unsafe fn before_merge(&self, _: u32, _: u32, _: u32, _: &Bound<'_>) -> WaitResult {
+    unsafe fn before_merge(&self, _: u32, _: u32, _: &Bound<'_>) -> WaitResult {
         Ok(())
     }
     #[inline(always)]
-    unsafe fn after_store(&self, _: u32, _: u32, _: u32) {}
+    unsafe fn after_store(&self, _: u32, _: u32) {}
     #[inline(always)]
-    unsafe fn half_tile_done(&self, _: u32) {}
+    unsafe fn part_done(&self, _: u32, _: u32) {}
 }
 
 /// Units of work: unit `u` is tile `u % tiles` of step `u / tiles`. CTAs claim them in order from
@@ -357,7 +372,7 @@ unsafe fn produce<const D: u32, S: KvSteps>(
         let g = g0.with_keys(steps.k_pos(step));
         let w = g.work(i);
         qp.expect(qst, q_bytes(D));
-        load_tile::<D>(&g, smem.q(qst.slot), p.q_map, qp.full(qst.slot), (w.h, w.mb * BLOCK_M, w.b));
+        load_tile::<D>(&g, (smem.q(qst.slot), block_m(D)), p.q_map, qp.full(qst.slot), (w.h, w.mb * block_m(D), w.b));
         qst.advance();
         let hk = g.kv_head(w.h);
         for j in 0..g.kv_blocks(w.mb) {
@@ -366,13 +381,13 @@ unsafe fn produce<const D: u32, S: KvSteps>(
                 trap();
             }
             kp.expect(kst, kv_bytes(D));
-            load_tile::<D>(&g, smem.k(kst.slot), k_map, kp.full(kst.slot), origin);
+            load_tile::<D>(&g, (smem.k(kst.slot), BLOCK_N), k_map, kp.full(kst.slot), origin);
             kst.advance();
             if vp.acquire(vst, b, u).is_err() {
                 trap();
             }
             vp.expect(vst, kv_bytes(D));
-            load_tile::<D>(&g, smem.v(vst.slot), v_map, vp.full(vst.slot), origin);
+            load_tile::<D>(&g, (smem.v(vst.slot), BLOCK_N), v_map, vp.full(vst.slot), origin);
             vst.advance();
         }
     }
@@ -388,7 +403,7 @@ unsafe fn qk<const D: u32>(s: &mut [f32; 64], q: u32, k: u32) {
     for ks in 0..D / 16 {
         let box_ = ks / 4;
         let step = (ks % 4) * K16_STEP_K_MAJOR;
-        let da = SmemDesc::k_major(q + box_ * BLOCK_M * SW128_ROW_BYTES).advance(step).0;
+        let da = SmemDesc::k_major(q + box_ * block_m(D) * SW128_ROW_BYTES).advance(step).0;
         let db = SmemDesc::k_major(k + box_ * BLOCK_N * SW128_ROW_BYTES).advance(step).0;
         wgmma::mma_m64n128k16_bf16::<0>(s, da, db, (ks > 0) as u32);
     }
@@ -593,7 +608,7 @@ unsafe fn consume<const D: u32, S: KvSteps>(
         let (step, i) = (div_nz(u, tiles), rem_nz(u, tiles));
         let g = &g0.with_keys(steps.k_pos(step));
         let w = g.work(i);
-        let row = w.mb * BLOCK_M + rows;
+        let row = w.mb * block_m(D) + rows;
         let mut o = [0f32; 64];
         let mut stats = RowStats::new();
         // Block j's S = Q K_j^T is issued together with block j-1's O += P V, and block j's
@@ -661,11 +676,11 @@ unsafe fn consume<const D: u32, S: KvSteps>(
             vst.advance();
         }
         if t == 0 {
-            steps.half_tile_done(step);
+            steps.part_done(step, consumers(D) * tiles);
         }
         let last = step + 1 == count;
         if step > 0 {
-            if t == 0 && steps.before_merge(step, i, cwg, b).is_err() {
+            if t == 0 && steps.before_merge(step, i * consumers(D) + cwg, b).is_err() {
                 trap();
             }
             named_barrier_sync(1 + cwg, 128); // the running output is ready for everyone
@@ -674,7 +689,7 @@ unsafe fn consume<const D: u32, S: KvSteps>(
         if !last {
             named_barrier_sync(1 + cwg, 128); // every thread wrote its part
             if t == 0 {
-                steps.after_store(step, i, cwg);
+                steps.after_store(step, i * consumers(D) + cwg);
             }
         }
         qst.advance();
@@ -786,7 +801,7 @@ unsafe fn finish_tile<const D: u32>(
         ($j:expr) => {
             if $j < D / 8 {
                 let col = 8 * $j + 2 * (t % 4);
-                let chunk = q_rows + (col / 64) * BLOCK_M * SW128_ROW_BYTES;
+                let chunk = q_rows + (col / 64) * block_m(D) * SW128_ROW_BYTES;
                 let byte = (col % 64) * 2;
                 // Rows past seq_q have no running output (and are never stored).
                 let q0 = if first || !live0 { [0.0; 2] } else { prev(0, col) };
@@ -811,10 +826,10 @@ unsafe fn finish_tile<const D: u32>(
     fence_proxy_async_shared();
     named_barrier_sync(1 + cwg, 128);
     if t == 0 {
-        let row0 = w.mb * BLOCK_M + cwg * 64;
+        let row0 = w.mb * block_m(D) + cwg * 64;
         if row0 < g.seq_q {
             for c in 0..D / 64 {
-                tma_store_4d(p.o_map, q_rows + c * BLOCK_M * SW128_ROW_BYTES, g.coords(64 * c, w.h, row0, w.b));
+                tma_store_4d(p.o_map, q_rows + c * block_m(D) * SW128_ROW_BYTES, g.coords(64 * c, w.h, row0, w.b));
             }
         }
         bulk_commit_group();
@@ -825,10 +840,10 @@ unsafe fn finish_tile<const D: u32>(
 }
 
 /// Run one attention CTA, one of `ctas` claiming units of work (every thread calls it): warpgroup
-/// 0's first thread claims units and produces, warpgroups 1 and 2 consume.
+/// 0's first thread claims units and produces, warpgroups 1 .. [`consumers`]`(D)` consume.
 ///
 /// # Safety
-/// Launched with at least [`THREADS`] threads and [`smem_bytes`]`(D)` of dynamic shared memory;
+/// Launched with [`threads`]`(D)` threads and [`smem_bytes`]`(D)` of dynamic shared memory;
 /// `D` is 64 or 128; the parameters describe valid tensors (the host checked them).
 #[inline(always)]
 pub unsafe fn run_cta<const D: u32, S: KvSteps>(p: &AttnParams, steps: &S, ctas: u32, b: Bound<'_>) {
@@ -838,14 +853,25 @@ pub unsafe fn run_cta<const D: u32, S: KvSteps>(p: &AttnParams, steps: &S, ctas:
         smem.init();
     }
     sync_threads();
-    let g = Geometry::new(p);
+    let g = Geometry::new(p, D);
+    // Registers: the producer gives up what the consumers take, within 64 Ki per CTA (two
+    // consumers: 128 x 40 + 256 x 232; three: 128 x 24 + 384 x 160).
+    let three = consumers(D) == 3;
     if tid / 128 == 0 {
-        setmaxnreg_dec::<40>();
+        if three {
+            setmaxnreg_dec::<24>();
+        } else {
+            setmaxnreg_dec::<40>();
+        }
         if tid == 0 {
             produce::<D, S>(p, &g, steps, ctas, &smem, &b);
         }
     } else {
-        setmaxnreg_inc::<232>();
+        if three {
+            setmaxnreg_inc::<160>();
+        } else {
+            setmaxnreg_inc::<232>();
+        }
         consume::<D, S>(p, &g, steps, &smem, &b, tid / 128 - 1, tid % 128);
     }
 }

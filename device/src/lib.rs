@@ -171,8 +171,26 @@ pub mod kernels_info {
 
     /// The flash-attention forward's tile and launch shape (per head dimension `d`, 64 or 128).
     pub mod attention {
-        /// Query rows per tile (two consumer warpgroups of 64).
-        pub const BLOCK_M: u32 = 128;
+        /// Consumer warpgroups (64 query rows each) with head dimension `d`. Two at 128: each
+        /// holds S, P and O in 232 registers. Three at 64: S, P and O fit in 160, and since the
+        /// softmax there takes as long as the products (half the product per score, and the
+        /// exponentials run at 16 per SM per clock), a third warpgroup's products keep the tensor
+        /// cores busy while the other two exponentiate.
+        pub const fn consumers(d: u32) -> u32 {
+            if d <= 64 {
+                3
+            } else {
+                2
+            }
+        }
+        /// Query rows per tile: 64 per consumer warpgroup.
+        pub const fn block_m(d: u32) -> u32 {
+            64 * consumers(d)
+        }
+        /// Threads per CTA: one producer warpgroup and the consumers.
+        pub const fn threads(d: u32) -> u32 {
+            128 * (1 + consumers(d))
+        }
         /// Key/value rows per block.
         pub const BLOCK_N: u32 = 128;
         /// Depth of the K ring and of the V ring.
@@ -180,11 +198,9 @@ pub mod kernels_info {
         /// Q tiles in flight: the producer loads the next unit's Q (and first K/V blocks) while
         /// the consumers finish the current one.
         pub const Q_STAGES: u32 = 2;
-        /// Threads per CTA: one producer and two consumer warpgroups.
-        pub const THREADS: u32 = 384;
         /// Bytes of the Q tile (also the O staging tile).
         pub const fn q_bytes(d: u32) -> u32 {
-            BLOCK_M * d * 2
+            block_m(d) * d * 2
         }
         /// Bytes of one K (or V) block.
         pub const fn kv_bytes(d: u32) -> u32 {

@@ -27,7 +27,7 @@ use mkernel_device::kernels_info::attention as k;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-pub use mkernel_device::kernels_info::attention::{BLOCK_M, BLOCK_N, THREADS};
+pub use mkernel_device::kernels_info::attention::{block_m, consumers, threads, BLOCK_N};
 
 /// How Q, K, V and O are laid out (all four alike).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,9 +71,14 @@ impl AttentionShape {
         self.batch * self.heads * self.seq_q
     }
 
-    /// Units of work (128-row query tiles) of one pass over the keys.
+    /// Query rows per tile: [`block_m`] of the head dimension (128 at D = 128, 192 at 64).
+    pub fn block_m(&self) -> usize {
+        block_m(self.head_dim as u32) as usize
+    }
+
+    /// Units of work (query tiles) of one pass over the keys.
     pub fn tiles(&self) -> u32 {
-        (self.seq_q.div_ceil(BLOCK_M as usize) * self.heads * self.batch) as u32
+        (self.seq_q.div_ceil(self.block_m()) * self.heads * self.batch) as u32
     }
 
     /// Floating-point operations as attention benchmarks count them (torch's, FlashAttention's):
@@ -115,7 +120,7 @@ impl AttentionShape {
                 ),
             ));
         }
-        let tiles = self.seq_q.div_ceil(BLOCK_M as usize) as u128 * self.heads as u128 * self.batch as u128;
+        let tiles = self.seq_q.div_ceil(self.block_m()) as u128 * self.heads as u128 * self.batch as u128;
         if tiles > u32::MAX as u128 || self.lse_elements() as u128 > (1u128 << 62) {
             return Err(invalid("batch", format!("{self:?} has {tiles} query tiles; at most 2^32 - 1")));
         }
@@ -208,7 +213,8 @@ impl<'a> Attention<'a> {
 
     /// Enqueue one forward on `gpu`'s stream (asynchronous).
     pub fn launch(&self, gpu: &Gpu) -> Result<()> {
-        let cfg = LaunchConfig::linear(self.ctas, THREADS, k::smem_bytes(self.shape.head_dim as u32));
+        let d = self.shape.head_dim as u32;
+        let cfg = LaunchConfig::linear(self.ctas, threads(d), k::smem_bytes(d));
         // SAFETY: the tensor maps and diagnostics are owned by self, the buffers borrowed for 'a
         // and checked against the shape above; they outlive the launch as long as the caller
         // synchronises before dropping them (run() does).
@@ -228,7 +234,7 @@ impl<'a> Attention<'a> {
 /// Which tensor a map describes: its rows per head, heads, and box rows.
 #[derive(Clone, Copy)]
 pub(crate) enum Side {
-    /// Q: `seq_q` rows of `heads` heads, loaded 128 rows at a time.
+    /// Q: `seq_q` rows of `heads` heads, loaded a tile ([`block_m`] rows) at a time.
     Q,
     /// K or V: `seq_k` rows of `heads_kv` heads, loaded 128 rows at a time.
     Kv,
@@ -241,7 +247,7 @@ pub(crate) enum Side {
 /// of one head, 128-byte swizzle (what the kernel's `Geometry::coords` addresses).
 pub(crate) fn tensor_map(base: u64, s: AttentionShape, side: Side, layout: AttnLayout) -> Tile4d {
     let (seq, heads, rows) = match side {
-        Side::Q => (s.seq_q, s.heads, BLOCK_M),
+        Side::Q => (s.seq_q, s.heads, s.block_m() as u32),
         Side::Kv => (s.seq_k, s.heads_kv, BLOCK_N),
         Side::O => (s.seq_q, s.heads, 64),
     };
@@ -343,7 +349,7 @@ pub fn reference_row(
 }
 
 // Keep the device's tile constants visible where the host sizes launches.
-const _: () = assert!(k::THREADS == 384 && k::BLOCK_M == 128 && k::BLOCK_N == 128);
+const _: () = assert!(k::block_m(128) == 128 && k::block_m(64) == 192 && k::BLOCK_N == 128);
 
 #[cfg(test)]
 mod tests {

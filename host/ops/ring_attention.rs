@@ -37,7 +37,7 @@ use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::error::{invalid, need_len, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
-use mkernel_device::kernels_info::attention::{ring_smem_bytes, THREADS};
+use mkernel_device::kernels_info::attention::{consumers, ring_smem_bytes, threads};
 use std::time::Duration;
 
 /// Options of a ring attention.
@@ -168,7 +168,7 @@ impl<'a> RingAttention<'a> {
         let sched = gpu.upload(&[0u64; 2])?;
         let tiles_per_step = shape.tiles();
         let attn_ctas = (sms - comm_ctas).min(tiles_per_step);
-        let tile_flags = gpu.upload(&vec![0u32; 2 * tiles_per_step as usize])?;
+        let tile_flags = gpu.upload(&vec![0u32; (consumers(shape.head_dim as u32) * tiles_per_step) as usize])?;
         let chunk = if zigzag { shape.seq_q / 2 } else { shape.seq_q } as u32;
         let mut attn = base_params(shape, layout, (opts.causal, scale, opts.timeout), &diag, sched.addr());
         (attn.q_map, attn.o_map, attn.lse) = (maps.addr(), maps.addr() + 128, lse.map_or(0, |l| l.addr()));
@@ -252,7 +252,8 @@ impl<'a> RingAttention<'a> {
     /// Enqueue one ring attention on `gpu`'s stream (asynchronous). Every rank launches.
     pub fn launch(&self, gpu: &Gpu) -> Result<()> {
         let p = &self.params;
-        let cfg = LaunchConfig::linear(p.attn_ctas + p.comm_ctas, THREADS, ring_smem_bytes(self.shape.head_dim as u32));
+        let d = self.shape.head_dim as u32;
+        let cfg = LaunchConfig::linear(p.attn_ctas + p.comm_ctas, threads(d), ring_smem_bytes(d));
         // SAFETY: every address in the parameters belongs to buffers this op owns or borrows for
         // 'a (peers' heaps stay mapped while the communicator lives); the caller synchronises
         // before dropping them (run / wait).

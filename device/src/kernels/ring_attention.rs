@@ -5,7 +5,7 @@
 //! said it is done (`free`), and read only after its writer said it landed (`data`).
 use crate::abi::*;
 use crate::arch::*;
-use crate::attention::{run_cta, Geometry, KvSteps};
+use crate::attention::{run_cta, KvSteps};
 use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{last_arriver, launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
@@ -65,24 +65,23 @@ impl KvSteps for RingSteps<'_> {
     }
 
     #[inline(always)]
-    unsafe fn before_merge(&self, s: u32, tile: u32, cwg: u32, b: &Bound<'_>) -> WaitResult {
+    unsafe fn before_merge(&self, s: u32, part: u32, b: &Bound<'_>) -> WaitResult {
         // Raised to `(epoch - 1) * world + s + 1` after step `s`: wait for step `s - 1`'s.
-        let flag = (self.p.attn.tile_flags as *const u32).add((2 * tile + cwg) as usize);
-        b.flag(flag, self.epoch.wrapping_sub(1).wrapping_mul(self.p.world).wrapping_add(s), tile)
+        let flag = (self.p.attn.tile_flags as *const u32).add(part as usize);
+        b.flag(flag, self.epoch.wrapping_sub(1).wrapping_mul(self.p.world).wrapping_add(s), part)
     }
 
     #[inline(always)]
-    unsafe fn after_store(&self, s: u32, tile: u32, cwg: u32) {
-        let flag = (self.p.attn.tile_flags as *mut u32).add((2 * tile + cwg) as usize);
+    unsafe fn after_store(&self, s: u32, part: u32) {
+        let flag = (self.p.attn.tile_flags as *mut u32).add(part as usize);
         signal(flag, self.epoch.wrapping_sub(1).wrapping_mul(self.p.world).wrapping_add(s + 1));
     }
 
     #[inline(always)]
-    unsafe fn half_tile_done(&self, s: u32) {
+    unsafe fn part_done(&self, s: u32, parts: u32) {
         // Step 0 read this rank's own K/V, which nobody rewrites during the launch. Otherwise the
-        // last of the step's half tiles tells the previous rank that our slot is free.
-        let halves = 2 * Geometry::new(&self.p.attn).tiles();
-        if s > 0 && last_arriver((self.p.counters as *mut u32).add(s as usize), halves, self.epoch) {
+        // last of the step's parts tells the previous rank that our slot is free.
+        if s > 0 && last_arriver((self.p.counters as *mut u32).add(s as usize), parts, self.epoch) {
             raise(self.p, self.p.prev_flags, self.p.prev, self.p.free(s), self.epoch, &self.b);
         }
     }
@@ -174,7 +173,7 @@ unsafe fn ring_attention<const D: u32>(p: &RingAttnParams) {
 /// Ring attention, head dimension 64.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_ring_attention_d64(p: RingAttnParams) {
-    crate::launch_bounds!(384, 1);
+    crate::launch_bounds!(512, 1);
     ring_attention::<64>(&p);
 }
 
