@@ -168,23 +168,29 @@ impl Geometry {
         h / if self.group == 0 { 1 } else { self.group }
     }
 
-    /// Key blocks query block `mb` sees: all of them, or under a causal mask those holding a
-    /// key at or before its last real row's position (a prefix: positions only grow).
+    /// Keys row `row` sees: the prefix `0 .. visible_keys(row)` of the key rows (all `seq_k`, or
+    /// under a causal mask those at or before the row's position; positions only grow).
     #[inline(always)]
-    pub const fn kv_blocks(&self, mb: u32) -> u32 {
-        if !self.causal {
-            return self.seq_k.div_ceil(BLOCK_N);
+    pub const fn visible_keys(&self, row: u32) -> u32 {
+        if self.causal {
+            self.k_pos.rows_at_or_before(self.q_pos.at(row), self.seq_k)
+        } else {
+            self.seq_k
         }
-        let last_row = min_u32(mb * self.block_m + self.block_m, self.seq_q) - 1;
-        self.k_pos.rows_at_or_before(self.q_pos.at(last_row), self.seq_k).div_ceil(BLOCK_N)
     }
 
-    /// Whether key block `j` of query block `mb` has masked entries: it runs past `seq_k`, or
-    /// (causal) its last key lies after the position of the block's first row.
+    /// Key blocks query block `mb` sees: those holding a key its last real row sees.
     #[inline(always)]
-    pub const fn needs_mask(&self, mb: u32, j: u32) -> bool {
-        let past_end = (j + 1) * BLOCK_N > self.seq_k;
-        past_end || (self.causal && self.k_pos.at(j * BLOCK_N + BLOCK_N - 1) > self.q_pos.at(mb * self.block_m))
+    pub const fn kv_blocks(&self, mb: u32) -> u32 {
+        let last_row = min_u32(mb * self.block_m + self.block_m, self.seq_q) - 1;
+        self.visible_keys(last_row).div_ceil(BLOCK_N)
+    }
+
+    /// The first key block of query block `mb` holding a key some row does not see: every block
+    /// before it is visible to all the rows (the first row sees the fewest keys).
+    #[inline(always)]
+    pub const fn first_masked_block(&self, mb: u32) -> u32 {
+        self.visible_keys(mb * self.block_m) / BLOCK_N
     }
 
     /// Tensor-map coordinates of element `d` of row `row` of head `head` of batch entry `b`.
@@ -547,26 +553,24 @@ impl Default for RowStats {
     }
 }
 
-/// Set the scores of invisible keys to `-inf`: keys at or past `seq_k`, and (causal) keys right of
-/// the diagonal. `row` is the thread's first row in the sequence, `col0` its first column.
+/// Set the scores of keys a row does not see to `-inf`: the thread's first row sees keys
+/// `0 .. lim[0]`, its second (8 rows on) `0 .. lim[1]` ([`Geometry::visible_keys`]); `col0` is
+/// its first column. One compare per score, against two limits worked out once per tile.
 #[inline(always)]
-fn mask(s: &mut [f32; 64], g: &Geometry, row: u32, col0: u32) {
-    // A key is visible to a row when it exists and (causal) sits at or before the row's position.
-    let (q0, q1) = (g.q_pos.at(row), g.q_pos.at(row + 8));
-    let hidden = |col: u32, q: u32| col >= g.seq_k || (g.causal && g.k_pos.at(col) > q);
+fn mask(s: &mut [f32; 64], lim: [u32; 2], col0: u32) {
     macro_rules! m {
         ($j:expr) => {
             let c = col0 + 8 * $j;
-            if hidden(c, q0) {
+            if c >= lim[0] {
                 s[4 * $j] = f32::NEG_INFINITY;
             }
-            if hidden(c + 1, q0) {
+            if c + 1 >= lim[0] {
                 s[4 * $j + 1] = f32::NEG_INFINITY;
             }
-            if hidden(c, q1) {
+            if c >= lim[1] {
                 s[4 * $j + 2] = f32::NEG_INFINITY;
             }
-            if hidden(c + 1, q1) {
+            if c + 1 >= lim[1] {
                 s[4 * $j + 3] = f32::NEG_INFINITY;
             }
         };
@@ -615,6 +619,8 @@ unsafe fn consume<const D: u32, S: KvSteps>(
         // softmax runs while that product is in flight (FlashAttention-3's intra-warpgroup
         // pipelining); O is rescaled and P repacked only once the product reading them is done.
         let blocks = g.kv_blocks(w.mb);
+        // Per tile, so that the loop keeps three words rather than the geometry it came from.
+        let (lim, masked_from) = ([g.visible_keys(row), g.visible_keys(row + 8)], g.first_masked_block(w.mb));
         let mut pfrag = [0u32; 32];
         // One block: `$pv` says whether block j-1's product rides along (not for block 0). The
         // first block is peeled off so that no branch sits between in-flight wgmmas.
@@ -641,8 +647,8 @@ unsafe fn consume<const D: u32, S: KvSteps>(
                     kp.release(kst.slot);
                 }
                 kst.advance();
-                if g.needs_mask(w.mb, j) {
-                    mask(&mut s, g, row, j * BLOCK_N + 2 * (t % 4));
+                if j >= masked_from {
+                    mask(&mut s, lim, j * BLOCK_N + 2 * (t % 4));
                 }
                 let alpha = stats.softmax(&mut s, p.scale_log2);
                 if $pv {
