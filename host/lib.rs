@@ -22,6 +22,6 @@ pub mod testing;
 pub use error::{DiagBuffers, Error, Result, WaitReport};
 pub use gpu::{Gpu, GpuError};
 pub use mkernel_device::abi;
-pub use mkernel_device::{sched, tile};
+pub use mkernel_device::{attn_tiles, sched, tile};
 pub use ops::attention;
 pub use ops::gemm;

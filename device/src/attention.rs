@@ -8,8 +8,9 @@
 //! warpgroup holds rows `r = 16 (t / 32) + (t % 32) / 4` and `r + 8`; `s[4j + i]` is row
 //! `r + 8 (i / 2)`, column `8j + 2 (t % 4) + i % 2`. Row statistics (max, sum) are therefore
 //! shared by the 4 threads of a quad.
-use crate::abi::{AttnParams, SeqPos, ATTN_BSHD};
+use crate::abi::{AttnParams, SeqPos};
 use crate::arch::*;
+pub use crate::attn_tiles::{Geometry, Units, Work};
 use crate::kernels_info::attention::*;
 use crate::pipeline::{PipeState, Pipeline};
 use crate::sched::{div_nz, rem_nz};
@@ -84,132 +85,6 @@ impl<const D: u32> Smem<D> {
         self.k_pipe().init(kv_releases(D));
         self.v_pipe().init(kv_releases(D));
         self.q_pipe().init(q_releases(D));
-    }
-}
-
-/// One tile of work: query rows `mb * block_m ..` of head `h` of batch entry `b`.
-#[derive(Clone, Copy)]
-pub struct Work {
-    /// Query block.
-    pub mb: u32,
-    /// Query head.
-    pub h: u32,
-    /// Batch entry.
-    pub b: u32,
-}
-
-/// The problem's shape as the kernel walks it: tile order, visible key blocks, masks and tensor
-/// coordinates. Pure integer logic shared by the producer and the consumers.
-#[derive(Clone, Copy)]
-pub struct Geometry {
-    block_m: u32,
-    heads: u32,
-    group: u32,
-    batch: u32,
-    seq_q: u32,
-    seq_k: u32,
-    m_blocks: u32,
-    bshd: bool,
-    causal: bool,
-    q_pos: SeqPos,
-    k_pos: SeqPos,
-}
-
-impl Geometry {
-    /// The geometry of the launch `p` with head dimension `d` (which sets the tile height).
-    #[inline(always)]
-    pub fn new(p: &AttnParams, d: u32) -> Self {
-        let block_m = block_m(d);
-        Self {
-            block_m,
-            heads: p.heads,
-            // `max(1)`: the host checked both are at least 1; saying so keeps a panic (a call,
-            // which costs the consumers registers) out of the kernel.
-            group: p.heads / p.heads_kv.max(1),
-            batch: p.batch,
-            seq_q: p.seq_q,
-            seq_k: p.seq_k,
-            m_blocks: p.seq_q.div_ceil(block_m).max(1),
-            bshd: p.layout == ATTN_BSHD,
-            causal: p.causal != 0,
-            q_pos: p.q_pos,
-            k_pos: p.k_pos,
-        }
-    }
-
-    /// This geometry with the key positions of a ring step.
-    #[inline(always)]
-    pub const fn with_keys(mut self, k_pos: SeqPos) -> Self {
-        self.k_pos = k_pos;
-        self
-    }
-
-    /// Tiles of the launch.
-    #[inline(always)]
-    pub const fn tiles(&self) -> u32 {
-        self.m_blocks * self.heads * self.batch
-    }
-
-    /// Tile `i`: (batch, head) pairs in turn, each one's query blocks last first. CTAs running
-    /// at the same time then share a head's keys and values in L2 (each pair's K and V are read
-    /// once from memory, not once per CTA), and under a causal mask a head's longest tiles start
-    /// first.
-    #[inline(always)]
-    pub const fn work(&self, i: u32) -> Work {
-        let pair = i / self.m_blocks;
-        let mb = self.m_blocks - 1 - i % self.m_blocks;
-        let heads = if self.heads == 0 { 1 } else { self.heads };
-        Work { mb, h: pair % heads, b: pair / heads }
-    }
-
-    /// The key/value head query head `h` reads.
-    #[inline(always)]
-    pub const fn kv_head(&self, h: u32) -> u32 {
-        h / if self.group == 0 { 1 } else { self.group }
-    }
-
-    /// Keys row `row` sees: the prefix `0 .. visible_keys(row)` of the key rows (all `seq_k`, or
-    /// under a causal mask those at or before the row's position; positions only grow).
-    #[inline(always)]
-    pub const fn visible_keys(&self, row: u32) -> u32 {
-        if self.causal {
-            self.k_pos.rows_at_or_before(self.q_pos.at(row), self.seq_k)
-        } else {
-            self.seq_k
-        }
-    }
-
-    /// Key blocks query block `mb` sees: those holding a key its last real row sees.
-    #[inline(always)]
-    pub const fn kv_blocks(&self, mb: u32) -> u32 {
-        let last_row = min_u32(mb * self.block_m + self.block_m, self.seq_q) - 1;
-        self.visible_keys(last_row).div_ceil(BLOCK_N)
-    }
-
-    /// The first key block of query block `mb` holding a key some row does not see: every block
-    /// before it is visible to all the rows (the first row sees the fewest keys).
-    #[inline(always)]
-    pub const fn first_masked_block(&self, mb: u32) -> u32 {
-        self.visible_keys(mb * self.block_m) / BLOCK_N
-    }
-
-    /// Tensor-map coordinates of element `d` of row `row` of head `head` of batch entry `b`.
-    #[inline(always)]
-    pub const fn coords(&self, d: u32, head: u32, row: u32, b: u32) -> [i32; 4] {
-        if self.bshd {
-            [d as i32, head as i32, row as i32, b as i32]
-        } else {
-            [d as i32, row as i32, head as i32, b as i32]
-        }
-    }
-}
-
-#[inline(always)]
-const fn min_u32(a: u32, b: u32) -> u32 {
-    if a < b {
-        a
-    } else {
-        b
     }
 }
 
@@ -306,34 +181,6 @@ impl KvSteps for OneStep<'_> {
     unsafe fn after_store(&self, _: u32, _: u32) {}
     #[inline(always)]
     unsafe fn part_done(&self, _: u32, _: u32) {}
-}
-
-/// Units of work: unit `u` is tile `u % tiles` of step `u / tiles`. CTAs claim them in order from
-/// a ticket counter (the next free unit goes to whichever CTA is free first, so tiles of unequal
-/// length, as under a causal mask, balance out); a ticket past the last unit is [`Units::END`].
-#[derive(Clone, Copy)]
-pub struct Units {
-    /// Tiles per step.
-    pub tiles: u32,
-    /// Units of the launch (`steps * tiles`).
-    pub total: u32,
-}
-
-impl Units {
-    /// What the producer hands the consumers when no work is left.
-    pub const END: u32 = u32::MAX;
-
-    /// The unit behind ticket `ticket` of launch `epoch` for a grid of `ctas` claiming CTAs:
-    /// every launch hands out `total + ctas` tickets (each CTA's last one is past the end).
-    #[inline(always)]
-    pub const fn of_ticket(&self, ticket: u32, epoch: u32, ctas: u32) -> u32 {
-        let u = ticket.wrapping_sub(epoch.wrapping_sub(1).wrapping_mul(self.total + ctas));
-        if u < self.total {
-            u
-        } else {
-            Self::END
-        }
-    }
 }
 
 /// The producer thread: claim units of work until none is left; for each, Q, then each visible
@@ -738,8 +585,8 @@ unsafe fn finish_tile<const D: u32>(
     };
     let (mut w0, mut lse0) = finish(stats.max[0], stats.sum[0]);
     let (mut w1, mut lse1) = finish(stats.max[1], stats.sum[1]);
-    let pair_row = ((w.b * g.heads + w.h) as usize) * g.seq_q as usize;
-    let (live0, live1) = (row < g.seq_q, row + 8 < g.seq_q);
+    let pair_row = ((w.b * g.heads() + w.h) as usize) * g.seq_q() as usize;
+    let (live0, live1) = (row < g.seq_q(), row + 8 < g.seq_q());
     // Several steps: out = w * o + wp * previous, with lse the log-sum-exp of both.
     let (mut wp0, mut wp1) = (0f32, 0f32);
     let acc = (p.o_acc as *mut [f32; 2]).add((pair_row + row as usize) * D as usize / 2);
@@ -833,7 +680,7 @@ unsafe fn finish_tile<const D: u32>(
     named_barrier_sync(1 + cwg, 128);
     if t == 0 {
         let row0 = w.mb * block_m(D) + cwg * 64;
-        if row0 < g.seq_q {
+        if row0 < g.seq_q() {
             for c in 0..D / 64 {
                 tma_store_4d(p.o_map, q_rows + c * block_m(D) * SW128_ROW_BYTES, g.coords(64 * c, w.h, row0, w.b));
             }

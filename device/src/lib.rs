@@ -8,6 +8,7 @@
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 
 pub mod abi;
+pub mod attn_tiles;
 pub mod sched;
 pub mod tile;
 
