@@ -183,38 +183,61 @@ impl KvSteps for OneStep<'_> {
     unsafe fn part_done(&self, _: u32, _: u32) {}
 }
 
-/// The producer thread: claim units of work until none is left; for each, Q, then each visible
-/// K and V block of its step.
+/// What a producer thread loads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Loads {
+    /// Claims the units of work from the ticket counter and loads their Q and K blocks.
+    QK,
+    /// Follows those units through the Q ring and loads their V blocks: a K load then never
+    /// waits behind a V slot, which frees only once its product is done.
+    V,
+}
+
+/// A producer thread: until no unit of work is left, for each unit, Q and each visible K block
+/// ([`Loads::QK`], which claims the units) or each visible V block ([`Loads::V`]).
 ///
 /// # Safety
-/// One thread of a CTA launched as [`run_cta`] says; the maps are valid.
+/// Thread 0 (`QK`) and thread 32 (`V`) of a CTA launched as [`run_cta`] says; the maps are valid.
 #[inline(always)]
 unsafe fn produce<const D: u32, S: KvSteps>(
     p: &AttnParams,
     g0: &Geometry,
-    steps: &S,
-    ctas: u32,
+    (steps, ctas): (&S, u32),
     smem: &Smem<D>,
     b: &Bound<'_>,
+    loads: Loads,
 ) {
-    prefetch_tensormap(p.q_map);
     let (kp, vp, qp) = (smem.k_pipe(), smem.v_pipe(), smem.q_pipe());
     let (mut kst, mut vst, mut qst) = (PipeState::start(), PipeState::start(), PipeState::start());
     let units = Units { tiles: g0.tiles(), total: g0.tiles() * steps.count() };
-    let tickets = (p.sched + 8) as *mut u32;
-    let epoch = steps.epoch();
     let mut ready = 0; // steps whose K/V may be read
+    if loads == Loads::QK {
+        prefetch_tensormap(p.q_map);
+    }
     loop {
-        let u = units.of_ticket(atom_add_relaxed_gpu_u32(tickets, 1), epoch, ctas);
-        if qp.acquire(qst, b, u).is_err() {
-            trap();
-        }
-        st_shared_u32(smem.unit(qst.slot), u);
-        if u == Units::END {
-            // No tile: a plain arrival completes the phase; the consumers read END and stop.
-            mbarrier_arrive(qp.full(qst.slot));
-            return;
-        }
+        let u = if loads == Loads::QK {
+            let u = units.of_ticket(atom_add_relaxed_gpu_u32((p.sched + 8) as *mut u32, 1), steps.epoch(), ctas);
+            if qp.acquire(qst, b, u).is_err() {
+                trap();
+            }
+            st_shared_u32(smem.unit(qst.slot), u);
+            if u == Units::END {
+                // No tile: a plain arrival completes the phase; the others read END and stop.
+                mbarrier_arrive(qp.full(qst.slot));
+                return;
+            }
+            u
+        } else {
+            // The unit word is read before its Q stage can be reused: that needs this unit's V.
+            if qp.wait(qst, b, 0).is_err() {
+                trap();
+            }
+            let u = ld_shared_u32(smem.unit(qst.slot));
+            if u == Units::END {
+                return;
+            }
+            u
+        };
         let (step, i) = (div_nz(u, units.tiles), rem_nz(u, units.tiles));
         while ready <= step {
             // A step whose K/V never came already reported; loading anyway lets the CTA finish.
@@ -224,24 +247,22 @@ unsafe fn produce<const D: u32, S: KvSteps>(
         let (k_map, v_map) = steps.maps(step);
         let g = g0.with_keys(steps.k_pos(step));
         let w = g.work(i);
-        qp.expect(qst, q_bytes(D));
-        load_tile::<D>(&g, (smem.q(qst.slot), block_m(D)), p.q_map, qp.full(qst.slot), (w.h, w.mb * block_m(D), w.b));
+        if loads == Loads::QK {
+            qp.expect(qst, q_bytes(D));
+            let origin = (w.h, w.mb * block_m(D), w.b);
+            load_tile::<D>(&g, (smem.q(qst.slot), block_m(D)), p.q_map, qp.full(qst.slot), origin);
+        }
         qst.advance();
         let hk = g.kv_head(w.h);
+        let (pipe, st, map) = if loads == Loads::QK { (kp, &mut kst, k_map) } else { (vp, &mut vst, v_map) };
         for j in 0..g.kv_blocks(w.mb) {
-            let origin = (hk, j * BLOCK_N, w.b);
-            if kp.acquire(kst, b, u).is_err() {
+            if pipe.acquire(*st, b, u).is_err() {
                 trap();
             }
-            kp.expect(kst, kv_bytes(D));
-            load_tile::<D>(&g, (smem.k(kst.slot), BLOCK_N), k_map, kp.full(kst.slot), origin);
-            kst.advance();
-            if vp.acquire(vst, b, u).is_err() {
-                trap();
-            }
-            vp.expect(vst, kv_bytes(D));
-            load_tile::<D>(&g, (smem.v(vst.slot), BLOCK_N), v_map, vp.full(vst.slot), origin);
-            vst.advance();
+            pipe.expect(*st, kv_bytes(D));
+            let dst = if loads == Loads::QK { smem.k(st.slot) } else { smem.v(st.slot) };
+            load_tile::<D>(&g, (dst, BLOCK_N), map, pipe.full(st.slot), (hk, j * BLOCK_N, w.b));
+            st.advance();
         }
     }
 }
@@ -717,7 +738,9 @@ pub unsafe fn run_cta<const D: u32, S: KvSteps>(p: &AttnParams, steps: &S, ctas:
             setmaxnreg_dec::<40>();
         }
         if tid == 0 {
-            produce::<D, S>(p, &g, steps, ctas, &smem, &b);
+            produce::<D, S>(p, &g, (steps, ctas), &smem, &b, Loads::QK);
+        } else if tid == 32 {
+            produce::<D, S>(p, &g, (steps, ctas), &smem, &b, Loads::V);
         }
     } else {
         if three {
