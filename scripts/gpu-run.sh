@@ -10,6 +10,7 @@
 # MKERNEL_RSAR_ARGS), moe (MoE dispatch + grouped GEMM beside torch_baselines.py moe at world 2
 # and every GPU; MKERNEL_MOE_ARGS),
 # attention (bench attention beside torch_baselines.py single's cuDNN / FA2; MKERNEL_ATTN_ARGS),
+# attention-steady (named only: ours and cuDNN's after 50 launches, median of 200; cudnn_steady.py),
 # ring (bench ring-attention at world 2 and every GPU, 1 and 2 nodes, beside torch_baselines.py
 # ring; MKERNEL_RING_ARGS),
 # sanitize (memcheck, racecheck, synccheck over the single-process GPU tests and every fused op's
@@ -130,6 +131,14 @@ if want attention; then
     PYTHONUNBUFFERED=1 timeout 400 python3 "$here/torch_baselines.py" single --shapes 8192x8192x8192 --json "$out/torch-single.jsonl" 2>&1 | grep -E "attention|Error|error" | tee -a "$out/bench.log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   fi
+fi
+if want_named attention-steady; then
+  # The sustained state: ours and cuDNN's each after 50 launches, median of 200 (cudnn_steady.py).
+  echo "== mkernel bench attention --warmup 50 --reps 200, then cudnn_steady.py" | tee -a "$out/bench.log"
+  "$here/bin/mkernel" bench attention --warmup 50 --reps 200 --json "$out/attention-steady.jsonl" 2>> "$out/bench.log" | tee -a "$out/bench.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  PYTHONUNBUFFERED=1 timeout 300 python3 "$here/cudnn_steady.py" "$out/cudnn-steady.jsonl" 2>&1 | tee -a "$out/bench.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 if want ring && [ "$ngpu" -ge 2 ]; then
   for w in $worlds; do

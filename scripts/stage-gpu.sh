@@ -25,6 +25,6 @@ for l in sys.stdin:
 cargo build --release --examples -q
 for ex in examples/*.rs; do name="$(basename "$ex" .rs)"; cp "target/release/examples/$name" ".gpu/bin/example-$name"; done
 strip .gpu/bin/*
-cp scripts/gpu-run.sh .gpu/
+cp scripts/gpu-run.sh scripts/cudnn_steady.py .gpu/
 [ -f ../shared/bench/torch_baselines.py ] && cp ../shared/bench/torch_baselines.py .gpu/ || true
 du -sh .gpu; ls .gpu/bin
