@@ -5,10 +5,11 @@
 //! a tile's key blocks cover every key one of its rows sees and no block past them, and
 //! `first_masked_block` is the first block some real row of the tile cannot see in full (the
 //! consumers mask from there on and skip the mask before it). The tile order covers every
-//! (batch, head, query block) once.
+//! (batch, head, query block) once, a query head reads the key/value head of its group, and each
+//! launch's tickets name every unit once, then the end once per CTA.
 use mkernel::abi::{AttnParams, SeqPos};
 use mkernel::attention::{block_m, BLOCK_N};
-use mkernel::attn_tiles::Geometry;
+use mkernel::attn_tiles::{Geometry, Units};
 use proptest::prelude::*;
 
 /// Positions of a shard: the whole sequence, or rank `rank`'s rows among `world` (zigzag or not).
@@ -53,7 +54,6 @@ proptest! {
         let sees = |row: u32, key: u32| key < seq_k && (!causal || k_pos.at(key) <= q_pos.at(row));
         for mb in 0..m_blocks {
             let rows = mb * bm..(mb * bm + bm).min(seq_q);
-            let mut least = u32::MAX;
             let mut most = 0;
             for row in rows.clone() {
                 let lim = g.visible_keys(row);
@@ -62,23 +62,22 @@ proptest! {
                 for key in 0..seq_k + BLOCK_N {
                     prop_assert_eq!(sees(row, key), key < lim, "row {} key {} limit {}", row, key, lim);
                 }
-                least = least.min(lim);
                 most = most.max(lim);
             }
             prop_assert_eq!(g.kv_blocks(mb), most.div_ceil(BLOCK_N), "tile {}", mb);
             let first = g.first_masked_block(mb);
             // Blocks before `first`: every key seen by every real row of the tile (no mask needed).
+            let block = |j: u32| j * BLOCK_N..j * BLOCK_N + BLOCK_N;
             for j in 0..first {
                 for row in rows.clone() {
-                    prop_assert!((j * BLOCK_N..j * BLOCK_N + BLOCK_N).all(|key| sees(row, key)), "tile {} block {}", mb, j);
+                    prop_assert!(block(j).all(|key| sees(row, key)), "tile {} block {}", mb, j);
                 }
             }
             // Block `first`, if the tile reads it: some key hidden from some real row.
             if first < g.kv_blocks(mb) {
-                let hidden = rows.clone().any(|row| (first * BLOCK_N..first * BLOCK_N + BLOCK_N).any(|key| !sees(row, key)));
+                let hidden = rows.clone().any(|row| block(first).any(|key| !sees(row, key)));
                 prop_assert!(hidden, "tile {} block {} needs no mask", mb, first);
             }
-            prop_assert_eq!(first, least / BLOCK_N);
         }
         // The tile order: every (batch, head, query block) once.
         let mut seen = vec![false; g.tiles() as usize];
@@ -88,6 +87,42 @@ proptest! {
             let at = ((w.b * heads + w.h) * m_blocks + w.mb) as usize;
             prop_assert!(!seen[at], "tile {} twice", i);
             seen[at] = true;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn key_value_heads_serve_whole_groups(kv_heads in 1u32..9, group in 1u32..9) {
+        let heads = kv_heads * group;
+        let p = AttnParams { batch: 1, heads, heads_kv: kv_heads, seq_q: 1, seq_k: 1, ..Default::default() };
+        let g = Geometry::new(&p, 128);
+        for h in 0..heads {
+            prop_assert_eq!(g.kv_head(h), h / group);
+        }
+    }
+
+    #[test]
+    fn tickets_name_each_unit_once_per_launch(
+        tiles in 1u32..300, steps in 1u32..5, ctas in 1u32..140, launches in 1u32..4
+    ) {
+        let units = Units { tiles, total: tiles * steps };
+        // The counter is never reset: launch e's tickets follow launch e - 1's.
+        let mut ticket = 0u32;
+        for epoch in 1..=launches {
+            let mut seen = vec![false; units.total as usize];
+            for _ in 0..units.total + ctas {
+                let u = units.of_ticket(ticket, epoch, ctas);
+                ticket += 1;
+                if u == Units::END {
+                    continue;
+                }
+                prop_assert!(u < units.total && !seen[u as usize], "launch {}: unit {} twice or too far", epoch, u);
+                seen[u as usize] = true;
+            }
+            prop_assert!(seen.iter().all(|&x| x), "launch {}: a unit was never handed out", epoch);
         }
     }
 }

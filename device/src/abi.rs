@@ -1410,8 +1410,8 @@ abi_struct! {
         pub flags_heap_off: u64,
         /// Device address of the launch counter (`u64`, the epoch's source).
         pub launches: u64,
-        /// Device address of `2 * world` `u32` counters: attention CTAs done with step `s`, then
-        /// comm CTAs done sending step `s`.
+        /// Device address of `2 * world` `u32` counters: parts (one consumer warpgroup's rows of a
+        /// tile) done with step `s`, then comm CTAs done sending step `s`.
         pub counters: u64,
         /// Bytes of K and V together (one slot).
         pub kv_bytes: u64,

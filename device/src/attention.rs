@@ -1,13 +1,15 @@
-//! The flash-attention forward's pieces: where Q, K and V live in shared memory, which tiles a
-//! CTA takes, how the producer streams K/V blocks (TMA, 128-byte swizzle, the framework's
-//! [`Pipeline`]), and how a consumer warpgroup runs `S = Q K^T` (wgmma from shared memory), the
-//! online softmax in fp32 and base 2, and `O += P V` (wgmma with P from registers).
+//! The flash-attention forward's pieces: where Q, K and V live in shared memory, how two
+//! producer threads stream Q and K, and V (TMA, 128-byte swizzle, the framework's [`Pipeline`]),
+//! and how a consumer warpgroup runs `S = Q K^T` (wgmma from shared memory), the online softmax
+//! in fp32 and base 2, and `O += P V` (wgmma with P from registers). Which tiles a CTA takes and
+//! which keys they see is `attn_tiles`.
 //!
 //! A tile is [`block_m`]`(D)` query rows of one (batch, head): 64 per consumer warpgroup
-//! ([`consumers`]`(D)` of them), warpgroup `cwg` owning rows `64 cwg .. 64 cwg + 64`. Accumulators follow the wgmma layout (`arch::wgmma`): thread `t` of a
-//! warpgroup holds rows `r = 16 (t / 32) + (t % 32) / 4` and `r + 8`; `s[4j + i]` is row
-//! `r + 8 (i / 2)`, column `8j + 2 (t % 4) + i % 2`. Row statistics (max, sum) are therefore
-//! shared by the 4 threads of a quad.
+//! ([`consumers`]`(D)` of them), warpgroup `cwg` owning rows `64 cwg .. 64 cwg + 64`.
+//! Accumulators follow the wgmma layout (`arch::wgmma`): thread `t` of a warpgroup holds rows
+//! `r = 16 (t / 32) + (t % 32) / 4` and `r + 8`; `s[4j + i]` is row `r + 8 (i / 2)`, column
+//! `8j + 2 (t % 4) + i % 2`. Row statistics (max, sum) are therefore shared by the 4 threads of a
+//! quad.
 use crate::abi::{AttnParams, SeqPos};
 use crate::arch::*;
 pub use crate::attn_tiles::{Geometry, Units, Work};
@@ -24,9 +26,12 @@ const fn kv_releases(d: u32) -> u32 {
     4 * consumers(d)
 }
 /// Releases of a Q stage: every consumer thread, once it is done with the stage's Q, unit word
-/// and O staging rows (an mbarrier arrival releases only the arriving thread's own accesses).
+/// and O staging rows (an mbarrier arrival releases only the arriving thread's own accesses),
+/// and the V producer once it read the unit word (a unit with no visible key, as in some causal
+/// ring steps, never waits for V: without this the consumers could free the stage, and thread 0
+/// rewrite its word, before the V producer read it).
 const fn q_releases(d: u32) -> u32 {
-    128 * consumers(d)
+    128 * consumers(d) + 1
 }
 
 /// Shared memory of an attention CTA with head dimension `D`.
@@ -117,11 +122,11 @@ pub trait KvSteps {
     fn maps(&self, s: u32) -> (u64, u64);
     /// Positions of step `s`'s key rows.
     fn k_pos(&self, s: u32) -> SeqPos;
-    /// The producer thread, before its first K/V load of step `s`: wait until the step's K and V
-    /// may be read.
+    /// A producer thread, before its first K (or V) load of step `s`: wait until the step's K and
+    /// V may be read.
     ///
     /// # Safety
-    /// Called by the producer thread.
+    /// Called by each of the two producer threads.
     unsafe fn wait_ready(&self, s: u32, b: &Bound<'_>) -> WaitResult;
     /// Thread 0 of a consumer warpgroup, before it reads its part of the running output at
     /// step `s > 0` (part `tile * consumers + cwg`: its 64 rows of a tile): wait until step
@@ -228,7 +233,8 @@ unsafe fn produce<const D: u32, S: KvSteps>(
             }
             u
         } else {
-            // The unit word is read before its Q stage can be reused: that needs this unit's V.
+            // The stage is not reused before this thread read its word: it is one of the stage's
+            // releases ([`q_releases`]).
             if qp.wait(qst, b, 0).is_err() {
                 trap();
             }
@@ -236,6 +242,7 @@ unsafe fn produce<const D: u32, S: KvSteps>(
             if u == Units::END {
                 return;
             }
+            qp.release(qst.slot);
             u
         };
         let (step, i) = (div_nz(u, units.tiles), rem_nz(u, units.tiles));
@@ -713,8 +720,8 @@ unsafe fn finish_tile<const D: u32>(
     smem.q_pipe().release(q_slot);
 }
 
-/// Run one attention CTA, one of `ctas` claiming units of work (every thread calls it): warpgroup
-/// 0's first thread claims units and produces, warpgroups 1 .. [`consumers`]`(D)` consume.
+/// Run one attention CTA, one of `ctas` claiming units of work (every thread calls it): thread 0
+/// claims units and loads Q and K, thread 32 loads V, warpgroups `1 ..= consumers(D)` consume.
 ///
 /// # Safety
 /// Launched with [`threads`]`(D)` threads and [`smem_bytes`]`(D)` of dynamic shared memory;

@@ -126,9 +126,10 @@ pub fn device_count() -> Result<u32> {
 
 /// Load the embedded module into the current context: the cubin where there is one and the
 /// driver takes it (a driver older than the assembler refuses it), else the PTX through the JIT.
-/// `MKERNEL_MODULE=<file>` loads that cubin or PTX instead: kernel variants built from the same
-/// device crate (the parameter blocks must match this build's) can then be timed side by side
-/// without rebuilding the host.
+/// `MKERNEL_MODULE=<file>` loads that cubin or PTX instead (and wins over `MKERNEL_JIT`): kernel
+/// variants built from the same device crate can then be timed side by side without rebuilding
+/// the host. The variant must keep this build's parameter blocks and launch shapes (threads,
+/// shared memory, consumer warpgroups: `kernels_info`), or its kernels hang or compute garbage.
 fn load_module() -> Result<(sys::CUmodule, ModuleSource)> {
     if let Some(path) = std::env::var_os("MKERNEL_MODULE").filter(|p| !p.is_empty()) {
         let shown = path.to_string_lossy().into_owned();

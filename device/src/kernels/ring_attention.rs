@@ -150,8 +150,8 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
 unsafe fn ring_attention<const D: u32>(p: &RingAttnParams) {
     let tid = thread_idx_x();
     let total = p.attn_ctas + p.comm_ctas;
-    // Every thread that waits on or raises a flag needs the epoch: the producer and consumer
-    // thread 0s and the comm CTAs' thread 0. One CTA-wide read of the counter per CTA.
+    // Every thread that waits on or raises a flag needs the epoch: the two producer threads, the
+    // consumers' thread 0s and the comm CTAs' thread 0. One CTA-wide read of the counter per CTA.
     let epoch_slot = dyn_smem_base() + crate::kernels_info::attention::ring_smem_bytes(D) - 16;
     if tid == 0 {
         st_shared_u32(epoch_slot, launch_epoch(p.launches as *mut u64, total));
@@ -169,6 +169,10 @@ unsafe fn ring_attention<const D: u32>(p: &RingAttnParams) {
         send(p, epoch, cta - p.attn_ctas, p.comm_ctas, &bound(role));
     }
 }
+
+// The entry points' launch bounds are literals: keep them what the host launches.
+const _: () = assert!(crate::kernels_info::attention::threads(64) == 512);
+const _: () = assert!(crate::kernels_info::attention::threads(128) == 384);
 
 /// Ring attention, head dimension 64.
 #[no_mangle]
