@@ -43,8 +43,8 @@ pub struct Smem<const D: u32> {
 
 impl<const D: u32> Smem<D> {
     /// Q tile of stage `s`: `D / 64` boxes of [`block_m`]`(D)` rows x 64 columns (swizzled), box
-    /// `c` at `c * block_m(D) * 128` bytes. A consumer warpgroup stages its O rows in its own rows of it once Q is no
-    /// longer needed.
+    /// `c` at `c * block_m(D) * 128` bytes. A consumer warpgroup stages its O rows in its own rows
+    /// of it once Q is no longer needed.
     #[inline(always)]
     pub const fn q(&self, s: u32) -> u32 {
         self.base + s * q_bytes(D)
@@ -556,12 +556,14 @@ unsafe fn consume<const D: u32, S: KvSteps>(
             }
             vst.advance();
         }
+        // This warpgroup's rows of the tile: the ring's flags and counters count such parts.
+        let part = i * consumers(D) + cwg;
         if t == 0 {
             steps.part_done(step, consumers(D) * tiles);
         }
         let last = step + 1 == count;
         if step > 0 {
-            if t == 0 && steps.before_merge(step, i * consumers(D) + cwg, b).is_err() {
+            if t == 0 && steps.before_merge(step, part, b).is_err() {
                 trap();
             }
             named_barrier_sync(1 + cwg, 128); // the running output is ready for everyone
@@ -570,7 +572,7 @@ unsafe fn consume<const D: u32, S: KvSteps>(
         if !last {
             named_barrier_sync(1 + cwg, 128); // every thread wrote its part
             if t == 0 {
-                steps.after_store(step, i * consumers(D) + cwg);
+                steps.after_store(step, part);
             }
         }
         qst.advance();

@@ -76,8 +76,13 @@ pub mod kernels_info {
         /// swizzle row each), so a width that is not a multiple of 64 loads the last box whole;
         /// an `[N, K]` B is one box of `tile_n` rows.
         pub const fn stage_tx_bytes(a_rows: u32, tile_n: u32, kn: bool) -> u32 {
-            let b_rows = if kn { tile_n.next_multiple_of(64) } else { tile_n };
+            let b_rows = if kn { 64 * kn_boxes(tile_n) } else { tile_n };
             a_rows * TILE_K * 2 + b_rows * TILE_K * 2
+        }
+        /// TMA boxes of 64 columns (one 128-byte swizzle row each) a `[K, N]` B stage of a
+        /// `tile_n`-wide tile loads: the last one whole when `tile_n` is not a multiple of 64.
+        pub const fn kn_boxes(tile_n: u32) -> u32 {
+            tile_n.div_ceil(64)
         }
         /// Bytes of one B stage of a `tile_n`-wide tile: room for either layout's loads.
         pub(crate) const fn b_stage_bytes(tile_n: u32) -> u32 {
@@ -104,8 +109,8 @@ pub mod kernels_info {
                     <= LIMIT
         }
         /// The deepest ring of `tile_n`-wide tiles that fits without staging tiles: 4 stages at
-        /// 256 and 224 columns, 5 at 192, 7 at 128, 9 at 64. Memory-bound kernels keep as many loads in flight as
-        /// shared memory holds.
+        /// 256 and 224 columns, 5 at 192, 7 at 128, 9 at 64. Memory-bound kernels keep as many
+        /// loads in flight as shared memory holds.
         pub const fn deep_stages(tile_n: u32) -> u32 {
             (LIMIT - TAIL_BYTES) / (A_STAGE_BYTES + b_stage_bytes(tile_n) + 16)
         }

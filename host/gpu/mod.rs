@@ -136,10 +136,7 @@ fn load_module() -> Result<(sys::CUmodule, ModuleSource)> {
         let mut image = std::fs::read(&path)
             .map_err(|e| GpuError::Module(format!("MKERNEL_MODULE={shown}: cannot read it: {e}")))?;
         image.push(0); // PTX is text the driver reads up to a NUL; a cubin ignores the extra byte
-        let mut module = std::ptr::null_mut();
-        // SAFETY: the image is a whole file (NUL-terminated for PTX) that outlives the call.
-        let r = unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
-        check("cuModuleLoadData (MKERNEL_MODULE)", r)
+        let module = load_image(&image, "cuModuleLoadData (MKERNEL_MODULE)")
             .map_err(|e| GpuError::Module(format!("MKERNEL_MODULE={shown}: the driver refused it: {e}")))?;
         return Ok((module, ModuleSource::File { path: shown }));
     }
@@ -148,15 +145,22 @@ fn load_module() -> Result<(sys::CUmodule, ModuleSource)> {
     } else if std::env::var("MKERNEL_JIT").is_ok_and(|v| v == "1") {
         "MKERNEL_JIT=1".to_string()
     } else {
-        let mut module = std::ptr::null_mut();
-        // SAFETY: the image is a complete cubin that outlives the call.
-        let r = unsafe { sys::cuModuleLoadData(&mut module, kernels::CUBIN.as_ptr().cast()) };
-        match check("cuModuleLoadData (cubin)", r) {
-            Ok(()) => return Ok((module, ModuleSource::Cubin)),
+        match load_image(kernels::CUBIN, "cuModuleLoadData (cubin)") {
+            Ok(module) => return Ok((module, ModuleSource::Cubin)),
             Err(e) => format!("the driver refused the cubin: {e}"),
         }
     };
     Ok((load_ptx()?, ModuleSource::Jit { why }))
+}
+
+/// Load a module image (a cubin, or PTX ending in a NUL) into the current context; `call` names
+/// the load in the error.
+fn load_image(image: &[u8], call: &'static str) -> Result<sys::CUmodule> {
+    let mut module = std::ptr::null_mut();
+    // SAFETY: the image is a whole cubin or NUL-terminated PTX that outlives the call.
+    let r = unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
+    check(call, r)?;
+    Ok(module)
 }
 
 /// Load the embedded PTX into the current context, with the JIT's error log on failure.

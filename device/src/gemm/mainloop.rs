@@ -1,8 +1,8 @@
 //! The wgmma mainloop: where A and B k-blocks live in shared memory, how the producer loads one
 //! (TMA, 128-byte swizzle), and how a consumer warpgroup multiplies it (m64nNk16 wgmma from
-//! shared memory, both B layouts). The tile width N (64, 128, 192, 224 or 256 columns) is the type of the
-//! consumers' accumulators ([`Accumulators`]): the shared-memory layout, the loads, the wgmma and
-//! the epilogues all follow from it.
+//! shared memory, both B layouts). The tile width N (64, 128, 192, 224 or 256 columns) is the
+//! type of the consumers' accumulators ([`Accumulators`]): the shared-memory layout, the loads,
+//! the wgmma and the epilogues all follow from it.
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
 use crate::pipeline::Pipeline;
@@ -11,8 +11,9 @@ use core::ops::IndexMut;
 
 /// One consumer thread's accumulators of a 64 x `N` wgmma (`N / 2` f32 in the layout of
 /// `arch::wgmma`), which fixes the engine's tile width: `[f32; 32]` for 64 columns, `[f32; 64]`
-/// for 128, `[f32; 96]` for 192, `[f32; 112]` for 224, `[f32; 128]` for 256. Code over them indexes with constants only (unrolled, chunks
-/// past [`Accumulators::CHUNKS`] skipped at compile time), so they stay in registers.
+/// for 128, `[f32; 96]` for 192, `[f32; 112]` for 224, `[f32; 128]` for 256. Code over them
+/// indexes with constants only (unrolled, chunks past [`Accumulators::CHUNKS`] skipped at compile
+/// time), so they stay in registers.
 pub trait Accumulators: Copy + IndexMut<usize, Output = f32> {
     /// Tile columns: the wgmma N.
     const N: u32;
@@ -140,7 +141,7 @@ pub unsafe fn load_k_block<const TRANS_B: u32, const ST: u32, A: Accumulators>(
     } else {
         // B [K, N]: boxes of 64 N-columns x 64 K-rows (four at 256 columns; at 224 the last
         // one is loaded whole and its right half never read: the wgmma stops at N).
-        for j in 0..A::N.div_ceil(64) {
+        for j in 0..kn_boxes(A::N) {
             tma_load_2d(smem.b(slot) + j * 64 * SW128_ROW_BYTES, b_map, full, n0 + (64 * j) as i32, k0 + b_row0);
         }
     }

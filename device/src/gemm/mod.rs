@@ -1,8 +1,8 @@
 //! The GEMM framework every tensor-core kernel is built from, in the manner of CUTLASS 3's
 //! collective mainloop / collective epilogue / tile scheduler:
 //! - [`mainloop`]: the shared-memory layout of the A and B stages, the producer's TMA loads of one
-//!   k-block and the consumers' wgmma over it, for tiles 64, 128, 192, 224 or 256 columns wide (the type of
-//!   the accumulators, [`Accumulators`]);
+//!   k-block and the consumers' wgmma over it, for tiles 64, 128, 192, 224 or 256 columns wide
+//!   (the type of the accumulators, [`Accumulators`]);
 //! - [`epilogue`]: what happens to a finished accumulator tile ([`Epilogue`]: store it locally;
 //!   fused kernels add their own);
 //! - [`engine`]: the persistent warp-specialised loop that joins them through the

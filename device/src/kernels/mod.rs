@@ -23,6 +23,11 @@ macro_rules! b_layout_entry_points {
     };
 }
 
+// The attention and ring-attention entry points write their launch bounds as literals (512 threads
+// at D = 64, 384 at D = 128): keep them what the host launches.
+const _: () = assert!(crate::kernels_info::attention::threads(64) == 512);
+const _: () = assert!(crate::kernels_info::attention::threads(128) == 384);
+
 pub mod ag_gemm;
 pub mod allgather;
 pub mod attention;

@@ -2,7 +2,7 @@
 //! `tests/gpu_selftest.rs` and `mkernel info`).
 use crate::abi::*;
 use crate::arch::*;
-use crate::kernels_info::gemm::{b_stage_bytes, stage_tx_bytes};
+use crate::kernels_info::gemm::{b_stage_bytes, kn_boxes, stage_tx_bytes};
 use crate::sync::{wait_flag_sys_u32, wait_mbarrier, WaitSite};
 use crate::tile::*;
 
@@ -83,7 +83,7 @@ macro_rules! wgmma_tile_body {
                 tma_load_2d(b_s, $p.b_map, bar, 0, 0);
             } else {
                 let mut j = 0;
-                while j < ($n as u32).div_ceil(64) {
+                while j < kn_boxes($n) {
                     tma_load_2d(b_s + j * 64 * SW128_ROW_BYTES, $p.b_map, bar, (64 * j) as i32, 0);
                     j += 1;
                 }
