@@ -55,7 +55,8 @@ proptest! {
     ) {
         prop_assume!(w * local <= MOE_MAX_EXPERTS && k <= w * local);
         let ex = row(w, local, k, seed, ruled_out);
-        let leads = moe_lead_slots(&ex, k, local);
+        let dst = ex.map(|e| if e == u32::MAX { u32::MAX } else { e / local });
+        let leads = moe_lead_slots(&ex, &dst, k);
         // The reference: per destination rank, the token's lowest expert there.
         let mut lowest = BTreeMap::new();
         for &e in ex.iter().take(k as usize).filter(|&&e| e != u32::MAX) {

@@ -922,28 +922,29 @@ pub const MOE_ROUTER_WARPS: u32 = 12;
 pub const MOE_MAX_WORLD: u32 = 64;
 
 /// A token's leading slots: bit `j` is set when slot `j`'s expert is the token's lowest on that
-/// expert's rank (`ex[j] / local_experts`). A token sends one record per destination rank, and
-/// the record is ordered by that expert; a token has at most `top_k` experts, so at most `top_k`
-/// destinations, and this mask takes one register at any world size. `ex` holds the token's
-/// experts by slot, `u32::MAX` for a slot ruled out (which never leads); `local_experts > 0`.
+/// expert's rank. A token sends one record per destination rank, and the record is ordered by
+/// that expert; a token has at most `top_k` destinations, so this mask takes one register at any
+/// world size. `ex` holds the token's experts by slot, `u32::MAX` for a slot ruled out (which
+/// never leads), and `dst` each slot's destination rank (`ex / local_experts`; anything for a
+/// slot ruled out). `K` (at most 16) bounds `top_k`: the loops are written out to it, so on the
+/// GPU both arrays stay in registers.
 #[inline(always)]
-pub fn moe_lead_slots(ex: &[u32; MOE_MAX_TOP_K as usize], top_k: u32, local_experts: u32) -> u32 {
+pub fn moe_lead_slots<const K: usize>(ex: &[u32; K], dst: &[u32; K], top_k: u32) -> u32 {
+    const { assert!(K <= 16) };
+    let k = (top_k as usize).min(K);
     let mut leads = 0;
-    for j in 0..top_k as usize {
-        let e = ex[j];
-        if e == u32::MAX {
-            continue;
-        }
-        // Experts of e's rank below e: first..e. A ruled-out slot (u32::MAX) is never below e.
-        let first = e - crate::sched::rem_nz(e, local_experts);
-        let mut lowest = true;
-        for &o in ex.iter().take(top_k as usize) {
-            lowest &= !(o >= first && o < e);
-        }
-        if lowest {
-            leads |= 1 << j;
-        }
+    macro_rules! slot {
+        ($($j:literal)*) => {$(
+            if $j < k && ex[$j] != u32::MAX {
+                let mut lower = false;
+                for o in 0..K {
+                    lower |= o < k && dst[o] == dst[$j] && ex[o] < ex[$j];
+                }
+                leads |= (!lower as u32) << $j;
+            }
+        )*};
     }
+    slot!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
     leads
 }
 
