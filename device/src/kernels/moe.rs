@@ -646,6 +646,23 @@ struct Scatter<'a> {
 }
 
 impl Scatter<'_> {
+    /// Shared address of entry i of the staged record at `rec` (the record's words:
+    /// [`MoeParams::record_words`]).
+    #[inline(always)]
+    fn entry(rec: u32, i: u32) -> u32 {
+        rec + 4 * (2 + 3 * i)
+    }
+
+    /// The `xe` row of entry i of the resolved record at `rec`.
+    ///
+    /// # Safety
+    /// `rec` is the shared address of a record resolved by [`Scatter::resolve`], `i` below its
+    /// entries.
+    #[inline(always)]
+    unsafe fn row(rec: u32, i: u32) -> u32 {
+        ld_shared_u32(Self::entry(rec, i) + 4)
+    }
+
     /// Every thread of the CTA, once per launch after the layout was published: the bases.
     ///
     /// # Safety
@@ -676,7 +693,7 @@ impl Scatter<'_> {
             let rec = rec(r);
             let t = ld_shared_u32(rec);
             for i in 0..ld_shared_u32(rec + 4) {
-                let e = rec + 8 + 12 * i;
+                let e = Self::entry(rec, i);
                 let tag = ld_shared_u32(e);
                 let row = ld_shared_u32(self.bases + 4 * (self.src_rank * el + (tag & 0xffff))) + ld_shared_u32(e + 4);
                 st_shared_u32(e + 4, row);
@@ -697,8 +714,7 @@ impl Scatter<'_> {
         let p = self.p;
         let (off, len) = p.piece(pc);
         for i in 0..ld_shared_u32(rec + 4) {
-            let row = ld_shared_u32(rec + 12 + 12 * i);
-            bulk_store(p.xe + row as u64 * p.row_bytes() + off, stage, len);
+            bulk_store(p.xe + Self::row(rec, i) as u64 * p.row_bytes() + off, stage, len);
         }
     }
 
@@ -716,8 +732,7 @@ impl Scatter<'_> {
         for r in (tid..count).step_by(nthreads as usize) {
             let rec = rec(r);
             for i in 0..ld_shared_u32(rec + 4) {
-                let row = ld_shared_u32(rec + 12 + 12 * i);
-                red_add_relaxed_gpu_u32(tb.at(tb.l.m_count + row / TILE_M), 1);
+                red_add_relaxed_gpu_u32(tb.at(tb.l.m_count + Self::row(rec, i) / TILE_M), 1);
             }
         }
     }
@@ -753,6 +768,7 @@ unsafe fn pull(
     let batch = REC_SMEM_BYTES / rec_bytes;
     let staged = dyn_smem_base() + REC_SMEM;
     let srec = |r: u32| staged + r * rec_bytes;
+    let verdict = dyn_smem_base() + VERDICT_SMEM;
     // Without a fitting layout there are no runs of records (`lay_out`), so no bases are needed.
     let bases = dyn_smem_base() + BASE_SMEM;
     if fits {
@@ -863,10 +879,10 @@ unsafe fn pull(
                 // The ring waited for the stores; the rows are readable by TMA loads elsewhere
                 // once counted.
                 fence_proxy_async_global();
-                st_shared_u32(dyn_smem_base() + VERDICT_SMEM, moved as u32);
+                st_shared_u32(verdict, moved as u32);
             }
             sync_threads();
-            if ld_shared_u32(dyn_smem_base() + VERDICT_SMEM) != 0 {
+            if ld_shared_u32(verdict) != 0 {
                 sc.count(tb, b1 - b0, srec);
             }
             sync_threads(); // the staged records are rewritten next
