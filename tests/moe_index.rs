@@ -89,7 +89,7 @@ proptest! {
     #[test]
     fn tables_stay_apart_at_any_world(
         w in 1u32..=MOE_MAX_WORLD, local in 1u32..=16, k in 1u32..=MOE_MAX_TOP_K, max_tokens in 1u32..5000,
-        cap in 1u32..100_000,
+        cap in 1u32..100_000, routers in 1u32..=64,
     ) {
         prop_assume!(w * local <= MOE_MAX_EXPERTS);
         let p = MoeParams { world: w, local_experts: local, top_k: k, max_tokens, ..Default::default() };
@@ -113,7 +113,7 @@ proptest! {
         prop_assert_eq!(p.record_at(w - 1, max_tokens), bytes);
         // Scratch: the flag words, then tables in order, each its documented length.
         let cap = cap.div_ceil(MOE_TILE_M) * MOE_TILE_M;
-        let l = MoeScratch::new(local, w, cap);
+        let l = MoeScratch::new(local, w, cap, routers);
         let mt = cap / MOE_TILE_M;
         let tables = [
             (l.expert_off, local + 1),
@@ -125,8 +125,15 @@ proptest! {
             (l.m_expert, mt),
             (l.m_target, mt),
             (l.m_count, mt),
+            (l.route_part, 2 * routers * local * w),
         ];
-        let mut end = MoeScratch::X_COUNTER + 1;
+        // The router's words of its last CTA: the last of the scratch.
+        let last = l.route_part_at(true, routers - 1, local * w - 1, routers, local * w);
+        prop_assert_eq!(last + 1, l.words);
+        let words = [MoeScratch::LAYOUT_FLAG, MoeScratch::FINISH_COUNTER, MoeScratch::X_COUNTER,
+            MoeScratch::COUNTED_BARRIER, MoeScratch::RECORDS_BARRIER];
+        prop_assert!(words.windows(2).all(|p| p[1] >= p[0] + FLAG_STRIDE));
+        let mut end = MoeScratch::RECORDS_BARRIER + 1;
         for (at, len) in tables {
             prop_assert!(at >= end, "table at {} overlaps the one ending at {}", at, end);
             end = at + len;

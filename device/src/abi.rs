@@ -915,7 +915,7 @@ pub const MOE_ERR_CAPACITY: u32 = 3;
 pub const MOE_MAX_TOP_K: u32 = 16;
 /// Experts in all at most (the router keeps per-warp expert histograms in shared memory).
 pub const MOE_MAX_EXPERTS: u32 = 1024;
-/// Warps of the router CTA (the GEMM engine's 384 threads).
+/// Warps of a router CTA (the GEMM engine's 384 threads).
 pub const MOE_ROUTER_WARPS: u32 = 12;
 /// Ranks in all at most: a pull CTA keeps one bit per source rank in a `u64` (whose records and
 /// rows it already saw arrive). Ranks per node are bounded by [`MAX_LOCAL_RANKS`] besides.
@@ -954,13 +954,14 @@ abi_struct! {
     /// projection of its `local_experts` experts (expert e lives on rank `e / local_experts`).
     ///
     /// Protocol (u32 epoch flags, [`FLAG_STRIDE`] apart, see the index functions):
-    /// 1. The router (intra-comm CTA 0) scans this rank's routing once: per expert, each token's
-    ///    position among this rank's tokens routed to it (token order), and per destination rank
-    ///    a record per token it needs (token, then `(local expert | slot << 16, position, weight)`
-    ///    for each of its experts there), records ordered by the token's first expert there. Counts
-    ///    and records go to each destination's `inbox` (self included), then `records[me]` and
-    ///    `counts[me]` are raised there.
-    /// 2. Once every rank's counts are in, the router lays out what this rank receives:
+    /// 1. The router (the intra-comm CTAs, a contiguous share of the tokens each, two barriers
+    ///    among them) scans this rank's routing once: per expert, each token's position among
+    ///    this rank's tokens routed to it (token order), and per destination rank a record per
+    ///    token it needs (token, then `(local expert | slot << 16, position, weight)` for each of
+    ///    its experts there), records ordered by the token's first expert there, in the outbox.
+    ///    Intra-comm CTA 0 copies counts and records to each other destination's `inbox` (a
+    ///    rank's own stay in its outbox), then `records[me]` and `counts[me]` are raised there.
+    /// 2. Once every rank's counts are in, intra-comm CTA 0 lays out what this rank receives:
     ///    expert e's rows start at a multiple of `TILE_M` (`expert_off`), sources in the order
     ///    me, me + 1, ... (own rows first), each source's rows in its token order; it writes the
     ///    tile and pull tables to `scratch` and raises the local layout flag.
@@ -1180,9 +1181,10 @@ impl MoeParams {
 const MOE_PIECE: u32 = crate::kernels_info::allgather::BULK_CHUNK;
 
 /// Where each table lives in the MoE scratch (u32 word offsets), for `local_experts` experts,
-/// `world` ranks and `cap_rows` rows. Words `0`, [`FLAG_STRIDE`] and `2 * FLAG_STRIDE` are the
-/// local layout flag, the pull CTAs' finish counter and the `x_heap` copy counter (all only
-/// grow); the rest is rewritten every launch.
+/// `world` ranks, `cap_rows` rows and `routers` router CTAs (the pull CTAs). Words `0`,
+/// [`FLAG_STRIDE`], ... `4 * FLAG_STRIDE` are the local layout flag and four counters (the pull
+/// CTAs' finish, the `x_heap` copy items', and the router CTAs' two barriers), all only growing;
+/// the rest is rewritten every launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MoeScratch {
     /// `[local_experts + 1]`: first row of each expert's rows in `xe` (a multiple of
@@ -1208,16 +1210,20 @@ pub struct MoeScratch {
     pub m_target: u32,
     /// `[cap_rows / TILE_M]`: rows each tile row received so far (reset every launch).
     pub m_count: u32,
+    /// `[2][routers][local_experts * world]`: per router CTA and expert, the tokens of its share
+    /// that picked the expert, then the tokens the expert leads on its rank (each router CTA's
+    /// prefix over the others' is where its positions and records start).
+    pub route_part: u32,
     /// Words in all.
     pub words: u32,
 }
 
 impl MoeScratch {
     /// The layout for these sizes.
-    pub const fn new(local_experts: u32, world: u32, cap_rows: u32) -> Self {
+    pub const fn new(local_experts: u32, world: u32, cap_rows: u32, routers: u32) -> Self {
         let el = local_experts;
         let mt = cap_rows.div_ceil(MOE_TILE_M);
-        let expert_off = 3 * FLAG_STRIDE;
+        let expert_off = 5 * FLAG_STRIDE;
         let expert_rows = expert_off + el + 1;
         let tile_start = expert_rows + el;
         let recv_counts = tile_start + el + 1;
@@ -1226,6 +1232,7 @@ impl MoeScratch {
         let m_expert = items + world + 2;
         let m_target = m_expert + mt;
         let m_count = m_target + mt;
+        let route_part = m_count + mt;
         Self {
             expert_off,
             expert_rows,
@@ -1236,8 +1243,14 @@ impl MoeScratch {
             m_expert,
             m_target,
             m_count,
-            words: m_count + mt,
+            route_part,
+            words: route_part + 2 * routers * el * world,
         }
+    }
+    /// Word of router CTA `c`'s count for expert `e` (of `experts`; `lead`: of the tokens it
+    /// leads), for `routers` router CTAs.
+    pub const fn route_part_at(&self, lead: bool, c: u32, e: u32, routers: u32, experts: u32) -> u32 {
+        self.route_part + (lead as u32 * routers + c) * experts + e
     }
     /// Word of the local layout flag.
     pub const LAYOUT_FLAG: u32 = 0;
@@ -1245,6 +1258,10 @@ impl MoeScratch {
     pub const FINISH_COUNTER: u32 = FLAG_STRIDE;
     /// Word of the `x_heap` copy items' counter.
     pub const X_COUNTER: u32 = 2 * FLAG_STRIDE;
+    /// Word of the router CTAs' first barrier: every share of the routing counted.
+    pub const COUNTED_BARRIER: u32 = 3 * FLAG_STRIDE;
+    /// Word of the router CTAs' second barrier: every record in the outbox.
+    pub const RECORDS_BARRIER: u32 = 4 * FLAG_STRIDE;
 }
 
 /// Attention tensors are `[batch, seq, heads, head_dim]` (the layout of a transformer's

@@ -292,7 +292,7 @@ impl<'a> MoeDispatchGemm<'a> {
         let xe = gpu.alloc::<bf16>(cap * h)?;
         let y = gpu.alloc::<u8>(cap * i * es)?;
         let rows = gpu.alloc::<MoeRow>(cap)?;
-        let layout = MoeScratch::new(el32, w32, cap as u32);
+        let layout = MoeScratch::new(el32, w32, cap as u32, pull);
         let scratch = gpu.upload(&vec![0u32; layout.words as usize])?;
         let errors = gpu.upload(&[0u32; 4])?;
         let launches = gpu.upload(&[0u64])?;
@@ -449,7 +449,8 @@ impl<'a> MoeDispatchGemm<'a> {
     /// [`MoeDispatchGemm::wait`]).
     pub fn layout(&self) -> Result<MoeLayout> {
         let s = self.scratch.to_vec()?;
-        let l = MoeScratch::new(self.params.local_experts, self.params.world, self.params.cap_rows);
+        let p = &self.params;
+        let l = MoeScratch::new(p.local_experts, p.world, p.cap_rows, p.gemm.roles.intra_comm);
         let el = self.params.local_experts as usize;
         let w = self.params.world as usize;
         let at = |off: u32, n: usize| s[off as usize..off as usize + n].to_vec();

@@ -6,6 +6,7 @@
 //! CTA of a launch bumps once ([`launch_epoch`]), not from the host, so a launch captured in a CUDA
 //! graph gets a new epoch at every replay.
 use crate::arch::*;
+use crate::sync::{Bound, WaitResult};
 
 /// The epoch of this launch (1, 2, ...), for a grid of `ctas` CTAs that each call this exactly
 /// once (one thread per CTA). The counter's high half counts finished launches, its low half the
@@ -48,4 +49,16 @@ pub unsafe fn last_arriver(counter: *mut u32, writers: u32, epoch: u32) -> bool 
     fence_acq_rel_sys();
     let before = atom_add_acq_rel_sys_u32(counter, 1);
     before.wrapping_add(1) == epoch.wrapping_mul(writers)
+}
+
+/// Thread 0 of each of `ctas` CTAs of launch `epoch`, after a CTA barrier: publish the CTA's
+/// writes, arrive at the barrier `counter`, and wait (bounded, reported as `tag`) for the
+/// others. The counter only grows, as [`last_arriver`]'s.
+///
+/// # Safety
+/// As [`last_arriver`]; every CTA of the `ctas` is resident (or already arrived).
+#[inline(always)]
+pub unsafe fn arrive_and_wait(counter: *mut u32, ctas: u32, epoch: u32, b: &Bound, tag: u32) -> WaitResult {
+    last_arriver(counter, ctas, epoch);
+    b.flag(counter, epoch.wrapping_mul(ctas), tag)
 }
