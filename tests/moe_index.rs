@@ -131,9 +131,10 @@ proptest! {
         let last = l.route_part_at(true, routers - 1, local * w - 1, routers, local * w);
         prop_assert_eq!(last + 1, l.words);
         let words = [MoeScratch::LAYOUT_FLAG, MoeScratch::FINISH_COUNTER, MoeScratch::X_COUNTER,
-            MoeScratch::COUNTED_BARRIER, MoeScratch::RECORDS_BARRIER];
+            MoeScratch::COUNTED_BARRIER, MoeScratch::RECORDS_BARRIER, MoeScratch::ITEM_COUNTER,
+            MoeScratch::ITEMS_DONE];
         prop_assert!(words.windows(2).all(|p| p[1] >= p[0] + FLAG_STRIDE));
-        let mut end = MoeScratch::RECORDS_BARRIER + 1;
+        let mut end = MoeScratch::ITEMS_DONE + 1;
         for (at, len) in tables {
             prop_assert!(at >= end, "table at {} overlaps the one ending at {}", at, end);
             end = at + len;

@@ -901,6 +901,9 @@ pub const MOE_DISPATCH_ONLY: u32 = 1;
 /// [`MoeParams::mode`]: the grouped GEMM alone over the rows and layout the last dispatch left
 /// (compute CTAs only, no waits, no communication).
 pub const MOE_GEMM_ONLY: u32 = 2;
+/// [`MoeParams::flags`] bit: in a fused launch, compute CTAs move rows (take pull items) until
+/// their first tile's rows are in.
+pub const MOE_COMPUTE_HELPS: u32 = 1;
 
 /// [`MoeParams::errors`] code: a routing entry names an expert outside `0..experts`; the token
 /// is not sent anywhere. The record's words: code, token, slot, the expert id.
@@ -965,14 +968,16 @@ abi_struct! {
     ///    expert e's rows start at a multiple of `TILE_M` (`expert_off`), sources in the order
     ///    me, me + 1, ... (own rows first), each source's rows in its token order; it writes the
     ///    tile and pull tables to `scratch` and raises the local layout flag.
-    /// 3. Pull CTAs copy this rank's tokens into `x_heap` (the last one raises `xready`), then move
-    ///    rows through shared memory, runs of records taken from each source in turn (own tokens
-    ///    from `x`, a peer's from its `x_heap` once its `xready` is up): a row is read once per
-    ///    destination rank and written to every local expert row it has. Each row written bumps
-    ///    the counter of its `TILE_M`-row block of `xe`.
+    /// 3. Pull items, handed out in order by a scratch counter the layout reset: copies of this
+    ///    rank's tokens into `x_heap` (the last one raises `xready`), then runs of records taken
+    ///    from each source in turn, whose rows move through shared memory (own tokens from `x`, a
+    ///    peer's from its `x_heap` once its `xready` is up): a row is read once per destination
+    ///    rank and written to every local expert row it has. Each row written bumps the counter
+    ///    of its `TILE_M`-row block of `xe`. Pull CTAs take items until none is left; with
+    ///    [`MOE_COMPUTE_HELPS`], compute CTAs take them too until their first tile's block is full.
     /// 4. Compute CTAs run the GEMM engine over `xe` expert by expert (the order the rows fill
     ///    in), each tile waiting until its block's counter reaches the rows it has.
-    /// 5. When a rank's pull CTAs are all done it raises `done[me]` on every rank: a rank
+    /// 5. When every item is done, the last pull CTA raises `done[me]` on every rank: a rank
     ///    overwrites its `x_heap`, anyone's `rx` or anyone's `inbox` in the next launch only after
     ///    that.
     ///
@@ -1053,8 +1058,8 @@ abi_struct! {
         pub b_rows_per_expert: u32,
         /// [`MOE_FUSED`], [`MOE_DISPATCH_ONLY`] or [`MOE_GEMM_ONLY`].
         pub mode: u32,
-        /// Padding up to the asserted size; always 0.
-        pub _pad: u32,
+        /// [`MOE_COMPUTE_HELPS`] or 0.
+        pub flags: u32,
     }
 }
 
@@ -1182,9 +1187,10 @@ const MOE_PIECE: u32 = crate::kernels_info::allgather::BULK_CHUNK;
 
 /// Where each table lives in the MoE scratch (u32 word offsets), for `local_experts` experts,
 /// `world` ranks, `cap_rows` rows and `routers` router CTAs (the pull CTAs). Words `0`,
-/// [`FLAG_STRIDE`], ... `4 * FLAG_STRIDE` are the local layout flag and four counters (the pull
-/// CTAs' finish, the `x_heap` copy items', and the router CTAs' two barriers), all only growing;
-/// the rest is rewritten every launch.
+/// [`FLAG_STRIDE`], ... `6 * FLAG_STRIDE` are the local layout flag and six counters: the pull
+/// CTAs' finish, the `x_heap` copy items' and the router CTAs' two barriers (all only growing),
+/// then the next pull item and the pull items done (reset with each layout); the rest is
+/// rewritten every launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MoeScratch {
     /// `[local_experts + 1]`: first row of each expert's rows in `xe` (a multiple of
@@ -1223,7 +1229,7 @@ impl MoeScratch {
     pub const fn new(local_experts: u32, world: u32, cap_rows: u32, routers: u32) -> Self {
         let el = local_experts;
         let mt = cap_rows.div_ceil(MOE_TILE_M);
-        let expert_off = 5 * FLAG_STRIDE;
+        let expert_off = 7 * FLAG_STRIDE;
         let expert_rows = expert_off + el + 1;
         let tile_start = expert_rows + el;
         let recv_counts = tile_start + el + 1;
@@ -1262,6 +1268,10 @@ impl MoeScratch {
     pub const COUNTED_BARRIER: u32 = 3 * FLAG_STRIDE;
     /// Word of the router CTAs' second barrier: every record in the outbox.
     pub const RECORDS_BARRIER: u32 = 4 * FLAG_STRIDE;
+    /// Word of the next pull item to hand out.
+    pub const ITEM_COUNTER: u32 = 5 * FLAG_STRIDE;
+    /// Word of the pull items finished.
+    pub const ITEMS_DONE: u32 = 6 * FLAG_STRIDE;
 }
 
 /// Attention tensors are `[batch, seq, heads, head_dim]` (the layout of a transformer's

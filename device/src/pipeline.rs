@@ -82,6 +82,19 @@ impl<const STAGES: u32> Pipeline<STAGES> {
         fence_mbarrier_init();
     }
 
+    /// Invalidate every barrier, so its memory can hold other data.
+    ///
+    /// # Safety
+    /// One thread calls it; no barrier has a waiter, a pending arrival or transaction bytes
+    /// still to come; a block barrier follows before the memory is reused.
+    #[inline(always)]
+    pub unsafe fn inval(&self) {
+        for s in 0..STAGES {
+            mbarrier_inval(self.full(s));
+            mbarrier_inval(self.empty(s));
+        }
+    }
+
     /// Producer: wait until the slot at `st` is free. A fresh barrier counts as having completed
     /// the phase before phase 0, so the first lap does not wait.
     ///

@@ -127,6 +127,9 @@ pub struct Knobs {
     /// Records per pull item.
     #[arg(long = "run-records", value_parser = clap::value_parser!(u32).range(1..))]
     pub run_records: Option<u32>,
+    /// Compute CTAs wait for their first tile's rows instead of moving rows meanwhile.
+    #[arg(long = "no-helpers")]
+    pub no_helpers: bool,
 }
 
 impl Knobs {
@@ -136,6 +139,7 @@ impl Knobs {
             pull_ctas: self.pull_ctas,
             chunk_tokens: self.chunk_tokens.unwrap_or(d.chunk_tokens),
             run_records: self.run_records,
+            compute_helps: !self.no_helpers,
             ..d
         }
     }
@@ -168,6 +172,9 @@ pub struct CheckArgs {
     /// Records per pull item.
     #[arg(long = "run-records", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
     pub run_records: u32,
+    /// Compute CTAs wait for their first tile's rows instead of moving rows meanwhile.
+    #[arg(long = "no-helpers")]
+    pub no_helpers: bool,
     /// Also check that a bad expert id is a typed error naming the token (rank 0's input).
     #[arg(long = "bad-id")]
     pub bad_id: bool,
@@ -209,6 +216,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         chunk_tokens: a.chunk_tokens,
         run_records: Some(a.run_records),
         path: PathChoice::Fused,
+        compute_helps: !a.no_helpers,
         timeout,
         ..Default::default()
     };
@@ -495,6 +503,7 @@ pub fn bench(
                         .with("rows_mean", mean_rows)
                         .with("pull_ctas", op.roles().intra_comm)
                         .with("run_records", op.run_records())
+                        .with("helpers", op.compute_helps())
                         .with("chunk_tokens", knobs.options().chunk_tokens),
                 );
             }

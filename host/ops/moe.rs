@@ -126,6 +126,9 @@ pub struct MoeOptions {
     /// Fused, or the dispatch then the grouped GEMM (`Auto`: the tuned table's choice, else
     /// fused).
     pub path: PathChoice,
+    /// In a fused launch, compute CTAs move rows until their first tile's rows are in (early on
+    /// the GEMM would otherwise wait for the pull CTAs). Default on.
+    pub compute_helps: bool,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
@@ -139,6 +142,7 @@ impl Default for MoeOptions {
             run_records: None,
             capacity_rows: None,
             path: PathChoice::Auto,
+            compute_helps: true,
             timeout: Duration::from_secs(10),
         }
     }
@@ -362,7 +366,7 @@ impl<'a> MoeDispatchGemm<'a> {
             cap_rows: cap as u32,
             b_rows_per_expert: b_layout.pick(h, i) as u32,
             mode: MOE_FUSED,
-            _pad: 0,
+            flags: if opts.compute_helps { MOE_COMPUTE_HELPS } else { 0 },
         };
         let kernel = b_layout.pick(kernels::MOE_KN, kernels::MOE_NK);
         comm.barrier()?;
@@ -410,6 +414,11 @@ impl<'a> MoeDispatchGemm<'a> {
     /// Records per pull item.
     pub fn run_records(&self) -> u32 {
         self.params.run_records
+    }
+
+    /// Whether compute CTAs move rows before their first tiles ([`MoeOptions::compute_helps`]).
+    pub fn compute_helps(&self) -> bool {
+        self.params.flags & MOE_COMPUTE_HELPS != 0
     }
 
     /// The CTA roles of a fused launch.

@@ -44,6 +44,20 @@ impl BulkRing {
         Self { base, pipe, used: 0, broken: false }
     }
 
+    /// Give the ring's shared memory back (its barriers invalidated), e.g. to a GEMM that runs
+    /// in the same CTA next. False when a copy was abandoned: a load may still land in a stage,
+    /// so the memory must not be reused (the launch is being abandoned anyway).
+    ///
+    /// # Safety
+    /// A block barrier follows before the memory is reused.
+    #[inline(always)]
+    pub unsafe fn retire(self) -> bool {
+        if !self.broken {
+            self.pipe.inval();
+        }
+        !self.broken
+    }
+
     /// Copy bytes `start..end` of `src` to the same offsets of `dst` (both 16-byte aligned, the
     /// length a multiple of 16) and wait until the writes are done. False when a wait timed out
     /// (reported through `b`).

@@ -4,13 +4,15 @@
 //!   and writes one record per token and destination; intra-comm CTA 0 sends each destination its
 //!   counts and records (NVLink on this node, FIFO + proxy to other nodes), then lays out what
 //!   this rank receives ([`MoeScratch`] tables);
-//! - pull CTAs (intra-comm, the router's CTA among them) move rows through a [`BulkRing`]: this
-//!   rank's tokens into `x_heap` first (and once per other node into a rank's `rx` there), then
-//!   runs of records from each source in turn; a row is read once per destination rank and written
-//!   from shared memory to every expert row it has there;
-//! - compute CTAs run the GEMM engine with a [`GroupedTiles`] scheduler (expert by expert, the order
-//!   the rows fill in), a [`RowGate`] (a tile waits for the rows of its tile row) and the
-//!   local-store epilogue; the gate also picks the tile's expert in the stacked weights.
+//! - pull CTAs (intra-comm, the router's CTA among them) move rows through a [`BulkRing`], taking
+//!   items in order from a counter: this rank's tokens into `x_heap` first (and once per other
+//!   node into a rank's `rx` there), then runs of records from each source in turn; a row is read
+//!   once per destination rank and written from shared memory to every expert row it has there;
+//! - compute CTAs first take pull items too, until their first tile's rows are in (the
+//!   [`MOE_COMPUTE_HELPS`] flag), then run the GEMM engine with a [`GroupedTiles`] scheduler
+//!   (expert by expert, the order the rows fill in), a [`RowGate`] (a tile waits for the rows of
+//!   its tile row) and the local-store epilogue; the gate also picks the tile's expert in the
+//!   stacked weights.
 //!
 //! Safety, for every `unsafe fn` below: `p` is the launch's [`MoeParams`] as `ops::moe` wrote it
 //! (every address in it live for the launch, the peer table mapped, sizes within the documented
@@ -23,7 +25,7 @@ use crate::comm::signal::{arrive_and_wait, last_arriver, launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
 use crate::gemm::engine::store_c_cta;
 use crate::gemm::*;
-use crate::sched::{div_nz, rem_nz, GaveUp, GroupedTiles, InputGate, Role, Tile};
+use crate::sched::{div_nz, rem_nz, GaveUp, GroupedTiles, InputGate, Role, Tile, TileScheduler};
 use crate::sync::Bound;
 
 /// The launch's scratch tables (device memory, see [`MoeScratch`]).
@@ -763,6 +765,10 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
     }
     sync_threads();
     if tid == 0 {
+        // Pull items are handed out from here on (to pull CTAs and, before their first tiles,
+        // compute CTAs).
+        tb.set(MoeScratch::ITEM_COUNTER, 0);
+        tb.set(MoeScratch::ITEMS_DONE, 0);
         signal(tb.at(MoeScratch::LAYOUT_FLAG), epoch);
     }
     // Padding rows named (read by the host only), after the flag and a warp per expert so the
@@ -896,163 +902,219 @@ impl Scatter<'_> {
     }
 }
 
-/// Every thread of pull CTA `idx` of `ctas` (thread 0 holds the ring): its items, first copies
-/// of this rank's tokens into `x_heap` (the last raises `xready`), then runs of records, one
-/// source after another in turn (records staged in shared memory a batch at a time); then, the
-/// last of the launch's pull CTAs, `done[me]` on every rank.
+/// Who runs [`pull`], and until when.
+#[derive(Clone, Copy)]
+enum Puller {
+    /// A pull CTA, one of `ctas`: it takes items until none is left; the last of them to finish
+    /// raises `done[me]` on every rank once every item is done.
+    Pull { ctas: u32 },
+    /// A compute CTA before its first tile: it takes items while that tile's rows (tile row
+    /// `first`, or none: `u32::MAX`) are not all in, so the SMs the GEMM cannot use yet move rows.
+    Helper { first: u32 },
+}
+
+/// A pull CTA's state across its items (thread 0's).
+struct PullState {
+    /// Sources whose rows are known to be readable (one bit per source rank; world <=
+    /// `MOE_MAX_WORLD` = 64).
+    ready: u64,
+    /// Sources whose records are known to be in the inbox.
+    have: u64,
+    /// This CTA has not written `x_heap` yet this launch.
+    first_x: bool,
+}
+
+/// Every thread of a CTA that moves rows (thread 0 holds the ring): items handed out in order
+/// by a counter the layout reset, first copies of this rank's tokens into `x_heap` (the last
+/// raises `xready`), then runs of records, one source after another in turn (records staged in
+/// shared memory a batch at a time), each item counted done when finished.
 ///
 /// # Safety
 /// Every thread of the CTA calls it (it synchronises the CTA) after the layout was published,
 /// with the dynamic shared memory laid out as the ring, then the staged records; `ring` is
 /// thread 0's [`BulkRing`] (`None` on the other threads).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn pull(
-    p: &MoeParams,
-    tb: &Tables,
-    idx: u32,
-    ctas: u32,
-    epoch: u32,
-    b: &Bound,
-    mut ring: Option<&mut BulkRing>,
-) {
-    let (tid, nthreads) = (thread_idx_x(), block_dim_x());
+unsafe fn pull(p: &MoeParams, tb: &Tables, who: Puller, epoch: u32, b: &Bound, mut ring: Option<&mut BulkRing>) {
+    let tid = thread_idx_x();
     let l = tb.l;
     let fits = tb.rows_used(p) <= p.cap_rows;
-    let pieces = p.pieces();
-    let unit = |i: u32| (div_nz(i, pieces), rem_nz(i, pieces));
-    let rec_bytes = MoeParams::record_words(p.top_k) * 4;
-    let batch = REC_SMEM_BYTES / rec_bytes;
-    let staged = dyn_smem_base() + REC_SMEM;
-    let srec = |r: u32| staged + r * rec_bytes;
     let verdict = dyn_smem_base() + VERDICT_SMEM;
     // Without a fitting layout there are no runs of records (`lay_out`), so no bases are needed.
     let bases = dyn_smem_base() + BASE_SMEM;
     if fits {
         Scatter::fill_bases(p, tb, bases);
     }
+    // The bases are in, and every thread read the verdicts before the word is reused below.
     sync_threads();
-    let x_items = tb.get(l.items);
-    let items = x_items + tb.get(l.items + 1) * p.world;
-    let x_heap = pick(&p.table().x_heap, p.local_rank);
-    // One bit per source rank (world <= MOE_MAX_WORLD = 64).
-    let mut ready = 1u64 << p.rank; // sources whose rows are known to be readable
-    let mut have = 0u64; // sources whose records are known to be in the inbox
-    let mut item = idx;
-    while item < items {
-        if item < x_items {
-            // Own tokens t0..t1 into x_heap, where this node's peers read them and from where the
-            // proxy sends them to the other nodes.
-            if let Some(ring) = ring.as_deref_mut() {
-                if item == idx {
-                    let _ = wait_done(p, epoch, b);
+    let items = tb.get(l.items) + tb.get(l.items + 1) * p.world;
+    let mut st = PullState { ready: 1u64 << p.rank, have: 0, first_x: true };
+    loop {
+        if tid == 0 {
+            let stop = match who {
+                Puller::Helper { first } if first != u32::MAX => {
+                    let target = tb.get(l.m_target + first);
+                    (ld_acquire_gpu_u32(tb.at(l.m_count + first)).wrapping_sub(target) as i32) >= 0
                 }
-                let t0 = item * p.chunk_tokens;
-                let t1 = (t0 + p.chunk_tokens).min(p.tokens);
-                let at = |i: u32| {
-                    let (r, pc) = unit(i);
-                    let (off, len) = p.piece(pc);
-                    ((t0 + r) as u64 * p.row_bytes() + off, len)
-                };
-                let moved = ring.gather(
-                    (t1 - t0) * pieces,
-                    |i| Some((p.x + at(i).0, at(i).1)),
-                    |i, stage| bulk_store(x_heap + at(i).0, stage, at(i).1),
+                _ => false,
+            };
+            let item = if stop { u32::MAX } else { atom_add_relaxed_gpu_u32(tb.at(MoeScratch::ITEM_COUNTER), 1) };
+            st_shared_u32(verdict, item);
+        }
+        sync_threads();
+        let item = ld_shared_u32(verdict);
+        sync_threads(); // every thread read the item before the word is rewritten
+        if item >= items {
+            break;
+        }
+        pull_item(p, tb, item, epoch, b, ring.as_deref_mut(), &mut st);
+        if tid == 0 {
+            // The item's reads of peers' memory and its writes are done (the ring waited).
+            fence_acq_rel_sys();
+            atom_add_acq_rel_sys_u32(tb.at(MoeScratch::ITEMS_DONE), 1);
+        }
+    }
+    if let (Puller::Pull { ctas }, 0) = (who, tid) {
+        // Helpers may still be moving rows: `done[me]` only once every item is.
+        let all = b.flag(tb.at(MoeScratch::ITEMS_DONE), items, 0).is_ok();
+        if all && last_arriver(tb.at(MoeScratch::FINISH_COUNTER), ctas, epoch) {
+            for d in 0..p.world {
+                if d != p.rank && !signal_rank(p, b, d, p.done_flag(p.rank), epoch) {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Every thread of a CTA in [`pull`]: pull item `item`.
+///
+/// # Safety
+/// As for [`pull`], `item` below the launch's items, taken by this CTA alone.
+#[inline(always)]
+unsafe fn pull_item(
+    p: &MoeParams,
+    tb: &Tables,
+    item: u32,
+    epoch: u32,
+    b: &Bound,
+    mut ring: Option<&mut BulkRing>,
+    st: &mut PullState,
+) {
+    let (tid, nthreads) = (thread_idx_x(), block_dim_x());
+    let l = tb.l;
+    let pieces = p.pieces();
+    let unit = |i: u32| (div_nz(i, pieces), rem_nz(i, pieces));
+    let x_items = tb.get(l.items);
+    if item < x_items {
+        // Own tokens t0..t1 into x_heap, where this node's peers read them and from where the
+        // proxy sends them to the other nodes.
+        if let Some(ring) = ring.as_deref_mut() {
+            if st.first_x {
+                let _ = wait_done(p, epoch, b);
+                st.first_x = false;
+            }
+            let x_heap = pick(&p.table().x_heap, p.local_rank);
+            let t0 = item * p.chunk_tokens;
+            let t1 = (t0 + p.chunk_tokens).min(p.tokens);
+            let at = |i: u32| {
+                let (r, pc) = unit(i);
+                let (off, len) = p.piece(pc);
+                ((t0 + r) as u64 * p.row_bytes() + off, len)
+            };
+            let moved = ring.gather(
+                (t1 - t0) * pieces,
+                |i| Some((p.x + at(i).0, at(i).1)),
+                |i, stage| bulk_store(x_heap + at(i).0, stage, at(i).1),
+                b,
+                item,
+            );
+            if moved && last_arriver(tb.at(MoeScratch::X_COUNTER), x_items, epoch) {
+                signal((p.flags() as *mut u32).add(p.xready_flag() as usize), epoch);
+                send_tokens(p, b, epoch);
+            }
+        }
+        return;
+    }
+    // Run `r` of the source at receive position `q`: records r0..r1.
+    let j = item - x_items;
+    let (r, q) = (div_nz(j, p.world), rem_nz(j, p.world));
+    if r >= tb.get(l.items + 2 + q) {
+        return;
+    }
+    let s = source_at(p, q);
+    // Where its rows are: this rank's x for its own, a node peer's x_heap, or (another node)
+    // the rx of the rank here that shares its local rank; and the flag that says so.
+    let (src, ready_flag) = match local_of(p, s) {
+        Some(_) if q == 0 => (p.x, core::ptr::null::<u32>()),
+        Some(lr) => {
+            (pick(&p.table().x_heap, lr), (pick(&p.table().flags, lr) as *const u32).add(p.xready_flag() as usize))
+        }
+        None => {
+            let lr = rem_nz(s, p.local_world);
+            let f = (pick(&p.table().flags, lr) as *const u32).add(p.rxready_flag(s) as usize);
+            (pick(&p.table().rx, lr) + p.rx_at(s), f)
+        }
+    };
+    if st.have & (1 << s) == 0 && tid == 0 {
+        // Its records are in the inbox once `records[s]` is up: an NVLink copy from this node,
+        // the proxy's write from another.
+        let f = (p.flags() as *const u32).add(p.records_flag(s) as usize);
+        let _ = b.flag(f, epoch, s);
+        st.have |= 1 << s;
+    }
+    sync_threads();
+    let rec_bytes = MoeParams::record_words(p.top_k) * 4;
+    let batch = REC_SMEM_BYTES / rec_bytes;
+    let staged = dyn_smem_base() + REC_SMEM;
+    let srec = |r: u32| staged + r * rec_bytes;
+    let verdict = dyn_smem_base() + VERDICT_SMEM;
+    let from = received(p, s);
+    let n = *((from + p.counts_at(s)) as *const u32).add(1);
+    let r0 = r * p.run_records;
+    let r1 = (r0 + p.run_records).min(n);
+    let sc = Scatter { p, src_rank: s, bases: dyn_smem_base() + BASE_SMEM };
+    let mut b0 = r0;
+    while b0 < r1 {
+        let b1 = (b0 + batch).min(r1);
+        let words = (b1 - b0) * rec_bytes / 4;
+        let recs = (from + p.record_at(s, b0)) as *const u32;
+        for w in (tid..words).step_by(nthreads as usize) {
+            st_shared_u32(staged + 4 * w, *recs.add(w as usize));
+        }
+        sync_threads();
+        sc.resolve(b1 - b0, srec);
+        sync_threads();
+        if let Some(ring) = ring.as_deref_mut() {
+            if st.ready & (1 << s) == 0 && b.flag(ready_flag, epoch, s).is_ok() {
+                fence_proxy_async_global();
+                st.ready |= 1 << s;
+            }
+            let moved = st.ready & (1 << s) != 0
+                && ring.gather(
+                    (b1 - b0) * pieces,
+                    |i| {
+                        let (r, pc) = unit(i);
+                        let (off, len) = p.piece(pc);
+                        Some((src + ld_shared_u32(srec(r)) as u64 * p.row_bytes() + off, len))
+                    },
+                    |i, stage| {
+                        let (r, pc) = unit(i);
+                        sc.store(srec(r), pc, stage);
+                    },
                     b,
                     item,
                 );
-                if moved && last_arriver(tb.at(MoeScratch::X_COUNTER), x_items, epoch) {
-                    signal((p.flags() as *mut u32).add(p.xready_flag() as usize), epoch);
-                    send_tokens(p, b, epoch);
-                }
-            }
-            item += ctas;
-            continue;
-        }
-        // Run `r` of the source at receive position `q`: records r0..r1.
-        let j = item - x_items;
-        let (r, q) = (div_nz(j, p.world), rem_nz(j, p.world));
-        item += ctas;
-        if r >= tb.get(l.items + 2 + q) {
-            continue;
-        }
-        let s = source_at(p, q);
-        // Where its rows are: this rank's x for its own, a node peer's x_heap, or (another node)
-        // the rx of the rank here that shares its local rank; and the flag that says so.
-        let (src, ready_flag) = match local_of(p, s) {
-            Some(_) if q == 0 => (p.x, core::ptr::null::<u32>()),
-            Some(lr) => {
-                (pick(&p.table().x_heap, lr), (pick(&p.table().flags, lr) as *const u32).add(p.xready_flag() as usize))
-            }
-            None => {
-                let lr = rem_nz(s, p.local_world);
-                let f = (pick(&p.table().flags, lr) as *const u32).add(p.rxready_flag(s) as usize);
-                (pick(&p.table().rx, lr) + p.rx_at(s), f)
-            }
-        };
-        if have & (1 << s) == 0 && tid == 0 {
-            // Its records are in the inbox once `records[s]` is up: an NVLink copy from this node,
-            // the proxy's write from another.
-            let f = (p.flags() as *const u32).add(p.records_flag(s) as usize);
-            let _ = b.flag(f, epoch, s);
-            have |= 1 << s;
+            // The ring waited for the stores; the rows are readable by TMA loads elsewhere
+            // once counted.
+            fence_proxy_async_global();
+            st_shared_u32(verdict, moved as u32);
         }
         sync_threads();
-        let from = received(p, s);
-        let n = *((from + p.counts_at(s)) as *const u32).add(1);
-        let r0 = r * p.run_records;
-        let r1 = (r0 + p.run_records).min(n);
-        let sc = Scatter { p, src_rank: s, bases };
-        let mut b0 = r0;
-        while b0 < r1 {
-            let b1 = (b0 + batch).min(r1);
-            let words = (b1 - b0) * rec_bytes / 4;
-            let recs = (from + p.record_at(s, b0)) as *const u32;
-            for w in (tid..words).step_by(nthreads as usize) {
-                st_shared_u32(staged + 4 * w, *recs.add(w as usize));
-            }
-            sync_threads();
-            sc.resolve(b1 - b0, srec);
-            sync_threads();
-            if let Some(ring) = ring.as_deref_mut() {
-                if ready & (1 << s) == 0 && b.flag(ready_flag, epoch, s).is_ok() {
-                    fence_proxy_async_global();
-                    ready |= 1 << s;
-                }
-                let moved = ready & (1 << s) != 0
-                    && ring.gather(
-                        (b1 - b0) * pieces,
-                        |i| {
-                            let (r, pc) = unit(i);
-                            let (off, len) = p.piece(pc);
-                            Some((src + ld_shared_u32(srec(r)) as u64 * p.row_bytes() + off, len))
-                        },
-                        |i, stage| {
-                            let (r, pc) = unit(i);
-                            sc.store(srec(r), pc, stage);
-                        },
-                        b,
-                        item,
-                    );
-                // The ring waited for the stores; the rows are readable by TMA loads elsewhere
-                // once counted.
-                fence_proxy_async_global();
-                st_shared_u32(verdict, moved as u32);
-            }
-            sync_threads();
-            if ld_shared_u32(verdict) != 0 {
-                sc.count(tb, b1 - b0, srec);
-            }
-            sync_threads(); // the staged records are rewritten next
-            b0 = b1;
+        if ld_shared_u32(verdict) != 0 {
+            sc.count(tb, b1 - b0, srec);
         }
-    }
-    if tid == 0 && last_arriver(tb.at(MoeScratch::FINISH_COUNTER), ctas, epoch) {
-        for d in 0..p.world {
-            if d != p.rank && !signal_rank(p, b, d, p.done_flag(p.rank), epoch) {
-                break;
-            }
-        }
+        sync_threads(); // the staged records are rewritten next
+        b0 = b1;
     }
 }
 
@@ -1158,6 +1220,23 @@ unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
                 groups: p.local_experts,
                 tile_m: TILE_M,
             };
+            if !gemm_only && p.flags & MOE_COMPUTE_HELPS != 0 {
+                // Until its first tile's rows are in, this CTA moves rows too: early on the GEMM
+                // waits for the pull (a token's rows fill all its experts at once).
+                let c = block_idx_x();
+                let first = if c < sched.count() { sched.tile(c).m } else { u32::MAX };
+                let mut ring = if tid == 0 { Some(BulkRing::new(dyn_smem_base())) } else { None };
+                pull(p, &tb, Puller::Helper { first }, epoch, &bound(Role::Compute), ring.as_mut());
+                if let Some(ring) = ring {
+                    st_shared_u32(scratch, ring.retire() as u32);
+                }
+                sync_threads();
+                let free = ld_shared_u32(scratch) != 0;
+                sync_threads(); // every thread read the word before the GEMM's set-up reuses it
+                if !free {
+                    return; // a wait gave up mid-copy (reported): the ring's memory is not free
+                }
+            }
             let gate = RowGate { p, tb, wait: !gemm_only };
             store_c_cta::<TRANS_B, _, _>(g, &sched, &gate, roles.compute, bound(Role::Compute));
         }
@@ -1179,7 +1258,7 @@ unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
                     return; // no layout this launch: the wait reported why
                 }
             }
-            pull(p, &tb, idx, roles.intra_comm, epoch, &b, ring.as_mut());
+            pull(p, &tb, Puller::Pull { ctas: roles.intra_comm }, epoch, &b, ring.as_mut());
         }
         _ => {}
     }
