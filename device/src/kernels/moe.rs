@@ -968,9 +968,10 @@ unsafe fn pull(p: &MoeParams, tb: &Tables, who: Puller, epoch: u32, b: &Bound, m
         }
         pull_item(p, tb, item, epoch, b, ring.as_deref_mut(), &mut st);
         if tid == 0 {
-            // The item's reads of peers' memory and its writes are done (the ring waited).
-            fence_acq_rel_sys();
-            atom_add_acq_rel_sys_u32(tb.at(MoeScratch::ITEMS_DONE), 1);
+            // The item's reads of peers' memory and its writes are done (the ring waited); the
+            // pull CTA that sees every item done raises `done` at system scope. A system-scope
+            // fence per item here slowed the pull by about 5%.
+            atom_add_acq_rel_gpu_u32(tb.at(MoeScratch::ITEMS_DONE), 1);
         }
     }
     if let (Puller::Pull { ctas }, 0) = (who, tid) {
