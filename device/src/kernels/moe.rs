@@ -25,7 +25,7 @@ use crate::comm::signal::{arrive_and_wait, last_arriver, launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
 use crate::gemm::engine::store_c_cta;
 use crate::gemm::*;
-use crate::sched::{div_nz, rem_nz, GaveUp, GroupedTiles, InputGate, Role, Tile, TileScheduler};
+use crate::sched::{div_nz, rem_nz, GaveUp, GroupedTiles, InputGate, Role, Tile, TileIter, TileScheduler};
 use crate::sync::Bound;
 
 /// The launch's scratch tables (device memory, see [`MoeScratch`]).
@@ -1224,8 +1224,9 @@ unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
             if !gemm_only && p.flags & MOE_COMPUTE_HELPS != 0 {
                 // Until its first tile's rows are in, this CTA moves rows too: early on the GEMM
                 // waits for the pull (a token's rows fill all its experts at once).
-                let c = block_idx_x();
-                let first = if c < sched.count() { sched.tile(c).m } else { u32::MAX };
+                // The engine's walk (`TileIter`, from this CTA's index) gives its first tile.
+                let mut walk = TileIter::new(block_idx_x(), roles.compute, sched.count());
+                let first = walk.next().map_or(u32::MAX, |i| sched.tile(i).m);
                 let mut ring = if tid == 0 { Some(BulkRing::new(dyn_smem_base())) } else { None };
                 pull(p, &tb, Puller::Helper { first }, epoch, &bound(Role::Compute), ring.as_mut());
                 if let Some(ring) = ring {
