@@ -6,7 +6,8 @@
 //! contract of an f64 host reference on sampled rows; ranks holding different token counts, one
 //! token; 100 launches back to back; CUDA-graph replays; a bad expert id reported by name.
 //! Layouts: 1 node x 2, 2 emulated nodes x 1 (FIFO, proxy, emulated NIC between them) and, with
-//! four GPUs, 1 x 4 and 2 x 2; two ranks sharing one GPU where only one exists. Above 8 ranks
+//! four GPUs, 1 x 4 and 2 x 2; two ranks sharing one GPU where only one exists, as one node and
+//! as two emulated nodes (sizes where a fused launch holds every SM). Above 8 ranks
 //! (the product's 2 nodes x 8): 16 ranks as 2 emulated nodes x 8 and 12 as 2 x 6, every rank on
 //! one GPU (they time-slice it: tiny shapes, few launches, generous but bounded timeouts), and
 //! with eight GPUs 1 x 8, 2 x 4 and 2 x 8 (two ranks per GPU).
@@ -41,6 +42,25 @@ fn two_emulated_nodes_of_one_gpu() {
         &[0, 1],
         &["--config", "700x512x256x12x3", "--routing", "skewed", "--layout", "nk", "--vary", "650"],
     );
+}
+
+#[test]
+fn two_emulated_nodes_sharing_one_gpu() {
+    // Both ranks on GPU 0, so the emulated NIC's writes between them must not need an SM: at
+    // these sizes a fused launch holds every SM, and device-to-device copies (the driver's copy
+    // kernel) then waited until a bounded wait gave up (2000 and 4000 tokens a rank timed out).
+    if gpu_or_skip("two_emulated_nodes_sharing_one_gpu").is_none() {
+        return;
+    }
+    let g = [0, 0];
+    let few = ["--timeout-ms", "20000", "--rounds", "2", "--back-to-back", "5"];
+    let mut uniform = vec!["--config", "4000x256x264x16x3", "--pull-ctas", "12", "--graph"];
+    uniform.extend(few);
+    nodes_check(2, 2, &g, &uniform);
+    let mut skewed = vec!["--config", "2000x512x264x16x3", "--routing", "skewed", "--layout", "nk", "--f32"];
+    skewed.extend(["--vary", "1500"]);
+    skewed.extend(few);
+    nodes_check(2, 2, &g, &skewed);
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //!
 //! - [`FnTransport`]: a closure per command (tests, loopback signalling).
 //! - [`EmulatedNic`]: the proxy performs the writes with CUDA copies into peers' memory mapped
-//!   through CUDA IPC (ranks of emulated nodes on one host), in posting order, and models a NIC's
+//!   through CUDA IPC (ranks of emulated nodes on one host; through pinned host memory between
+//!   ranks sharing a GPU, see [`EmulatedNic`]), in posting order, and models a NIC's
 //!   bandwidth and latency: a flag becomes visible only when the modelled NIC would have delivered
 //!   the data before it.
 //! - [`verbs`]: RDMA over InfiniBand/RoCE (see that module for what has run).
@@ -118,6 +119,9 @@ fn bad(what: String) -> CommError {
     CommError::Transport { transport: "emulated-nic", what }
 }
 
+/// Size of the pinned buffer that carries writes between ranks sharing a GPU.
+const BOUNCE_BYTES: usize = 8 << 20;
+
 struct Deferred {
     at: Instant,
     addr: u64,
@@ -132,6 +136,13 @@ struct Deferred {
 /// destination and memsets, 16 ranks sharing one H200 hung: beyond `CUDA_DEVICE_MAX_CONNECTIONS`
 /// (8 hardware queues) some destination's stream shared the queue of the stream running the
 /// persistent kernel, and its flags waited behind that kernel, which waited for them.
+///
+/// Between two ranks that share one GPU (emulated nodes on fewer GPUs than ranks), a device to
+/// device copy is the driver's copy kernel, which needs an SM: while a persistent kernel holds
+/// every SM (a fused MoE launch does) it cannot start, and the flags queued after it land only when
+/// that kernel ends (observed: 4 s, until a bounded wait gave up). Writes to such a rank go through
+/// pinned host memory instead, a device-to-host then a host-to-device copy, which the copy engines
+/// do without an SM.
 pub struct EmulatedNic {
     device: u32,
     regions: Regions,
@@ -141,6 +152,10 @@ pub struct EmulatedNic {
     gpu: Option<crate::gpu::Gpu>,
     /// Bytes written so far.
     pub bytes: u64,
+    /// Per destination rank: its memory is on this NIC's GPU (found on the proxy thread).
+    same_gpu: Vec<bool>,
+    /// Pinned host memory carrying writes to ranks on this GPU, allocated at the first one.
+    bounce: Option<crate::gpu::MappedBuffer<u8>>,
 }
 
 // SAFETY: the stream is used only from the proxy thread after on_proxy_thread.
@@ -149,12 +164,39 @@ unsafe impl Send for EmulatedNic {}
 impl EmulatedNic {
     /// A NIC on GPU `device` with these address tables and timing.
     pub fn new(device: u32, regions: Regions, model: NicModel) -> Self {
-        Self { device, regions, model, stream: None, flags: VecDeque::new(), gpu: None, bytes: 0 }
+        let (same_gpu, bounce) = (Vec::new(), None);
+        Self { device, regions, model, stream: None, flags: VecDeque::new(), gpu: None, bytes: 0, same_gpu, bounce }
     }
 
     /// The NIC's stream (created by on_proxy_thread).
     fn queue(&self) -> CommResult<&cust::stream::Stream> {
         self.stream.as_ref().ok_or_else(|| bad("used before the proxy thread started it".into()))
+    }
+
+    /// Copy `bytes` from device address `src` to `to` (on this GPU) through the pinned bounce
+    /// buffer, in pieces: each piece's device-to-host copy, then its host-to-device copy, on the
+    /// NIC's stream, whose order keeps a piece in the buffer until it was written out.
+    fn copy_through_host(&mut self, to: u64, src: u64, bytes: u64) -> CommResult<()> {
+        if self.bounce.is_none() {
+            let b = crate::gpu::MappedBuffer::<u8>::zeroed(BOUNCE_BYTES)
+                .map_err(|e| bad(format!("allocating the {BOUNCE_BYTES}-byte bounce buffer: {e}")))?;
+            self.bounce = Some(b);
+        }
+        let host = self.bounce.as_ref().map_or(std::ptr::null_mut(), |b| b.host_ptr()).cast::<std::ffi::c_void>();
+        let stream = self.queue()?.as_inner();
+        let mut done = 0u64;
+        while done < bytes {
+            let n = (bytes - done).min(BOUNCE_BYTES as u64) as usize;
+            // SAFETY: `host` holds BOUNCE_BYTES >= n pinned bytes that only this stream uses; the
+            // device ranges were checked against registered buffers by the caller.
+            let r = unsafe { cust_raw::cuMemcpyDtoHAsync_v2(host, src + done, n, stream) };
+            crate::gpu::check_raw("cuMemcpyDtoHAsync", r)?;
+            // SAFETY: as above; stream order puts this after the copy into `host`.
+            let r = unsafe { cust_raw::cuMemcpyHtoDAsync_v2(to + done, host, n, stream) };
+            crate::gpu::check_raw("cuMemcpyHtoDAsync", r)?;
+            done += n as u64;
+        }
+        Ok(())
     }
 
     fn raise_due_flags(&mut self, all: bool) -> CommResult<()> {
@@ -188,6 +230,17 @@ impl Transport for EmulatedNic {
             .map_err(|e| bad(format!("creating the NIC's stream: {e}")))?;
         self.stream = Some(s);
         self.gpu = Some(gpu);
+        self.same_gpu = self
+            .regions
+            .remote
+            .iter()
+            .map(|bufs| match bufs.iter().find(|(base, _)| *base != 0) {
+                Some(&(base, _)) => crate::gpu::device_ordinal_of(base)
+                    .map(|d| d == self.device)
+                    .map_err(|e| bad(format!("finding the GPU of a peer's buffer: {e}"))),
+                None => Ok(false),
+            })
+            .collect::<CommResult<_>>()?;
         Ok(())
     }
 
@@ -203,10 +256,14 @@ impl Transport for EmulatedNic {
                 OP_WRITE => {
                     let src = self.regions.resolve(c.src, None, c.bytes)?;
                     let to = self.regions.resolve(c.dst, Some(dst), c.bytes)?;
-                    let stream = self.queue()?.as_inner();
-                    // SAFETY: both ranges were checked against registered buffers.
-                    let r = unsafe { cust_raw::cuMemcpyDtoDAsync_v2(to, src, c.bytes as usize, stream) };
-                    crate::gpu::check_raw("cuMemcpyDtoDAsync", r)?;
+                    if self.same_gpu.get(dst as usize).copied().unwrap_or(false) {
+                        self.copy_through_host(to, src, c.bytes)?;
+                    } else {
+                        let stream = self.queue()?.as_inner();
+                        // SAFETY: both ranges were checked against registered buffers.
+                        let r = unsafe { cust_raw::cuMemcpyDtoDAsync_v2(to, src, c.bytes as usize, stream) };
+                        crate::gpu::check_raw("cuMemcpyDtoDAsync", r)?;
+                    }
                     self.bytes += c.bytes;
                     self.model.deliver(now, c.bytes)
                 }
