@@ -254,6 +254,28 @@ abi_struct! {
     }
 }
 
+abi_struct! {
+    /// The gathered GEMM `C[i] = A[rows[i]] @ B`: `gemm` as for the plain GEMM (its `a_map` is
+    /// unused, `m` counts rows of C), A's rows taken one by one from a table. A row index at or
+    /// past `a_rows` (`u32::MAX` among them) makes a row of zeros; the first one that is not
+    /// `u32::MAX` is reported in `errors` (`[1, i, rows[i], 0]`) and the row stays zero.
+    pub struct GatherGemmParams [128] {
+        /// The GEMM (B's and C's tensor maps, shape, output).
+        pub gemm: GemmParams,
+        /// Device address of A: `a_rows` rows of `gemm.k` bf16, 16-byte aligned, `a_stride`
+        /// bytes apart (a multiple of 16).
+        pub a: u64,
+        /// Device address of `rows`: `gemm.m` u32 row indices of A.
+        pub rows: u64,
+        /// Device address of four u32: the first bad row index (see above), zero while none.
+        pub errors: u64,
+        /// Bytes from one row of A to the next.
+        pub a_stride: u32,
+        /// Rows of A.
+        pub a_rows: u32,
+    }
+}
+
 /// FIFO command opcodes (`FifoCmd::header` bits 0..8; 0 marks an empty slot).
 pub const OP_WRITE: u64 = 1;
 /// Raise a flag on a remote rank (no data).

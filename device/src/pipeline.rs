@@ -75,8 +75,19 @@ impl<const STAGES: u32> Pipeline<STAGES> {
     /// The barrier memory is this CTA's shared memory and not in use.
     #[inline(always)]
     pub unsafe fn init(&self, consumers: u32) {
+        self.init_counts(1, consumers);
+    }
+
+    /// Initialise every barrier: `producers` arrivals per fill (one of them carrying the
+    /// transaction bytes; the others `cp.async` arrivals), `consumers` per release. As
+    /// [`Pipeline::init`] otherwise.
+    ///
+    /// # Safety
+    /// As for [`Pipeline::init`].
+    #[inline(always)]
+    pub unsafe fn init_counts(&self, producers: u32, consumers: u32) {
         for s in 0..STAGES {
-            mbarrier_init(self.full(s), 1);
+            mbarrier_init(self.full(s), producers);
             mbarrier_init(self.empty(s), consumers);
         }
         fence_mbarrier_init();

@@ -142,6 +142,27 @@ pub trait InputGate {
     fn b_row0(&self, _tile: Tile) -> u32 {
         0
     }
+
+    /// Whether A's rows are gathered row by row ([`InputGate::a_row`]) by the producer
+    /// warpgroup's 128 threads instead of loaded as boxes of the tensor map.
+    const GATHER: bool = false;
+
+    /// With [`InputGate::GATHER`]: the global address of row `r` (of `TILE_M`) of the tile's A,
+    /// 16-byte aligned, or 0 for a row of zeros.
+    ///
+    /// # Safety
+    /// As for [`InputGate::wait`]; called after it returned for this tile.
+    #[inline(always)]
+    unsafe fn a_row(&self, _tile: Tile, _r: u32) -> u64 {
+        0
+    }
+
+    /// With [`InputGate::GATHER`]: an address that is always readable (what a row of zeros
+    /// points its empty copies at), 16-byte aligned.
+    #[inline(always)]
+    fn a_any(&self) -> u64 {
+        0
+    }
 }
 
 /// Inputs always present (the plain GEMM).

@@ -7,7 +7,7 @@ use crate::baseline::Cublas;
 use crate::comm::fifo::Fifo;
 use crate::comm::proxy::{Proxy, ProxyConfig};
 use crate::comm::transport::FnTransport;
-use crate::gemm::{BLayout, Gemm, GemmOptions, GemmShape, Output};
+use crate::gemm::{BLayout, GatherGemm, Gemm, GemmOptions, GemmShape, Output};
 use crate::gpu::{kernels, LaunchConfig};
 use crate::testing::Rng;
 use crate::{Gpu, Result};
@@ -43,27 +43,47 @@ pub fn bench_gemm(
     shape: GemmShape,
     layout: BLayout,
     opts: GemmOptions,
+    gather: bool,
     timing: Timing,
 ) -> Result<Vec<Record>> {
-    gpu.check_fits("shape", shape.operand_elements(), 2)?;
+    gpu.check_fits("shape", shape.operand_elements(), if gather { 3 } else { 2 })?;
     let mut rng = Rng::new(0x5eed ^ (shape.m * 31 + shape.n * 17 + shape.k) as u64);
-    let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k))?;
+    let source = rng.bf16_vec(shape.m * shape.k);
+    // With `gather`: the GEMMs in order multiply the rows the gathered one picks.
+    let rows: Vec<u32> = (0..shape.m).map(|_| rng.next_u32() % shape.m as u32).collect();
+    let picked = if gather { crate::gemm::gather_rows(&source, &rows, shape.k) } else { source.clone() };
+    let a = gpu.upload(&picked)?;
     let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n))?;
     let c = gpu.alloc::<half::bf16>(shape.m * shape.n)?;
     let gemm = Gemm::new(gpu, shape, layout, &a, &b, Output::Bf16(&c), opts)?;
+    let (src, table) = (gpu.upload(&source)?, gpu.upload(&rows)?);
+    let gathered = if gather {
+        Some(GatherGemm::new(gpu, shape, layout, &src, &table, &b, Output::Bf16(&c), opts)?)
+    } else {
+        None
+    };
     let mut ours = || gemm.launch(gpu);
     let mut theirs = || {
         let cb = cublas.expect("only timed when loaded");
         cb.gemm(shape, layout, &a, &b, &c).map_err(|e| crate::Error::Gpu(crate::gpu::GpuError::Module(e)))
     };
+    let mut picking = || gathered.as_ref().map_or(Ok(()), |g| g.launch(gpu));
     let mut works: Vec<&mut dyn FnMut() -> Result<()>> = vec![&mut ours];
+    let mut imps = vec!["mkernel"];
     if cublas.is_some() {
         works.push(&mut theirs);
+        imps.push("cublas");
+    }
+    if gather {
+        works.push(&mut picking);
+        imps.push("gather");
     }
     let ms = time_each(gpu, &mut Solo, timing, &mut works)?;
     gemm.check_diag()?;
+    if let Some(g) = &gathered {
+        g.run(gpu)?; // a bad row or a device-side timeout, reported
+    }
     let run = RunInfo::single(gpu);
-    let imps = ["mkernel", "cublas"];
     Ok(ms
         .iter()
         .zip(imps)

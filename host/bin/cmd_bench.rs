@@ -23,6 +23,7 @@ pub fn gemm(
     shapes: &[GemmShape],
     layouts: &[BLayout],
     opts: mkernel::gemm::GemmOptions,
+    gather: bool,
     timing: Timing,
     json: Option<&Path>,
 ) -> anyhow::Result<()> {
@@ -41,7 +42,7 @@ pub fn gemm(
     let mut records = Vec::new();
     for &s in shapes {
         for &l in layouts {
-            records.extend(bench::bench_gemm(&g, cublas.as_ref(), s, l, opts, timing)?);
+            records.extend(bench::bench_gemm(&g, cublas.as_ref(), s, l, opts, gather, timing)?);
             bar.inc(1);
         }
     }

@@ -136,6 +136,10 @@ enum BenchCmd {
         /// Stream-K on or off (default off; only with 256-column tiles and no split).
         #[arg(long = "stream-k", value_parser = ["on", "off"])]
         stream_k: Option<String>,
+        /// Also time the gathered GEMM (`gemm::GatherGemm`): A's M rows picked at random, with
+        /// repeats, from a source of M rows, beside the GEMMs of the same rows laid out in order.
+        #[arg(long)]
+        gather: bool,
         #[command(flatten)]
         timing: TimingArgs,
         /// Also write JSON lines here.
@@ -479,7 +483,7 @@ fn main() -> ExitCode {
 
 fn bench(b: BenchCmd) -> anyhow::Result<()> {
     match b {
-        BenchCmd::Gemm { shapes, layouts, split_k, ring, tile_n, stream_k, timing, json } => {
+        BenchCmd::Gemm { shapes, layouts, split_k, ring, tile_n, stream_k, gather, timing, json } => {
             let opts = mkernel::gemm::GemmOptions {
                 split_k,
                 deep_ring: ring.map(|r| r == "deep"),
@@ -487,7 +491,7 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
                 stream_k: stream_k.is_some_and(|s| s == "on"),
                 ..Default::default()
             };
-            cmd_bench::gemm(&shapes, &layouts, opts, timing.timing(), json.as_deref())
+            cmd_bench::gemm(&shapes, &layouts, opts, gather, timing.timing(), json.as_deref())
         }
         BenchCmd::Attention { configs, layouts, masks, timing, json } => {
             cmd_bench::attention(&configs, &layouts, &masks, timing.timing(), json.as_deref())

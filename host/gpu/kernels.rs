@@ -72,6 +72,11 @@ pub const GEMM_DEEP_N128_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n128
 pub const GEMM_DEEP_N64_KN: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n64_kn");
 /// The memory-bound GEMM in 64-column tiles, B `[N, K]` row-major.
 pub const GEMM_DEEP_N64_NK: Kernel<GemmParams> = Kernel::new("mk_gemm_deep_n64_nk");
+/// The gathered GEMM `C[i] = A[rows[i]] @ B`, B `[K, N]` row-major (launched by
+/// [`crate::ops::gemm::GatherGemm`]).
+pub const GEMM_GATHER_KN: Kernel<GatherGemmParams> = Kernel::new("mk_gemm_gather_kn");
+/// The gathered GEMM, B `[N, K]` row-major.
+pub const GEMM_GATHER_NK: Kernel<GatherGemmParams> = Kernel::new("mk_gemm_gather_nk");
 /// The split-K GEMM (few output tiles), B `[K, N]` row-major (launched by
 /// [`crate::ops::gemm::Gemm`] when its split is 2 or more).
 pub const GEMM_SPLITK_KN: Kernel<SplitKParams> = Kernel::new("mk_gemm_splitk_kn");
@@ -173,6 +178,8 @@ pub const ALL: &[&str] = &[
     GEMM_SPLITK_N64_NK.name,
     GEMM_STREAMK_KN.name,
     GEMM_STREAMK_NK.name,
+    GEMM_GATHER_KN.name,
+    GEMM_GATHER_NK.name,
     ALLGATHER.name,
     AG_GEMM_KN.name,
     AG_GEMM_NK.name,

@@ -15,7 +15,7 @@
 //! gemm.run(&gpu)?; // launch, wait, report any device-side timeout
 //! # Ok(()) }
 //! ```
-use crate::abi::{GemmParams, RoleSplit, SplitKParams, B_KN, B_NK};
+use crate::abi::{GatherGemmParams, GemmParams, RoleSplit, SplitKParams, B_KN, B_NK};
 use crate::error::{invalid, need_len, DiagBuffers, Error, Result};
 use crate::gpu::{
     kernels, DeviceBuffer, DeviceSlice, Gpu, L2Promotion, LaunchConfig, Swizzle, TensorMap, Tile2d, TmaDtype,
@@ -545,6 +545,133 @@ impl<'a> Gemm<'a> {
     pub fn check_diag(&self) -> Result<()> {
         self.diag.check()
     }
+}
+
+/// The gathered GEMM `C[i, :] = A[rows[i], :] @ B` (bf16 in, f32 accumulate, bf16 or f32
+/// out): the engine on the staged ring in 256-column tiles, its producer warpgroup copying A's
+/// rows one by one (`cp.async`, 16 bytes a thread) where a tensor map of A would load boxes.
+/// What a grouped GEMM over routed tokens needs without first copying each token to its
+/// experts' rows. `rows` holds `shape.m` indices into A's `a_rows` rows; `u32::MAX` makes a row
+/// of zeros (padding), any other index past A is reported by [`GatherGemm::run`] as an error
+/// naming the entry (its row stays zero).
+pub struct GatherGemm<'a> {
+    shape: GemmShape,
+    params: GatherGemmParams,
+    ctas: u32,
+    kernel: kernels::Kernel<GatherGemmParams>,
+    errors: DeviceBuffer<u32>,
+    _maps: DeviceBuffer<TensorMap>,
+    diag: DiagBuffers,
+    _bufs: PhantomData<&'a ()>,
+}
+
+impl<'a> GatherGemm<'a> {
+    /// Validate and prepare: A is `[a_rows, shape.k]` bf16 (row-major, 16-byte aligned), `rows`
+    /// `shape.m` entries, B and C as for [`Gemm::new`]. Of `opts`, `ctas`, `group_m` and
+    /// `timeout` apply (the tiles are 256 wide, on the staged ring).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        gpu: &Gpu,
+        shape: GemmShape,
+        b_layout: BLayout,
+        a: impl Into<DeviceSlice<'a, bf16>>,
+        rows: impl Into<DeviceSlice<'a, u32>>,
+        b: impl Into<DeviceSlice<'a, bf16>>,
+        c: Output<'a>,
+        opts: GemmOptions,
+    ) -> Result<Self> {
+        let (a, rows, b) = (a.into(), rows.into(), b.into());
+        let k = shape.k.max(1);
+        // C and B as for the plain GEMM; A is checked here, by whole rows.
+        shape.validate(shape.m * k, b.len(), c.len())?;
+        if !a.len().is_multiple_of(k) || a.is_empty() {
+            return Err(invalid("a", format!("holds {} elements: must be whole rows of k = {k}", a.len())));
+        }
+        let a_rows = a.len() / k;
+        if a_rows > u32::MAX as usize - 1 {
+            return Err(invalid("a", format!("{a_rows} rows: at most 2^32 - 2")));
+        }
+        if !a.addr().is_multiple_of(16) || !shape.k.is_multiple_of(8) {
+            return Err(invalid(
+                "a",
+                format!(
+                    "address {:#x} and k = {} must be 16-byte multiples (rows move in 16-byte pieces)",
+                    a.addr(),
+                    shape.k
+                ),
+            ));
+        }
+        if rows.len() != shape.m {
+            return Err(invalid("rows", format!("holds {} entries; C has m = {} rows", rows.len(), shape.m)));
+        }
+        if opts.group_m == 0 {
+            return Err(invalid("group_m", "must be at least 1"));
+        }
+        let sms = gpu.info().sm_count;
+        let ctas = opts.ctas.unwrap_or(sms);
+        if ctas == 0 {
+            return Err(invalid("ctas", "must be at least 1"));
+        }
+        let (tiles, _) = tiles_and_k_blocks(shape, TILE_N);
+        let ctas = ctas.min(tiles as u32);
+        let diag = DiagBuffers::new(gpu)?;
+        let opts = GemmOptions { tile_n: Some(TILE_N), ..opts };
+        // B's and C's maps as for the plain GEMM. A's map is encoded too (plan's third map) but
+        // never read: the producer gathers the rows.
+        let (mut gemm, maps) =
+            plan(gpu, shape, b_layout, a.addr(), b.addr(), (&c).into(), &opts, &diag, (L2Promotion::B128, TILE_M))?;
+        gemm.roles = RoleSplit::compute_only(ctas);
+        let errors = gpu.upload(&[0u32; 4])?;
+        let params = GatherGemmParams {
+            gemm,
+            a: a.addr(),
+            rows: rows.addr(),
+            errors: errors.addr(),
+            a_stride: (2 * shape.k) as u32,
+            a_rows: a_rows as u32,
+        };
+        let kernel = b_layout.pick(kernels::GEMM_GATHER_KN, kernels::GEMM_GATHER_NK);
+        Ok(Self { shape, params, ctas, kernel, errors, _maps: maps, diag, _bufs: PhantomData })
+    }
+
+    /// The shape (`m`: rows of C).
+    pub fn shape(&self) -> GemmShape {
+        self.shape
+    }
+
+    /// Enqueue one product on `gpu`'s stream (asynchronous).
+    pub fn launch(&self, gpu: &Gpu) -> Result<()> {
+        let cfg = LaunchConfig::linear(self.ctas, THREADS, SMEM_BYTES);
+        // SAFETY: A, the row table, B and C are borrowed for 'a and were checked against the
+        // shape; the maps, error words and diagnostics are owned by self.
+        unsafe { gpu.launch(self.kernel, &cfg, &self.params)? };
+        Ok(())
+    }
+
+    /// Launch, wait, and report a device-side timeout or a row index past A.
+    pub fn run(&self, gpu: &Gpu) -> Result<()> {
+        self.launch(gpu)?;
+        let sync = gpu.synchronize();
+        self.diag.check()?;
+        sync.map_err(Error::from)?;
+        let e = self.errors.to_vec()?;
+        if e[0] != 0 {
+            self.errors.copy_from(&[0; 4])?;
+            let what = format!(
+                "rows[{}] = {} is past A's {} rows (that row of C was computed from zeros)",
+                e[1], e[2], self.params.a_rows
+            );
+            return Err(Error::DeviceInput { op: "gemm-gather", what });
+        }
+        Ok(())
+    }
+}
+
+/// The rows of `a` (`k` elements each) that `rows` picks, in order; `u32::MAX` (or any index past
+/// `a`) gives a row of zeros, as [`GatherGemm`] reads it.
+pub fn gather_rows(a: &[bf16], rows: &[u32], k: usize) -> Vec<bf16> {
+    let zero = vec![bf16::ZERO; k];
+    rows.iter().flat_map(|&r| a.get(r as usize * k..(r as usize + 1) * k).unwrap_or(&zero).iter().copied()).collect()
 }
 
 /// Where C goes: a device address, f32 or bf16 elements.

@@ -142,3 +142,27 @@ pub unsafe fn bulk_prefetch_l2(src: u64, bytes: u32) {
 pub fn fence_proxy_async_global() {
     unsafe { asm!("fence.proxy.async.global;", options(nostack)) }
 }
+
+/// Copy 16 bytes from global `src` to shared `dst` (`cp.async.cg`: through L2 only), of which
+/// the first `valid` (0..=16) are read and the rest zero-filled. Completion is tracked by a
+/// later [`cp_async_arrive_noinc`].
+///
+/// # Safety
+/// `dst` is 16-byte aligned shared memory with room; `src` is 16-byte aligned and, when `valid`
+/// is not 0, `valid` readable global bytes.
+#[inline(always)]
+pub unsafe fn cp_async_16_zfill(dst: u32, src: u64, valid: u32) {
+    asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src,
+         n = in(reg32) valid, options(nostack))
+}
+
+/// Make the mbarrier at `bar` count this thread's earlier `cp.async` copies: its arrival happens
+/// when they have landed. `.noinc`: the arrival is one of those the barrier was initialised to
+/// expect.
+///
+/// # Safety
+/// `bar` is an initialised mbarrier in this CTA's shared memory whose count includes this arrival.
+#[inline(always)]
+pub unsafe fn cp_async_arrive_noinc(bar: u32) {
+    asm!("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{b}];", b = in(reg32) bar, options(nostack))
+}

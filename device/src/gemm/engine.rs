@@ -1,18 +1,20 @@
 //! The persistent, warp-specialised engine of a compute CTA. Warpgroup 0 is the producer: one
 //! thread waits for each tile's inputs (the scheduler's `wait_inputs`) and streams its A and B
-//! k-blocks through the [`Pipeline`](crate::pipeline::Pipeline) ring with TMA. Warpgroups 1 and 2
-//! are consumers: each owns 64 rows of the 128-row tile, runs the wgmma mainloop one k-block
-//! behind the loads, then hands its accumulators to the [`Epilogue`]. An epilogue with helpers
+//! k-blocks through the [`Pipeline`](crate::pipeline::Pipeline) ring with TMA (or, when the
+//! input gate gathers A row by row, all 128 threads copy A's rows and thread 0 loads B).
+//! Warpgroups 1 and 2 are consumers: each owns 64 rows of the 128-row tile, runs the wgmma
+//! mainloop one k-block behind the loads, then hands its accumulators to the [`Epilogue`]. An epilogue with helpers
 //! gets lane 0 of producer warps 1 and 2, one per consumer warpgroup (see
 //! [`Handoff`](super::epilogue::Handoff)). Registers move from the producer to the consumers with
 //! `setmaxnreg`.
 use super::epilogue::{Epilogue, StoreC};
-use super::mainloop::{load_k_block, mma_k_block, Acc256, Accumulators, Smem};
+use super::mainloop::{load_b_k_block, load_k_block, mma_k_block, Acc256, Accumulators, Smem};
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
 use crate::pipeline::PipeState;
 use crate::sched::{InputGate, TileIter, TileScheduler};
 use crate::sync::Bound;
+use crate::tile::{swizzle128, SW128_ROW_BYTES};
 
 /// Consumer warps that arrive on an "empty" barrier per k-block (every warp, after its own
 /// `wgmma.wait_group`, so no warp's operands can be overwritten early).
@@ -73,8 +75,10 @@ pub unsafe fn compute_cta<
     let smem = Smem::<STAGES, A>::at(dyn_smem_base());
     let tid = thread_idx_x();
     let wg = tid / 128;
+    const { assert!(!(G::GATHER && E::HELPER), "gathering producers leave no helper threads") };
     if tid == 0 {
-        smem.pipeline().init(EMPTY_ARRIVALS);
+        // A gathered A adds one `cp.async` arrival per producer thread to every fill.
+        smem.pipeline().init_counts(if G::GATHER { 1 + 128 } else { 1 }, EMPTY_ARRIVALS);
         epi.init(&smem);
     }
     sync_threads();
@@ -84,7 +88,9 @@ pub unsafe fn compute_cta<
     let tiles = || TileIter::new(block_idx_x_here(), ctas, sched.count());
     if wg == 0 {
         setmaxnreg_dec::<40>();
-        if tid == 0 {
+        if G::GATHER {
+            produce_gathered::<TRANS_B, STAGES, A, S, G>(ops, sched, gate, &smem, tiles(), &b, tid);
+        } else if tid == 0 {
             produce::<TRANS_B, STAGES, A, S, G>(ops, sched, gate, &smem, tiles(), &b);
         } else if E::HELPER && (tid == 32 || tid == 64) {
             let cwg = tid / 32 - 1;
@@ -97,7 +103,7 @@ pub unsafe fn compute_cta<
         }
     } else {
         setmaxnreg_inc::<232>();
-        consume::<TRANS_B, STAGES, A, S, E>(ops, sched, epi, &smem, tiles(), &b, wg - 1, tid % 128);
+        consume::<TRANS_B, STAGES, A, S, E>(ops, sched, epi, &smem, tiles(), &b, wg - 1, tid % 128, G::GATHER);
     }
 }
 
@@ -157,6 +163,78 @@ unsafe fn produce<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
     }
 }
 
+/// Named barrier of the gathering producer warpgroup (the consumers' epilogues use 1 and 2).
+const GATHER_BARRIER: u32 = 8;
+
+/// The producer warpgroup when A is gathered ([`InputGate::GATHER`]): thread `t` (of 128) copies
+/// one 16-byte piece of eight of the tile's rows per k-block with `cp.async` (rows `t / 8 + 16 j`,
+/// piece `t % 8`, stored where the 128-byte swizzle of a TMA box would put it, so the consumers
+/// read the stage unchanged); thread 0 also waits on the gate and loads B by TMA.
+#[inline(always)]
+unsafe fn produce_gathered<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: TileScheduler, G: InputGate>(
+    ops: &Operands,
+    sched: &S,
+    gate: &G,
+    smem: &Smem<STAGES, A>,
+    tiles: TileIter,
+    b: &Bound<'_>,
+    t: u32,
+) {
+    if t == 0 {
+        prefetch_tensormap(ops.b_map);
+    }
+    let pipe = smem.pipeline();
+    let k_blocks = ops.k.div_ceil(TILE_K);
+    let b_bytes = stage_tx_bytes(0, A::N, TRANS_B == 1);
+    let row_bytes = ops.k * 2;
+    let piece = t % 8;
+    let r0 = t / 8;
+    // Rows 16 apart are two swizzle atoms apart: the piece sits at the same place in each.
+    let at = swizzle128(r0, piece * 16);
+    let any = gate.a_any();
+    let mut st = PipeState::start();
+    for i in tiles {
+        let (kb0, kb1) = sched.k_range(i, k_blocks);
+        if S::MAY_BE_EMPTY && kb0 == kb1 {
+            continue;
+        }
+        let tile = sched.tile(i);
+        if t == 0 {
+            // As in `produce`: a failed wait reported; loading anyway lets the kernel end.
+            let _ = gate.wait(tile);
+        }
+        // Every producer thread after the gate.
+        named_barrier_sync(GATHER_BARRIER, 128);
+        // The eight rows' addresses. Kept as 64-bit addresses they spill a few words at 40
+        // registers, which measured faster than 32-bit offsets widened before every copy.
+        let mut rows = [0u64; 8];
+        for (j, row) in rows.iter_mut().enumerate() {
+            *row = gate.a_row(tile, r0 + 16 * j as u32);
+        }
+        let n0 = (tile.n * A::N) as i32;
+        let b_row0 = gate.b_row0(tile) as i32;
+        for kb in kb0..kb1 {
+            if pipe.acquire(st, b, i).is_err() {
+                trap();
+            }
+            let full = pipe.full(st.slot);
+            if t == 0 {
+                pipe.expect(st, b_bytes);
+                load_b_k_block::<TRANS_B, STAGES, A>(smem, ops.b_map, st.slot, full, n0, b_row0, kb);
+            }
+            let off = kb * TILE_K * 2 + piece * 16;
+            let valid = row_bytes.saturating_sub(off).min(16);
+            let stage = smem.a(st.slot) + at;
+            for (j, &row) in rows.iter().enumerate() {
+                let (src, n) = if row == 0 || valid == 0 { (any, 0) } else { (row + off as u64, valid) };
+                cp_async_16_zfill(stage + 16 * SW128_ROW_BYTES * j as u32, src, n);
+            }
+            cp_async_arrive_noinc(full);
+            st.advance();
+        }
+    }
+}
+
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn consume<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: TileScheduler, E: Epilogue<A>>(
@@ -168,6 +246,7 @@ unsafe fn consume<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
     b: &Bound<'_>,
     cwg: u32,
     t: u32,
+    gathered: bool,
 ) {
     let pipe = smem.pipeline();
     let k_blocks = ops.k.div_ceil(TILE_K);
@@ -182,6 +261,11 @@ unsafe fn consume<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
         for kb in kb0..kb1 {
             if pipe.wait(st, b, i).is_err() {
                 trap();
+            }
+            if gathered {
+                // The gathered rows were written by `cp.async` (the generic proxy); the wgmmas
+                // read them through the async proxy.
+                fence_proxy_async_shared();
             }
             wgmma::fence();
             mma_k_block::<TRANS_B, STAGES, A>(&mut acc, smem, st.slot, cwg, kb == kb0);

@@ -134,8 +134,25 @@ pub unsafe fn load_k_block<const TRANS_B: u32, const ST: u32, A: Accumulators>(
     b_row0: i32,
     kb: u32,
 ) {
+    tma_load_2d(smem.a(slot), a_map, full, (kb * TILE_K) as i32, m0);
+    load_b_k_block::<TRANS_B, ST, A>(smem, b_map, slot, full, n0, b_row0, kb);
+}
+
+/// Producer: the B half of [`load_k_block`] (a producer that gathers A's rows itself).
+///
+/// # Safety
+/// As for [`load_k_block`], with `full` expecting B's bytes of the stage.
+#[inline(always)]
+pub unsafe fn load_b_k_block<const TRANS_B: u32, const ST: u32, A: Accumulators>(
+    smem: &Smem<ST, A>,
+    b_map: u64,
+    slot: u32,
+    full: u32,
+    n0: i32,
+    b_row0: i32,
+    kb: u32,
+) {
     let k0 = (kb * TILE_K) as i32;
-    tma_load_2d(smem.a(slot), a_map, full, k0, m0);
     if TRANS_B == 0 {
         tma_load_2d(smem.b(slot), b_map, full, k0, n0 + b_row0);
     } else {

@@ -11,7 +11,9 @@ use crate::arch::*;
 use crate::comm::signal::launch_epoch;
 use crate::gemm::engine::Operands;
 use crate::gemm::*;
-use crate::sched::{GroupedRaster, KSplit, NoGate, Role, SplitK, StreamK, TileGrid, TileScheduler};
+use crate::sched::{
+    GaveUp, GroupedRaster, InputGate, KSplit, NoGate, Role, SplitK, StreamK, Tile, TileGrid, TileScheduler,
+};
 use crate::sync::Bound;
 
 /// The plain GEMM's pieces for the parameter block `p`, in tiles as wide as `A`.
@@ -66,6 +68,66 @@ unsafe fn gemm_split<const TRANS_B: u32, const STAGES: u32, A: Accumulators, K: 
         bound,
     };
     compute_cta::<TRANS_B, STAGES, A, _, _, _>(&ops, &epi.sched, &NoGate, &epi, g.roles.compute, bound);
+}
+
+/// The gathered GEMM's gate: nothing to wait for; row `r` of tile row `m` is A's row
+/// `rows[m * TILE_M + r]`.
+struct GatherRows<'a>(&'a GatherGemmParams);
+
+impl InputGate for GatherRows<'_> {
+    const GATHER: bool = true;
+
+    #[inline(always)]
+    unsafe fn wait(&self, _tile: Tile) -> Result<(), GaveUp> {
+        Ok(())
+    }
+
+    #[inline(always)]
+    unsafe fn a_row(&self, tile: Tile, r: u32) -> u64 {
+        let p = self.0;
+        let i = tile.m * TILE_M + r;
+        if i >= p.gemm.m {
+            return 0;
+        }
+        let row = *(p.rows as *const u32).add(i as usize);
+        if row < p.a_rows {
+            return p.a + row as u64 * p.a_stride as u64;
+        }
+        if row != u32::MAX {
+            let e = p.errors as *mut u32;
+            if atom_cas_relaxed_gpu_u32(e, 0, 1) == 0 {
+                *e.add(1) = i;
+                *e.add(2) = row;
+            }
+        }
+        0
+    }
+
+    #[inline(always)]
+    fn a_any(&self) -> u64 {
+        self.0.a
+    }
+}
+
+/// The gathered GEMM in 256-column tiles on the staged ring.
+#[inline(always)]
+unsafe fn gemm_gather<const TRANS_B: u32>(p: &GatherGemmParams) {
+    let g = &p.gemm;
+    if block_idx_x() >= g.roles.compute {
+        return;
+    }
+    let (ops, sched, epi) = parts::<Acc256>(g);
+    let b = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: 0, role: Role::Compute as u32 };
+    compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(&ops, &sched, &GatherRows(p), &epi, g.roles.compute, b);
+}
+
+b_layout_entry_points! {
+    GatherGemmParams => gemm_gather;
+    /// The gathered GEMM `C[i] = A[rows[i]] @ B` with B `[K, N]` (A's rows copied by the
+    /// producer warpgroup, no tensor map of A).
+    kn: mk_gemm_gather_kn;
+    /// The gathered GEMM with B `[N, K]`.
+    nk: mk_gemm_gather_nk
 }
 
 #[inline(always)]
