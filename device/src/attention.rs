@@ -296,6 +296,9 @@ unsafe fn qk<const D: u32>(s: &mut [f32; 64], q: u32, k: u32) {
 /// # Safety
 /// All 128 threads of the warpgroup, after `wgmma::fence`; the V block is loaded.
 #[inline(always)]
+// `unroll16!` writes out k = 0..16; the `$kk < BLOCK_N / 16` branch drops the steps past the
+// block at compile time, but clippy still sees their constant indices.
+#[allow(clippy::out_of_bounds_indexing)]
 unsafe fn pv<const D: u32>(o: &mut [f32; 64], p: &[u32; 32], v: u32, accumulate: bool) {
     let desc = SmemDesc::mn_major(opaque_u32(v), BLOCK_N * SW128_ROW_BYTES);
     macro_rules! slice {

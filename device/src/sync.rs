@@ -227,7 +227,7 @@ pub unsafe fn wait_mbarrier(bar: u32, parity: u32, timeout_ns: u64, diag: &Diag,
             return Ok(());
         }
         polls += 1;
-        if polls % POLLS_PER_CLOCK == 0 {
+        if polls.is_multiple_of(POLLS_PER_CLOCK) {
             deadline.check(timeout_ns, diag, |waited| {
                 report_timeout(diag, site, bar as u64, parity as u64, 1 - parity as u64, waited)
             })?;

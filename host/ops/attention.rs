@@ -76,9 +76,16 @@ impl AttentionShape {
         block_m(self.head_dim as u32) as usize
     }
 
-    /// Units of work (query tiles) of one pass over the keys.
+    /// Units of work (query tiles) of one pass over the keys (below 2^32 once [`validate`]d).
+    ///
+    /// [`validate`]: AttentionShape::validate
     pub fn tiles(&self) -> u32 {
-        (self.seq_q.div_ceil(self.block_m()) * self.heads * self.batch) as u32
+        self.tile_count() as u32
+    }
+
+    /// The query tiles, counted without overflow (what [`AttentionShape::validate`] bounds).
+    fn tile_count(&self) -> u128 {
+        self.seq_q.div_ceil(self.block_m()) as u128 * self.heads as u128 * self.batch as u128
     }
 
     /// Floating-point operations as attention benchmarks count them (torch's, FlashAttention's):
@@ -120,7 +127,7 @@ impl AttentionShape {
                 ),
             ));
         }
-        let tiles = self.seq_q.div_ceil(self.block_m()) as u128 * self.heads as u128 * self.batch as u128;
+        let tiles = self.tile_count();
         if tiles > u32::MAX as u128 || self.lse_elements() as u128 > (1u128 << 62) {
             return Err(invalid("batch", format!("{self:?} has {tiles} query tiles; at most 2^32 - 1")));
         }

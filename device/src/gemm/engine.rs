@@ -94,10 +94,8 @@ pub unsafe fn compute_cta<
             produce::<TRANS_B, STAGES, A, S, G>(ops, sched, gate, &smem, tiles(), &b);
         } else if E::HELPER && (tid == 32 || tid == 64) {
             let cwg = tid / 32 - 1;
-            let mut n = 0;
-            for i in tiles() {
-                epi.help(&smem, sched.tile(i), n, cwg);
-                n += 1;
+            for (n, i) in tiles().enumerate() {
+                epi.help(&smem, sched.tile(i), n as u32, cwg);
             }
             epi.help_finish(cwg);
         }

@@ -124,6 +124,7 @@ impl<const STAGES: u32, A: Accumulators> Smem<STAGES, A> {
 /// The maps are valid tensor maps of A `[M, K]` (boxes of `a_rows` rows) and B; the slot is
 /// acquired and `full` expects `stage_tx_bytes(a_rows, A::N, TRANS_B == 1)`.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn load_k_block<const TRANS_B: u32, const ST: u32, A: Accumulators>(
     smem: &Smem<ST, A>,
     a_map: u64,

@@ -110,6 +110,10 @@ unsafe fn wait_all(p: &AllGatherParams, epoch: u32, b: &Bound) {
 }
 
 /// The all-gather kernel: `p.roles.intra_comm` + `p.roles.inter_send` CTAs of 512 threads.
+///
+/// # Safety
+/// Launched only by its host op (host/ops/), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_allgather(p: AllGatherParams) {
     let tid = thread_idx_x();

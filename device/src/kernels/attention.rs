@@ -16,6 +16,10 @@ unsafe fn attention<const D: u32>(p: &AttnParams) {
 }
 
 /// Attention forward, head dimension 64.
+///
+/// # Safety
+/// Launched only by its host op (host/ops/), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_attention_d64(p: AttnParams) {
     crate::launch_bounds!(512, 1);
@@ -23,6 +27,10 @@ pub unsafe extern "ptx-kernel" fn mk_attention_d64(p: AttnParams) {
 }
 
 /// Attention forward, head dimension 128.
+///
+/// # Safety
+/// Launched only by its host op (host/ops/), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_attention_d128(p: AttnParams) {
     crate::launch_bounds!(384, 1);

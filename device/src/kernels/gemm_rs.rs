@@ -464,10 +464,8 @@ impl<const NODES: bool> Epilogue for ReduceEpilogue<'_, NODES> {
         while x < p.world * per * 2 {
             let (q, rest) = (div_nz(x, 2 * per), rem_nz(x, 2 * per));
             // Several nodes: the blocks this rank finalises are its own inter-reduce CTAs'.
-            if !self.sums(q) {
-                if self.wait_flag(p.done_flag(q, rest / 2, rest % 2), rest / 2).is_err() {
-                    return;
-                }
+            if !self.sums(q) && self.wait_flag(p.done_flag(q, rest / 2, rest % 2), rest / 2).is_err() {
+                return;
             }
             x += waiters;
         }

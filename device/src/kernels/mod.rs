@@ -8,6 +8,10 @@
 macro_rules! b_layout_entry_points {
     ($params:ty => $body:ident; $(#[$kn_doc:meta])* kn: $kn:ident; $(#[$nk_doc:meta])* nk: $nk:ident) => {
         $(#[$kn_doc])*
+        ///
+        /// # Safety
+        /// Launched only by its host op (host/ops/), which sizes the grid (384 threads a CTA) and
+        /// the shared memory and makes every address in `p` valid for the launch.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $kn(p: $params) {
             crate::launch_bounds!(384, 1);
@@ -15,6 +19,9 @@ macro_rules! b_layout_entry_points {
         }
 
         $(#[$nk_doc])*
+        ///
+        /// # Safety
+        /// As the `[K, N]` entry point's.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $nk(p: $params) {
             crate::launch_bounds!(384, 1);

@@ -234,6 +234,8 @@ impl<const K: usize> TokenRoute<K> {
     /// # Safety
     /// `t < p.tokens`, `p.top_k <= K`; `sm`'s expert ranks are filled.
     #[inline(always)]
+    // The unrolled slots compare indices with the literal `$j`, `o < 0` among them.
+    #[allow(unused_comparisons)]
     unsafe fn read(p: &MoeParams, t: u32, sm: &RouterSmem, check: bool) -> Self {
         let k = p.top_k;
         let idx = (p.topk_idx as *const u32).add((t * k) as usize);

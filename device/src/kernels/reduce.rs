@@ -10,6 +10,10 @@ use crate::sched::{div_nz, rem_nz, Role};
 use crate::sync::Bound;
 
 /// Rows `row0 .. row0 + rows` of the sum over ranks, 8 columns per thread and step.
+///
+/// # Safety
+/// Launched only by its host op (host/ops/), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_reduce_pull(p: ReduceParams) {
     let tid = thread_idx_x();

@@ -7,6 +7,7 @@
 //! 3. waits for every node's partial of each block it finalises, adds them in node order (fp32)
 //!    and stores the result, for the all-reduce into every local rank's output too, then (last
 //!    arriver) flags `done` there and waits for the other local ranks' blocks.
+//!
 //! The fused kernel (`gemm_rs_nodes`) makes the same sums in the same order, so the bits agree.
 use crate::abi::*;
 use crate::arch::*;

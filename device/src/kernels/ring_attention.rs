@@ -171,6 +171,10 @@ unsafe fn ring_attention<const D: u32>(p: &RingAttnParams) {
 }
 
 /// Ring attention, head dimension 64.
+///
+/// # Safety
+/// Launched only by its host op (host/ops/), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_ring_attention_d64(p: RingAttnParams) {
     crate::launch_bounds!(512, 1);
@@ -178,6 +182,10 @@ pub unsafe extern "ptx-kernel" fn mk_ring_attention_d64(p: RingAttnParams) {
 }
 
 /// Ring attention, head dimension 128.
+///
+/// # Safety
+/// Launched only by its host op (host/ops/), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_ring_attention_d128(p: RingAttnParams) {
     crate::launch_bounds!(384, 1);

@@ -7,6 +7,10 @@ use crate::sync::{wait_flag_sys_u32, wait_mbarrier, WaitSite};
 use crate::tile::*;
 
 /// `y[i] = a * x[i] + y[i]`, grid-stride.
+///
+/// # Safety
+/// Launched only by tests/gpu_selftest.rs (through host/gpu), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_axpy(p: AxpyParams) {
     let x = p.x as *const f32;
@@ -21,6 +25,10 @@ pub unsafe extern "ptx-kernel" fn mk_axpy(p: AxpyParams) {
 
 /// Trap at once (tests a device fault's error path: the host must get an error, not a panic or
 /// a hang). The parameter is unused.
+///
+/// # Safety
+/// Launched only by tests/gpu_selftest.rs (through host/gpu), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_trap(_p: AxpyParams) {
     trap();
@@ -28,6 +36,10 @@ pub unsafe extern "ptx-kernel" fn mk_trap(_p: AxpyParams) {
 
 /// One CTA of 128 threads: TMA-load a box into (swizzled) shared memory, dump the raw shared
 /// bytes, and TMA-store the box back out through another tensor map.
+///
+/// # Safety
+/// Launched only by tests/gpu_selftest.rs (through host/gpu), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_tma_roundtrip(p: TmaRoundTripParams) {
     let smem = dyn_smem_base();
@@ -121,6 +133,10 @@ macro_rules! wgmma_tile_body {
 
 /// One warpgroup: `out[64, n] = A[64, 64] @ B[64, n]` through TMA (128-byte swizzle) and four
 /// m64nNk16 wgmmas, B K-major or N-major as the GEMM engine lays it out.
+///
+/// # Safety
+/// Launched only by tests/gpu_selftest.rs (through host/gpu), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_wgmma_tile(p: WgmmaTileParams) {
     match p.n {
@@ -136,6 +152,10 @@ pub unsafe extern "ptx-kernel" fn mk_wgmma_tile(p: WgmmaTileParams) {
 /// writes `words` payload words, release-stores `flags[0] = epoch`; the host checks them, writes
 /// its reply at `data[words]` and release-stores `flags[1] = epoch`; the GPU acquire-waits on
 /// `flags[1]` (bounded) and saves the reply to `out[i]`.
+///
+/// # Safety
+/// Launched only by tests/gpu_selftest.rs (through host/gpu), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_flag_handshake(p: HandshakeParams) {
     if thread_idx_x() != 0 || block_idx_x() != 0 {
@@ -160,6 +180,10 @@ pub unsafe extern "ptx-kernel" fn mk_flag_handshake(p: HandshakeParams) {
 }
 
 /// Every block writes `rank | nranks << 8 | cluster_id << 16`.
+///
+/// # Safety
+/// Launched only by tests/gpu_selftest.rs (through host/gpu), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_cluster_ids(p: ClusterIdsParams) {
     if thread_idx_x() == 0 {
@@ -170,6 +194,10 @@ pub unsafe extern "ptx-kernel" fn mk_cluster_ids(p: ClusterIdsParams) {
 }
 
 /// Exercise the FIFO from the GPU (see [`FifoTestParams`]).
+///
+/// # Safety
+/// Launched only by tests/gpu_selftest.rs (through host/gpu), which sizes the grid and the shared memory as this
+/// kernel expects and makes every address in `p` valid for the launch.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn mk_fifo_push_test(p: FifoTestParams) {
     let diag = &p.diag;
