@@ -400,14 +400,7 @@ impl<'a> Gemm<'a> {
         c: CAddr,
         opts: GemmOptions,
     ) -> Result<Self> {
-        if opts.group_m == 0 {
-            return Err(invalid("group_m", "must be at least 1"));
-        }
-        let sms = gpu.info().sm_count;
-        let ctas = opts.ctas.unwrap_or(sms);
-        if ctas == 0 {
-            return Err(invalid("ctas", "must be at least 1"));
-        }
+        let ctas = persistent_ctas(gpu, &opts)?;
         let tile_n = opts.tile_n.unwrap_or_else(|| default_tile_n(shape, b_layout, ctas));
         if !TILE_WIDTHS.contains(&tile_n) {
             return Err(invalid("tile_n", format!("{tile_n}: must be one of {TILE_WIDTHS:?}")));
@@ -604,14 +597,7 @@ impl<'a> GatherGemm<'a> {
         if rows.len() != shape.m {
             return Err(invalid("rows", format!("holds {} entries; C has m = {} rows", rows.len(), shape.m)));
         }
-        if opts.group_m == 0 {
-            return Err(invalid("group_m", "must be at least 1"));
-        }
-        let sms = gpu.info().sm_count;
-        let ctas = opts.ctas.unwrap_or(sms);
-        if ctas == 0 {
-            return Err(invalid("ctas", "must be at least 1"));
-        }
+        let ctas = persistent_ctas(gpu, &opts)?;
         let (tiles, _) = tiles_and_k_blocks(shape, TILE_N);
         let ctas = ctas.min(tiles as u32);
         let diag = DiagBuffers::new(gpu)?;
@@ -672,6 +658,19 @@ impl<'a> GatherGemm<'a> {
 pub fn gather_rows(a: &[bf16], rows: &[u32], k: usize) -> Vec<bf16> {
     let zero = vec![bf16::ZERO; k];
     rows.iter().flat_map(|&r| a.get(r as usize * k..(r as usize + 1) * k).unwrap_or(&zero).iter().copied()).collect()
+}
+
+/// The persistent CTAs `opts` asks for (one per SM by default), after checking `group_m` and
+/// `ctas`.
+fn persistent_ctas(gpu: &Gpu, opts: &GemmOptions) -> Result<u32> {
+    if opts.group_m == 0 {
+        return Err(invalid("group_m", "must be at least 1"));
+    }
+    let ctas = opts.ctas.unwrap_or(gpu.info().sm_count);
+    if ctas == 0 {
+        return Err(invalid("ctas", "must be at least 1"));
+    }
+    Ok(ctas)
 }
 
 /// Where C goes: a device address, f32 or bf16 elements.
