@@ -64,6 +64,21 @@ fn two_emulated_nodes_sharing_one_gpu() {
 }
 
 #[test]
+fn own_tokens_gathered() {
+    // MoeOptions::gather: own tokens read where they are by the grouped GEMM's producer; one
+    // rank, two ranks on one GPU, two emulated nodes on one GPU; both layouts, skewed routing.
+    if gpu_or_skip("own_tokens_gathered").is_none() {
+        return;
+    }
+    let common = ["--gather", "--rounds", "2", "--back-to-back", "10"];
+    let with = |extra: &[&'static str]| [&common[..], extra].concat();
+    nodes_check(1, 1, &[0], &with(&["--config", "2000x512x264x16x3", "--graph"]));
+    nodes_check(1, 1, &[0], &with(&["--config", "900x256x136x8x2", "--routing", "skewed", "--layout", "nk", "--f32"]));
+    check(2, &[0, 0], &with(&["--config", "700x256x264x16x3", "--pull-ctas", "4"]));
+    nodes_check(2, 2, &[0, 0], &with(&["--config", "1500x256x264x16x3", "--layout", "nk", "--vary", "700"]));
+}
+
+#[test]
 fn two_emulated_nodes_of_two_gpus() {
     if !gpus_or_skip("two_emulated_nodes_of_two_gpus", 4) {
         return;

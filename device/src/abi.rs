@@ -926,6 +926,10 @@ pub const MOE_GEMM_ONLY: u32 = 2;
 /// [`MoeParams::flags`] bit: in a fused launch, compute CTAs move rows (take pull items) until
 /// their first tile's rows are in.
 pub const MOE_COMPUTE_HELPS: u32 = 1;
+/// [`MoeParams::flags`] bit: this rank's own tokens are not laid out in `xe`; the grouped GEMM
+/// reads them from `x` where they are (a gathering producer, `mk_moe_gather_*` kernels), the
+/// other sources' rows as laid out.
+pub const MOE_GATHER: u32 = 2;
 
 /// [`MoeParams::errors`] code: a routing entry names an expert outside `0..experts`; the token
 /// is not sent anywhere. The record's words: code, token, slot, the expert id.

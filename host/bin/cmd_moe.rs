@@ -130,6 +130,9 @@ pub struct Knobs {
     /// Compute CTAs wait for their first tile's rows instead of moving rows meanwhile.
     #[arg(long = "no-helpers")]
     pub no_helpers: bool,
+    /// The grouped GEMM reads own tokens where they are (`MoeOptions::gather`).
+    #[arg(long)]
+    pub gather: bool,
 }
 
 impl Knobs {
@@ -140,6 +143,7 @@ impl Knobs {
             chunk_tokens: self.chunk_tokens.unwrap_or(d.chunk_tokens),
             run_records: self.run_records,
             compute_helps: !self.no_helpers,
+            gather: self.gather,
             ..d
         }
     }
@@ -175,6 +179,10 @@ pub struct CheckArgs {
     /// Compute CTAs wait for their first tile's rows instead of moving rows meanwhile.
     #[arg(long = "no-helpers")]
     pub no_helpers: bool,
+    /// The grouped GEMM reads own tokens where they are (their dispatched rows are not checked:
+    /// none is written).
+    #[arg(long)]
+    pub gather: bool,
     /// Also check that a bad expert id is a typed error naming the token (rank 0's input).
     #[arg(long = "bad-id")]
     pub bad_id: bool,
@@ -217,6 +225,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         run_records: Some(a.run_records),
         path: PathChoice::Fused,
         compute_helps: !a.no_helpers,
+        gather: a.gather,
         timeout,
         ..Default::default()
     };
@@ -294,6 +303,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         let xe = op.dispatched().slice(0..off as usize * h).to_vec()?;
         let sources: Vec<Vec<bf16>> = (0..w).map(|q| tokens_of(seed, round, q as u32, t_of(q), h)).collect();
         let mut it = want.iter();
+        let mut copied = 0;
         for le in 0..el {
             let (first, rows) = (lay.expert_offsets[le] as usize, lay.expert_rows[le] as usize);
             for row in first..first + rows.div_ceil(128) * 128 {
@@ -306,6 +316,10 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
                 let exp =
                     MoeRow { src_rank: src as i32, token: t as i32, slot: j as i32, weight: weights[src][t * k + j] };
                 ensure!(got == exp, "rank {r} {what}: row {row} (expert {le}) is {got:?}, expected {exp:?}");
+                if a.gather && src == r {
+                    continue; // read where it is: no dispatched row
+                }
+                copied += 1;
                 let want_row = &sources[src][t * h..(t + 1) * h];
                 let got_row = &xe[row * h..(row + 1) * h];
                 if let Some(c) = (0..h).find(|&c| got_row[c].to_bits() != want_row[c].to_bits()) {
@@ -327,7 +341,10 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
             for &row in &sample {
                 let info = lay.rows[row];
                 let le = (0..el).rev().find(|&e| lay.expert_offsets[e] as usize <= row).unwrap_or(0);
-                let xr = &xe[row * h..(row + 1) * h];
+                // The source token itself (not its dispatched copy: with `--gather` own tokens
+                // have none).
+                let (src, t) = (info.src_rank as usize, info.token as usize);
+                let xr = &sources[src][t * h..(t + 1) * h];
                 for c in 0..i {
                     let (mut exact, mut mag) = (0f64, 0f64);
                     for kk in 0..h {
@@ -354,7 +371,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
                 }
             }
         }
-        println!("rank {r} {what}: layout row by row, {} rows bit-exact, sampled outputs within the contract (worst error / bound {worst:.2})", real.len());
+        println!("rank {r} {what}: layout row by row ({} rows), {copied} dispatched rows bit-exact, sampled outputs within the contract (worst error / bound {worst:.2})", real.len());
         Ok(lay)
     };
     for round in 0..a.repeat.rounds {
@@ -504,6 +521,7 @@ pub fn bench(
                         .with("pull_ctas", op.roles().intra_comm)
                         .with("run_records", op.run_records())
                         .with("helpers", op.compute_helps())
+                        .with("gather", knobs.gather)
                         .with("chunk_tokens", knobs.options().chunk_tokens),
                 );
             }

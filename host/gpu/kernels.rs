@@ -132,6 +132,11 @@ pub const REDUCE_NODES: Kernel<ReduceNodesParams> = Kernel::new("mk_reduce_nodes
 pub const MOE_KN: Kernel<MoeParams> = Kernel::new("mk_moe_kn");
 /// MoE dispatch + grouped GEMM, experts' weights `[E/W, I, H]`.
 pub const MOE_NK: Kernel<MoeParams> = Kernel::new("mk_moe_nk");
+/// MoE dispatch + grouped GEMM reading this rank's own tokens where they are (`MOE_GATHER`),
+/// experts' weights `[E/W, H, I]`.
+pub const MOE_GATHER_KN: Kernel<MoeParams> = Kernel::new("mk_moe_gather_kn");
+/// The same with weights `[E/W, I, H]`.
+pub const MOE_GATHER_NK: Kernel<MoeParams> = Kernel::new("mk_moe_gather_nk");
 /// Flash-attention forward, head dimension 64 (launched by [`crate::ops::attention::Attention`]).
 pub const ATTENTION_D64: Kernel<AttnParams> = Kernel::new("mk_attention_d64");
 /// Flash-attention forward, head dimension 128.
@@ -191,6 +196,8 @@ pub const ALL: &[&str] = &[
     REDUCE_NODES.name,
     MOE_KN.name,
     MOE_NK.name,
+    MOE_GATHER_KN.name,
+    MOE_GATHER_NK.name,
     ATTENTION_D64.name,
     ATTENTION_D128.name,
     RING_ATTENTION_D64.name,

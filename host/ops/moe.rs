@@ -129,6 +129,10 @@ pub struct MoeOptions {
     /// In a fused launch, compute CTAs move rows until their first tile's rows are in (early on
     /// the GEMM would otherwise wait for the pull CTAs). Default on.
     pub compute_helps: bool,
+    /// The grouped GEMM reads this rank's own tokens where they are (its producer gathers rows
+    /// by index) instead of the dispatch laying them out once per expert; `dispatched()` then
+    /// holds only the other ranks' rows. Default off.
+    pub gather: bool,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
@@ -143,6 +147,7 @@ impl Default for MoeOptions {
             capacity_rows: None,
             path: PathChoice::Auto,
             compute_helps: true,
+            gather: false,
             timeout: Duration::from_secs(10),
         }
     }
@@ -366,9 +371,12 @@ impl<'a> MoeDispatchGemm<'a> {
             cap_rows: cap as u32,
             b_rows_per_expert: b_layout.pick(h, i) as u32,
             mode: MOE_FUSED,
-            flags: if opts.compute_helps { MOE_COMPUTE_HELPS } else { 0 },
+            flags: if opts.compute_helps { MOE_COMPUTE_HELPS } else { 0 } | if opts.gather { MOE_GATHER } else { 0 },
         };
-        let kernel = b_layout.pick(kernels::MOE_KN, kernels::MOE_NK);
+        let kernel = match opts.gather {
+            false => b_layout.pick(kernels::MOE_KN, kernels::MOE_NK),
+            true => b_layout.pick(kernels::MOE_GATHER_KN, kernels::MOE_GATHER_NK),
+        };
         comm.barrier()?;
         Ok(MoeDispatchGemm {
             comm,

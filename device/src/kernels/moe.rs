@@ -1087,7 +1087,13 @@ unsafe fn pull_item(
         sync_threads();
         sc.resolve(b1 - b0, srec);
         sync_threads();
-        if let Some(ring) = ring.as_deref_mut() {
+        if q == 0 && p.flags & MOE_GATHER != 0 {
+            // Own tokens stay where they are: the GEMM reads them from `x` (the table entries
+            // resolved above say where).
+            if tid == 0 {
+                st_shared_u32(verdict, 1);
+            }
+        } else if let Some(ring) = ring.as_deref_mut() {
             if st.ready & (1 << s) == 0 && b.flag(ready_flag, epoch, s).is_ok() {
                 fence_proxy_async_global();
                 st.ready |= 1 << s;
@@ -1158,13 +1164,37 @@ unsafe fn send_tokens(p: &MoeParams, b: &Bound, epoch: u32) {
 
 /// The compute CTAs' gate: a tile waits until its tile row of `xe` holds every row it will
 /// have; its expert picks the weights.
-struct RowGate<'a> {
+struct RowGate<'a, const GATHER: bool> {
     p: &'a MoeParams,
     tb: Tables,
     wait: bool,
 }
 
-impl InputGate for RowGate<'_> {
+impl<const G: bool> InputGate for RowGate<'_, G> {
+    const GATHER: bool = G;
+
+    #[inline(always)]
+    unsafe fn a_row(&self, tile: Tile, r: u32) -> u64 {
+        let (p, l) = (self.p, self.tb.l);
+        let row = tile.m * TILE_M + r;
+        let e = self.tb.get(l.m_expert + tile.m);
+        // Padding rows (their table entries are written after the layout flag): zeros.
+        if row >= self.tb.get(l.expert_off + e) + self.tb.get(l.expert_rows + e) {
+            return 0;
+        }
+        let info = *(p.rows as *const MoeRow).add(row as usize);
+        if info.src_rank as u32 == p.rank {
+            p.x + info.token as u64 * p.row_bytes()
+        } else {
+            p.xe + row as u64 * p.row_bytes()
+        }
+    }
+
+    #[inline(always)]
+    fn a_any(&self) -> u64 {
+        self.p.xe
+    }
+
     #[inline(always)]
     unsafe fn wait(&self, tile: Tile) -> Result<(), GaveUp> {
         if !self.wait {
@@ -1194,7 +1224,7 @@ impl InputGate for RowGate<'_> {
 /// The file's contract; every thread of the grid calls it, every CTA resident at once (compute
 /// CTAs wait on the pull CTAs).
 #[inline(always)]
-unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
+unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
     let tid = thread_idx_x();
     let roles = p.gemm.roles;
     let gemm_only = p.mode == MOE_GEMM_ONLY;
@@ -1241,7 +1271,7 @@ unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
                     return; // a wait gave up mid-copy (reported): the ring's memory is not free
                 }
             }
-            let gate = RowGate { p, tb, wait: !gemm_only };
+            let gate = RowGate::<GATHER> { p, tb, wait: !gemm_only };
             store_c_cta::<TRANS_B, _, _>(g, &sched, &gate, roles.compute, bound(Role::Compute));
         }
         Some((Role::IntraComm, idx)) if !gemm_only => {
@@ -1268,10 +1298,31 @@ unsafe fn moe<const TRANS_B: u32>(p: &MoeParams) {
     }
 }
 
+/// The MoE kernel, rows laid out.
+#[inline(always)]
+unsafe fn moe_laid_out<const TRANS_B: u32>(p: &MoeParams) {
+    moe::<TRANS_B, false>(p);
+}
+
+/// The MoE kernel, own tokens gathered ([`MOE_GATHER`]).
+#[inline(always)]
+unsafe fn moe_gathered<const TRANS_B: u32>(p: &MoeParams) {
+    moe::<TRANS_B, true>(p);
+}
+
 b_layout_entry_points! {
-    MoeParams => moe;
+    MoeParams => moe_laid_out;
     /// MoE dispatch + grouped GEMM, experts' weights `[E/W, H, I]` (B `[K, N]` per expert).
     kn: mk_moe_kn;
     /// MoE dispatch + grouped GEMM, experts' weights `[E/W, I, H]` (B `[N, K]` per expert).
     nk: mk_moe_nk
+}
+
+b_layout_entry_points! {
+    MoeParams => moe_gathered;
+    /// MoE dispatch + grouped GEMM reading this rank's own tokens where they are
+    /// ([`MOE_GATHER`]), weights `[E/W, H, I]`.
+    kn: mk_moe_gather_kn;
+    /// The same with weights `[E/W, I, H]`.
+    nk: mk_moe_gather_nk
 }
