@@ -49,18 +49,23 @@ pub fn bench_gemm(
     gpu.check_fits("shape", shape.operand_elements(), if gather { 3 } else { 2 })?;
     let mut rng = Rng::new(0x5eed ^ (shape.m * 31 + shape.n * 17 + shape.k) as u64);
     let source = rng.bf16_vec(shape.m * shape.k);
-    // With `gather`: the GEMMs in order multiply the rows the gathered one picks.
-    let rows: Vec<u32> = (0..shape.m).map(|_| rng.next_u32() % shape.m as u32).collect();
-    let picked = if gather { crate::gemm::gather_rows(&source, &rows, shape.k) } else { source.clone() };
-    let a = gpu.upload(&picked)?;
+    // With `gather`: M rows of the source picked at random (with repeats); the GEMMs in order
+    // multiply those rows laid out.
+    let picks = gather.then(|| {
+        let rows: Vec<u32> = (0..shape.m).map(|_| rng.next_u32() % shape.m as u32).collect();
+        (crate::gemm::gather_rows(&source, &rows, shape.k), rows)
+    });
+    let a = gpu.upload(picks.as_ref().map_or(&source, |(picked, _)| picked))?;
     let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n))?;
     let c = gpu.alloc::<half::bf16>(shape.m * shape.n)?;
     let gemm = Gemm::new(gpu, shape, layout, &a, &b, Output::Bf16(&c), opts)?;
-    let (src, table) = (gpu.upload(&source)?, gpu.upload(&rows)?);
-    let gathered = if gather {
-        Some(GatherGemm::new(gpu, shape, layout, &src, &table, &b, Output::Bf16(&c), opts)?)
-    } else {
-        None
+    let gather_bufs = match &picks {
+        Some((_, rows)) => Some((gpu.upload(&source)?, gpu.upload(rows)?)),
+        None => None,
+    };
+    let gathered = match &gather_bufs {
+        Some((src, table)) => Some(GatherGemm::new(gpu, shape, layout, src, table, &b, Output::Bf16(&c), opts)?),
+        None => None,
     };
     let mut ours = || gemm.launch(gpu);
     let mut theirs = || {

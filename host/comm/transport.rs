@@ -164,8 +164,17 @@ unsafe impl Send for EmulatedNic {}
 impl EmulatedNic {
     /// A NIC on GPU `device` with these address tables and timing.
     pub fn new(device: u32, regions: Regions, model: NicModel) -> Self {
-        let (same_gpu, bounce) = (Vec::new(), None);
-        Self { device, regions, model, stream: None, flags: VecDeque::new(), gpu: None, bytes: 0, same_gpu, bounce }
+        Self {
+            device,
+            regions,
+            model,
+            stream: None,
+            flags: VecDeque::new(),
+            gpu: None,
+            bytes: 0,
+            same_gpu: Vec::new(),
+            bounce: None,
+        }
     }
 
     /// The NIC's stream (created by on_proxy_thread).
@@ -177,12 +186,15 @@ impl EmulatedNic {
     /// buffer, in pieces: each piece's device-to-host copy, then its host-to-device copy, on the
     /// NIC's stream, whose order keeps a piece in the buffer until it was written out.
     fn copy_through_host(&mut self, to: u64, src: u64, bytes: u64) -> CommResult<()> {
-        if self.bounce.is_none() {
-            let b = crate::gpu::MappedBuffer::<u8>::zeroed(BOUNCE_BYTES)
-                .map_err(|e| bad(format!("allocating the {BOUNCE_BYTES}-byte bounce buffer: {e}")))?;
-            self.bounce = Some(b);
+        let host = match &self.bounce {
+            Some(b) => b.host_ptr(),
+            None => {
+                let b = crate::gpu::MappedBuffer::<u8>::zeroed(BOUNCE_BYTES)
+                    .map_err(|e| bad(format!("allocating the {BOUNCE_BYTES}-byte bounce buffer: {e}")))?;
+                self.bounce.insert(b).host_ptr()
+            }
         }
-        let host = self.bounce.as_ref().map_or(std::ptr::null_mut(), |b| b.host_ptr()).cast::<std::ffi::c_void>();
+        .cast::<std::ffi::c_void>();
         let stream = self.queue()?.as_inner();
         let mut done = 0u64;
         while done < bytes {

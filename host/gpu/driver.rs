@@ -130,5 +130,6 @@ pub(crate) fn device_ordinal_of(addr: u64) -> Result<u32> {
             addr,
         )
     })?;
-    Ok(ordinal.max(0) as u32)
+    u32::try_from(ordinal)
+        .map_err(|_| GpuError::Module(format!("the driver gave device ordinal {ordinal} for {addr:#x}")))
 }

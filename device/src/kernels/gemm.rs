@@ -25,13 +25,23 @@ pub fn parts<A: Accumulators>(p: &GemmParams) -> (Operands, GroupedRaster, Store
 /// The plain GEMM on a ring of `STAGES`, in tiles as wide as `A`.
 #[inline(always)]
 unsafe fn gemm_ring<const TRANS_B: u32, const STAGES: u32, A: Accumulators>(p: &GemmParams) {
+    gemm_ring_gated::<TRANS_B, STAGES, A, _>(p, &NoGate);
+}
+
+/// The GEMM on a ring of `STAGES`, in tiles as wide as `A`, its inputs through `gate` (the
+/// plain GEMM's [`NoGate`], the gathered GEMM's row table).
+#[inline(always)]
+unsafe fn gemm_ring_gated<const TRANS_B: u32, const STAGES: u32, A: Accumulators, G: InputGate>(
+    p: &GemmParams,
+    gate: &G,
+) {
     let cta = block_idx_x();
     if cta >= p.roles.compute {
         return;
     }
     let (ops, sched, epi) = parts::<A>(p);
     let b = Bound { timeout_ns: p.timeout_ns, diag: &p.diag, rank: 0, role: Role::Compute as u32 };
-    compute_cta::<TRANS_B, STAGES, A, _, _, _>(&ops, &sched, &NoGate, &epi, p.roles.compute, b);
+    compute_cta::<TRANS_B, STAGES, A, _, _, _>(&ops, &sched, gate, &epi, p.roles.compute, b);
 }
 
 #[inline(always)]
@@ -112,13 +122,7 @@ impl InputGate for GatherRows<'_> {
 /// The gathered GEMM in 256-column tiles on the staged ring.
 #[inline(always)]
 unsafe fn gemm_gather<const TRANS_B: u32>(p: &GatherGemmParams) {
-    let g = &p.gemm;
-    if block_idx_x() >= g.roles.compute {
-        return;
-    }
-    let (ops, sched, epi) = parts::<Acc256>(g);
-    let b = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: 0, role: Role::Compute as u32 };
-    compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(&ops, &sched, &GatherRows(p), &epi, g.roles.compute, b);
+    gemm_ring_gated::<TRANS_B, STAGES, Acc256, _>(&p.gemm, &GatherRows(p));
 }
 
 b_layout_entry_points! {
