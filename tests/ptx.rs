@@ -116,9 +116,17 @@ fn barriers_tolerate_duplication_by_llvm() {
     }
 }
 
-/// Every kernel built on the GEMM engine: the plain GEMM and the fused ops.
-const ENGINE_KERNELS: [&str; 4] =
-    [kernels::GEMM_KN.name, kernels::GEMM_NK.name, kernels::AG_GEMM_KN.name, kernels::AG_GEMM_NK.name];
+/// Every kernel built on the GEMM engine: the plain GEMM, the gathered GEMM (its producer
+/// warpgroup copying A's rows: at 40 registers their addresses spilled in every k-block) and the
+/// fused ops.
+const ENGINE_KERNELS: [&str; 6] = [
+    kernels::GEMM_KN.name,
+    kernels::GEMM_NK.name,
+    kernels::GEMM_GATHER_KN.name,
+    kernels::GEMM_GATHER_NK.name,
+    kernels::AG_GEMM_KN.name,
+    kernels::AG_GEMM_NK.name,
+];
 
 /// The fused GEMM + ReduceScatter / AllReduce kernels, one node and several.
 const GEMM_RS_KERNELS: [&str; 4] = [

@@ -147,6 +147,11 @@ pub trait InputGate {
     /// warpgroup's 128 threads instead of loaded as boxes of the tensor map.
     const GATHER: bool = false;
 
+    /// Whether the producer warpgroup keeps 56 registers a thread (the consumers 224) rather
+    /// than 40 (232): for gathering producers whose row addresses spill at 40. Both splits fill
+    /// the same 64,512 registers a CTA launches with.
+    const WIDE_PRODUCER: bool = false;
+
     /// With [`InputGate::GATHER`]: the global address of row `r` (of `TILE_M`) of the tile's A,
     /// 16-byte aligned, or 0 for a row of zeros.
     ///

@@ -83,11 +83,15 @@ pub unsafe fn compute_cta<
     }
     sync_threads();
     // The tile walk starts at `blockIdx.x`, read in each branch after `setmaxnreg`: a value live
-    // across it must fit the producer's 40 registers in one branch and costs a consumer register
-    // in the other.
+    // across it must fit the producer's 40 (or 56) registers in one branch and costs a consumer
+    // register in the other.
     let tiles = || TileIter::new(block_idx_x_here(), ctas, sched.count());
     if wg == 0 {
-        setmaxnreg_dec::<40>();
+        if G::WIDE_PRODUCER {
+            setmaxnreg_dec::<56>();
+        } else {
+            setmaxnreg_dec::<40>();
+        }
         if G::GATHER {
             produce_gathered::<TRANS_B, STAGES, A, S, G>(ops, sched, gate, &smem, tiles(), &b, tid);
         } else if tid == 0 {
@@ -100,7 +104,11 @@ pub unsafe fn compute_cta<
             epi.help_finish(cwg);
         }
     } else {
-        setmaxnreg_inc::<232>();
+        if G::WIDE_PRODUCER {
+            setmaxnreg_inc::<224>();
+        } else {
+            setmaxnreg_inc::<232>();
+        }
         consume::<TRANS_B, STAGES, A, S, E>(ops, sched, epi, &smem, tiles(), &b, wg - 1, tid % 128, G::GATHER);
     }
 }

@@ -86,6 +86,9 @@ struct GatherRows<'a>(&'a GatherGemmParams);
 
 impl InputGate for GatherRows<'_> {
     const GATHER: bool = true;
+    // Eight 64-bit row addresses spill at 40 registers, and with B `[K, N]` the reloads in every
+    // k-block cost 10% (0.82-0.88x cuBLAS against 0.91-0.97x at 56, PERF.md).
+    const WIDE_PRODUCER: bool = true;
 
     #[inline(always)]
     unsafe fn wait(&self, _tile: Tile) -> Result<(), GaveUp> {

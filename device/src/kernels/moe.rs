@@ -1172,6 +1172,9 @@ struct RowGate<'a, const GATHER: bool> {
 
 impl<const G: bool> InputGate for RowGate<'_, G> {
     const GATHER: bool = G;
+    // The 40-register producer, although its row addresses spill: at 56 (no spill) the grouped
+    // GEMM alone ran 1-5% faster on three of four proxies but 21-33% slower with DeepSeek-like
+    // `[E, H, I]` weights (L2 hit rate 49% -> 42%; PERF.md, 2026-11-25).
 
     #[inline(always)]
     unsafe fn a_row(&self, tile: Tile, r: u32) -> u64 {
