@@ -148,7 +148,8 @@ impl Communicator {
                 }
                 let remote =
                     (0..world.world_size).map(|r| vec![(heap.peer(r).unwrap_or(0), heap.len() as u64)]).collect();
-                Box::new(EmulatedNic::new(world.device, Regions { local, remote }, opts.nic.clone()))
+                let same_gpu = (0..world.world_size).map(|r| heap.on_this_gpu(r)).collect();
+                Box::new(EmulatedNic::new(world.device, Regions { local, remote }, same_gpu, opts.nic.clone()))
             };
             transport = t.name();
             proxy = Some(Proxy::start(f.clone(), t, opts.proxy)?);

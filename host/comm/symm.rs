@@ -16,7 +16,24 @@ pub struct SymmBuffer {
     local: DeviceBuffer<u8>,
     /// Address of each rank's buffer as mapped in this process (0: not on this host).
     addrs: Vec<u64>,
+    /// Each rank's GPU UUID (None: not on this host).
+    gpus: Vec<Option<[u8; 16]>>,
+    /// This rank's GPU UUID.
+    gpu: [u8; 16],
     opened: Vec<u64>,
+}
+
+/// The UUID of GPU `device`: what identifies a GPU across processes, whatever each process's
+/// device numbering (`CUDA_VISIBLE_DEVICES`).
+fn gpu_uuid(device: u32) -> CommResult<[u8; 16]> {
+    let mut dev = 0;
+    let mut uuid = sys::CUuuid { bytes: [0; 16] };
+    // SAFETY: plain queries writing through valid pointers.
+    unsafe {
+        check_raw("cuDeviceGet", sys::cuDeviceGet(&mut dev, device as i32))?;
+        check_raw("cuDeviceGetUuid", sys::cuDeviceGetUuid_v2(&mut uuid, dev))?;
+    }
+    Ok(uuid.bytes.map(|b| b as u8))
 }
 
 fn hostname() -> String {
@@ -34,21 +51,26 @@ impl SymmBuffer {
         // SAFETY: local is a live cuMemAlloc allocation of this context.
         check_raw("cuIpcGetMemHandle", unsafe { sys::cuIpcGetMemHandle(&mut handle, local.addr()) })?;
         let host = hostname();
+        let uuid = gpu_uuid(world.device)?;
+        // The record: bytes (8), device ordinal (4), IPC handle (64), GPU UUID (16), host name.
         let mut blob = Vec::new();
         blob.extend_from_slice(&(bytes as u64).to_le_bytes());
         blob.extend_from_slice(&world.device.to_le_bytes());
         blob.extend_from_slice(bytemuck::cast_slice(&handle.reserved));
+        blob.extend_from_slice(&uuid);
         blob.extend_from_slice(host.as_bytes());
         let all = boot.all_gather(&blob)?;
         let mut addrs = vec![0u64; world.world_size as usize];
+        let mut gpus = vec![None; world.world_size as usize];
         let mut opened = Vec::new();
         addrs[world.rank as usize] = local.addr();
+        gpus[world.rank as usize] = Some(uuid);
         let result = (|| {
             for (r, b) in all.iter().enumerate() {
                 if r as u32 == world.rank {
                     continue;
                 }
-                if b.len() < 76 {
+                if b.len() < 92 {
                     return Err(CommError::Bootstrap {
                         rank: world.rank,
                         what: format!("malformed symmetric-buffer record from rank {r}"),
@@ -64,9 +86,10 @@ impl SymmBuffer {
                         ),
                     });
                 }
-                if b[76..] != *host.as_bytes() {
+                if b[92..] != *host.as_bytes() {
                     continue; // another host: reached by the inter-node transport, not mapped here
                 }
+                gpus[r] = Some(b[76..92].try_into().unwrap());
                 let their_dev = u32::from_le_bytes(b[8..12].try_into().unwrap());
                 if their_dev != world.device {
                     let mut can = 0;
@@ -91,7 +114,7 @@ impl SymmBuffer {
             }
             Ok(())
         })();
-        let buf = SymmBuffer { local, addrs, opened };
+        let buf = SymmBuffer { local, addrs, gpus, gpu: uuid, opened };
         result?;
         boot.barrier()?;
         Ok(buf)
@@ -110,6 +133,13 @@ impl SymmBuffer {
     /// Address of rank `r`'s buffer as mapped here (None: on another host).
     pub fn peer(&self, r: u32) -> Option<u64> {
         self.addrs.get(r as usize).copied().filter(|&a| a != 0)
+    }
+
+    /// Whether rank `r`'s buffer is on this rank's GPU (ranks sharing one GPU). Compared by GPU
+    /// UUID: a pointer attribute cannot tell, since the driver reports memory opened through CUDA
+    /// IPC as belonging to the device of the context that opened it.
+    pub fn on_this_gpu(&self, r: u32) -> bool {
+        self.gpus.get(r as usize).copied().flatten() == Some(self.gpu)
     }
 
     /// Size in bytes.

@@ -152,7 +152,7 @@ pub struct EmulatedNic {
     gpu: Option<crate::gpu::Gpu>,
     /// Bytes written so far.
     pub bytes: u64,
-    /// Per destination rank: its memory is on this NIC's GPU (found on the proxy thread).
+    /// Per destination rank: its memory is on this NIC's GPU.
     same_gpu: Vec<bool>,
     /// Pinned host memory carrying writes to ranks on this GPU, allocated at the first one.
     bounce: Option<crate::gpu::MappedBuffer<u8>>,
@@ -162,8 +162,9 @@ pub struct EmulatedNic {
 unsafe impl Send for EmulatedNic {}
 
 impl EmulatedNic {
-    /// A NIC on GPU `device` with these address tables and timing.
-    pub fn new(device: u32, regions: Regions, model: NicModel) -> Self {
+    /// A NIC on GPU `device` with these address tables and timing; `same_gpu[r]`: rank `r`'s
+    /// memory is on this GPU (see the type's docs; the communicator knows it from GPU UUIDs).
+    pub fn new(device: u32, regions: Regions, same_gpu: Vec<bool>, model: NicModel) -> Self {
         Self {
             device,
             regions,
@@ -172,7 +173,7 @@ impl EmulatedNic {
             flags: VecDeque::new(),
             gpu: None,
             bytes: 0,
-            same_gpu: Vec::new(),
+            same_gpu,
             bounce: None,
         }
     }
@@ -242,17 +243,6 @@ impl Transport for EmulatedNic {
             .map_err(|e| bad(format!("creating the NIC's stream: {e}")))?;
         self.stream = Some(s);
         self.gpu = Some(gpu);
-        self.same_gpu = self
-            .regions
-            .remote
-            .iter()
-            .map(|bufs| match bufs.iter().find(|(base, _)| *base != 0) {
-                Some(&(base, _)) => crate::gpu::device_ordinal_of(base)
-                    .map(|d| d == self.device)
-                    .map_err(|e| bad(format!("finding the GPU of a peer's buffer: {e}"))),
-                None => Ok(false),
-            })
-            .collect::<CommResult<_>>()?;
         Ok(())
     }
 

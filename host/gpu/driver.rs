@@ -116,20 +116,3 @@ pub(crate) unsafe fn write_u32_async(stream: &cust::stream::Stream, addr: u64, v
     // SAFETY: the caller's contract; the stream is alive for the call.
     check("cuStreamWriteValue32", unsafe { f(stream.as_inner(), addr, value, 0) })
 }
-
-/// Ordinal (in this process's numbering) of the GPU whose memory `addr` lies in, for memory
-/// allocated here or mapped from another process through CUDA IPC.
-pub(crate) fn device_ordinal_of(addr: u64) -> Result<u32> {
-    let mut ordinal: i32 = -1;
-    // SAFETY: the attribute is an int written through a valid pointer; an address the driver
-    // does not know is an error, not undefined behaviour.
-    check("cuPointerGetAttribute(DEVICE_ORDINAL)", unsafe {
-        cust_raw::cuPointerGetAttribute(
-            (&mut ordinal as *mut i32).cast(),
-            cust_raw::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-            addr,
-        )
-    })?;
-    u32::try_from(ordinal)
-        .map_err(|_| GpuError::Module(format!("the driver gave device ordinal {ordinal} for {addr:#x}")))
-}

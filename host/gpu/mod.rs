@@ -8,7 +8,7 @@ mod memory;
 mod tensor_map;
 pub mod topology;
 
-pub(crate) use driver::{device_ordinal_of, write_u32_async};
+pub(crate) use driver::write_u32_async;
 pub use error::{GpuError, Result};
 pub use kernels::Kernel;
 pub use memory::{take_drop_errors, DeviceBuffer, DeviceSlice, MappedBuffer};
