@@ -20,7 +20,8 @@ plot $L/allgather-w4-{n1,n4}-b7214f4.jsonl $L/torch-multi-w4-8192-b7214f4.jsonl
 plot $L/allgather-w4-inplace-b7214f4.jsonl $L/torch-multi-w4-8192-b7214f4.jsonl
 # GEMM vs cuBLAS and GEMM + ReduceScatter / AllReduce beside torch: commit b7f267e.
 plot $F/gemm-rs-ar.jsonl $F/gemm.jsonl $F/torch-multi.jsonl
-# MoE dispatch + grouped GEMM beside torch (all_to_all + grouped_mm), world 2: commit a8be637 (the
-# world-4 torch JSON did not come back from that call; its figures are in the call's bench.log).
-M=docs/gpu-logs/2026-11-22-h200x4-moe
-plot $M/moe-w2.jsonl $M/torch-moe-w2.jsonl
+# MoE dispatch + grouped GEMM beside torch (all_to_all + grouped_mm), world 2: the re-tuned
+# defaults of 2026-11-26 (call 3 of that day; the 2026-11-22 world-2 chart is in its log folder's
+# figures, PERF.md).
+M=docs/gpu-logs/2026-11-26a-h200x2-world2
+plot $M/call3-moe-w2.jsonl $M/call3-torch-moe-w2.jsonl
