@@ -146,6 +146,7 @@ pub fn check(a: CheckArgs) -> anyhow::Result<()> {
 pub fn bench(
     configs: &[AttentionShape],
     masks: &[bool],
+    comm_ctas: Option<u32>,
     ranks: &RanksArgs,
     timing: Timing,
     json: Option<&Path>,
@@ -177,7 +178,7 @@ pub fn bench(
                 &q,
                 &o,
                 Some(&lse),
-                RingOptions { causal, ..Default::default() },
+                RingOptions { causal, comm_ctas, ..Default::default() },
             )?;
             ring.k().copy_from(&rng.bf16_vec(s.kv_elements()))?;
             ring.v().copy_from(&rng.bf16_vec(s.kv_elements()))?;

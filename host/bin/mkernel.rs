@@ -243,6 +243,9 @@ enum BenchCmd {
         /// Masks to time: causal (zigzag shards) and/or full.
         #[arg(long, value_delimiter = ',', value_parser = args::mask, default_value = "full,causal")]
         masks: Vec<bool>,
+        /// CTAs that move K and V to the next rank (default: 4 when it is on this node, else 1).
+        #[arg(long = "comm-ctas", value_parser = clap::value_parser!(u32).range(1..=64))]
+        comm_ctas: Option<u32>,
         #[command(flatten)]
         ranks: RanksArgs,
         #[command(flatten)]
@@ -507,8 +510,8 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Moe { configs, layouts, knobs, ranks, timing, json } => {
             cmd_moe::bench(&configs, &layouts, &knobs, &ranks, timing.timing(), json.as_deref())
         }
-        BenchCmd::RingAttention { configs, masks, ranks, timing, json } => {
-            cmd_ring::bench(&configs, &masks, &ranks, timing.timing(), json.as_deref())
+        BenchCmd::RingAttention { configs, masks, comm_ctas, ranks, timing, json } => {
+            cmd_ring::bench(&configs, &masks, comm_ctas, &ranks, timing.timing(), json.as_deref())
         }
         BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
             cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)
