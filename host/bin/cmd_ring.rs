@@ -5,7 +5,7 @@ use anyhow::{ensure, Context};
 use clap::Args;
 use half::bf16;
 use mkernel::attention::{index, reference_row, Attention, AttentionOptions, AttentionShape, AttnLayout};
-use mkernel::bench::{harness, RunInfo, Solo, Timing};
+use mkernel::bench::{harness, RunInfo, Timing};
 use mkernel::comm::communicator::{CommOptions, Communicator};
 use mkernel::comm::world::World;
 use mkernel::ops::ring_attention::{shard_position, zigzag_shard, RingAttention, RingOptions};
@@ -182,9 +182,9 @@ pub fn bench(
             )?;
             ring.k().copy_from(&rng.bf16_vec(s.kv_elements()))?;
             ring.v().copy_from(&rng.bf16_vec(s.kv_elements()))?;
-            let ms = harness::time_ms(&gpu, &mut &comm, timing, || ring.launch(&gpu))?;
-            ring.wait(&gpu)?;
-            // One rank's block alone on this GPU (causal: the diagonal block's mask).
+            // One rank's block alone on this GPU (causal: the diagonal block's mask), timed
+            // interleaved with the ring so both see the same clocks (the power limit's transient
+            // moved a separately timed reference by up to 13% within one call).
             let (k, v) = (gpu.upload(&rng.bf16_vec(s.kv_elements()))?, gpu.upload(&rng.bf16_vec(s.kv_elements()))?);
             let one = Attention::new(
                 &gpu,
@@ -195,7 +195,10 @@ pub fn bench(
                 Some(&lse),
                 AttentionOptions { causal, ..Default::default() },
             )?;
-            let one_ms = harness::time_ms(&gpu, &mut Solo, timing, || one.launch(&gpu))?;
+            let (mut ring_run, mut one_run) = (|| ring.launch(&gpu), || one.launch(&gpu));
+            let ms = harness::time_each(&gpu, &mut &comm, timing, &mut [&mut ring_run, &mut one_run])?;
+            let (ms, one_ms) = (ms[0], ms[1]);
+            ring.wait(&gpu)?;
             one.run(&gpu)?;
             let ring_tf = ring.flops_per_rank() / ms / 1e9;
             let one_tf = s.flops(causal) / one_ms / 1e9;
