@@ -36,6 +36,13 @@ fn gpu_uuid(device: u32) -> CommResult<[u8; 16]> {
     Ok(uuid.bytes.map(|b| b as u8))
 }
 
+/// Where each field of a rank's bootstrap record starts: bytes (u64), device ordinal (u32), IPC
+/// handle (64 bytes), GPU UUID (16 bytes), then the host name to the end.
+const AT_DEVICE: usize = 8;
+const AT_HANDLE: usize = AT_DEVICE + 4;
+const AT_UUID: usize = AT_HANDLE + 64;
+const AT_HOST: usize = AT_UUID + 16;
+
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
@@ -52,7 +59,7 @@ impl SymmBuffer {
         check_raw("cuIpcGetMemHandle", unsafe { sys::cuIpcGetMemHandle(&mut handle, local.addr()) })?;
         let host = hostname();
         let uuid = gpu_uuid(world.device)?;
-        // The record: bytes (8), device ordinal (4), IPC handle (64), GPU UUID (16), host name.
+        // The record (field offsets: AT_*).
         let mut blob = Vec::new();
         blob.extend_from_slice(&(bytes as u64).to_le_bytes());
         blob.extend_from_slice(&world.device.to_le_bytes());
@@ -70,13 +77,13 @@ impl SymmBuffer {
                 if r as u32 == world.rank {
                     continue;
                 }
-                if b.len() < 92 {
+                if b.len() < AT_HOST {
                     return Err(CommError::Bootstrap {
                         rank: world.rank,
                         what: format!("malformed symmetric-buffer record from rank {r}"),
                     });
                 }
-                let their_bytes = u64::from_le_bytes(b[0..8].try_into().unwrap());
+                let their_bytes = u64::from_le_bytes(b[..AT_DEVICE].try_into().unwrap());
                 if their_bytes != bytes as u64 {
                     return Err(CommError::InvalidArgument {
                         arg: "bytes",
@@ -86,11 +93,11 @@ impl SymmBuffer {
                         ),
                     });
                 }
-                if b[92..] != *host.as_bytes() {
+                if b[AT_HOST..] != *host.as_bytes() {
                     continue; // another host: reached by the inter-node transport, not mapped here
                 }
-                gpus[r] = Some(b[76..92].try_into().unwrap());
-                let their_dev = u32::from_le_bytes(b[8..12].try_into().unwrap());
+                gpus[r] = Some(b[AT_UUID..AT_HOST].try_into().unwrap());
+                let their_dev = u32::from_le_bytes(b[AT_DEVICE..AT_HANDLE].try_into().unwrap());
                 if their_dev != world.device {
                     let mut can = 0;
                     let (mut me, mut them) = (0, 0);
@@ -105,7 +112,7 @@ impl SymmBuffer {
                     }
                 }
                 let mut h = sys::CUipcMemHandle { reserved: [0; 64] };
-                h.reserved.copy_from_slice(bytemuck::cast_slice(&b[12..76]));
+                h.reserved.copy_from_slice(bytemuck::cast_slice(&b[AT_HANDLE..AT_UUID]));
                 let mut ptr = 0;
                 // SAFETY: the handle came from a live allocation of another process on this host.
                 check_raw("cuIpcOpenMemHandle", unsafe { sys::cuIpcOpenMemHandle_v2(&mut ptr, h, LAZY_PEER) })?;
@@ -136,8 +143,8 @@ impl SymmBuffer {
     }
 
     /// Whether rank `r`'s buffer is on this rank's GPU (ranks sharing one GPU). Compared by GPU
-    /// UUID: a pointer attribute cannot tell, since the driver reports memory opened through CUDA
-    /// IPC as belonging to the device of the context that opened it.
+    /// UUID, not by a pointer attribute: for memory opened through CUDA IPC the device-ordinal
+    /// attribute named the opening process's own GPU here (2 GPUs, every peer looked local).
     pub fn on_this_gpu(&self, r: u32) -> bool {
         self.gpus.get(r as usize).copied().flatten() == Some(self.gpu)
     }
