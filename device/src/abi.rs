@@ -500,8 +500,11 @@ abi_struct! {
         /// peers (compute reads local rows from `a_local_map`); 0: chunk by chunk before the
         /// pushes (the inter-node path sends from that copy).
         pub local_copy_last: u32,
-        /// Padding up to the asserted size; always 0.
-        pub _pad: u32,
+        /// 1: the compute tiles whose rows are all this rank's write those rows into `gathered`
+        /// from shared memory as they load them, each tile of a tile row its share of the
+        /// k-blocks ([`AgGemmParams::tiled_rows`]);
+        /// the push CTAs' local copy then covers only the shard's rows outside such tiles.
+        pub tiles_copy_local: u32,
     }
 }
 
@@ -543,6 +546,19 @@ impl AgGemmParams {
         let end = first + tile_m;
         let mine = self.rank * self.shard_rows;
         self.in_place == 0 && first >= mine && end <= mine + self.shard_rows
+    }
+    /// The rows of this rank's shard (shard-relative, `[first, end)`) that lie in tile rows of
+    /// `tile_m` entirely inside the shard: what [`AgGemmParams::tiles_copy_local`] leaves to
+    /// the compute tiles. Empty (`first == end`) when no tile row fits.
+    pub const fn tiled_rows(&self, tile_m: u32) -> (u32, u32) {
+        let mine = self.rank * self.shard_rows;
+        let first = mine.div_ceil(tile_m) * tile_m;
+        let end = (mine + self.shard_rows) / tile_m * tile_m;
+        if end > first {
+            (first - mine, end - mine)
+        } else {
+            (0, 0)
+        }
     }
     /// Byte offset of rank `s`'s shard in `gathered`.
     pub const fn shard_offset(&self, s: u32) -> u64 {

@@ -136,6 +136,19 @@ pub trait InputGate {
         (a_map, tile.m * tile_m)
     }
 
+    /// Whether the engine runs an A writer thread that stores some tiles' A stages out (see
+    /// [`InputGate::a_copy`]). Constant: other kernels pay nothing.
+    const WRITES_A: bool = false;
+
+    /// With [`InputGate::WRITES_A`]: which of the tile's A k-blocks also go elsewhere once they
+    /// have landed in shared memory, and where (AllGather + GEMM: the local shard into the
+    /// gathered A, from the tiles that read it anyway, so no copy CTA reads it a second time).
+    /// `None`: none.
+    #[inline(always)]
+    fn a_copy(&self, _tile: Tile, _tile_m: u32) -> Option<ACopy> {
+        None
+    }
+
     /// Added to B's row coordinate for this tile: which of several matrices stacked in B's
     /// tensor map the tile multiplies by (a grouped GEMM's expert); 0 by default.
     #[inline(always)]
@@ -168,6 +181,22 @@ pub trait InputGate {
     fn a_any(&self) -> u64 {
         0
     }
+}
+
+/// Where an A writer stores a tile's A k-blocks ([`InputGate::a_copy`]): k-blocks `kb` with
+/// `kb % stride == first` go to row `row` of the tensor map `map` (same boxes as A's). The tiles
+/// of one tile row share the row's k-blocks out (`first` = the tile's column, `stride` = the
+/// columns), so no tile writes much more than its share.
+#[derive(Clone, Copy)]
+pub struct ACopy {
+    /// Device address of the destination tensor map.
+    pub map: u64,
+    /// Row coordinate of the tile's first row there.
+    pub row: u32,
+    /// The first k-block this tile writes.
+    pub first: u32,
+    /// Every `stride`-th k-block from `first` on.
+    pub stride: u32,
 }
 
 /// Inputs always present (the plain GEMM).

@@ -305,9 +305,12 @@ impl<'a> AgGemm<'a> {
             }
             AgInput::InPlace => None,
         };
-        // One node: the local copy only serves the caller (compute reads the shard itself), so it
-        // goes after the pushes; several nodes: the proxy sends from it, so it goes first.
+        // One node: the local copy only serves the caller (compute reads the shard itself), so
+        // the compute tiles that load the local rows write them from shared memory (no push CTA
+        // reads them a second time) and the push CTAs copy what no tile covers, after the pushes.
+        // Several nodes: the proxy sends from that copy, so the push CTAs make all of it first.
         params.local_copy_last = (world.nodes == 1) as u32;
+        params.tiles_copy_local = tiles_copy_local(&world, in_place) as u32;
         let kernel = b_layout.pick(kernels::AG_GEMM_KN, kernels::AG_GEMM_NK);
 
         // The unfused path gathers into the same buffer (in place) and multiplies from it.
@@ -388,6 +391,7 @@ impl<'a> AgGemm<'a> {
         let mut p = self.params;
         p.gemm.roles.compute = 0;
         p.comm_only = 1;
+        p.tiles_copy_local = 0; // no compute tiles: the push CTAs make the whole local copy
         self.launch_fused(gpu, &p)
     }
 
@@ -438,6 +442,12 @@ impl<'a> AgGemm<'a> {
     }
 }
 
+/// Whether the compute tiles write the local shard into the gathered A themselves (see
+/// `AgGemmParams::tiles_copy_local`): on one node when the shard is not already in place.
+fn tiles_copy_local(world: &World, in_place: bool) -> bool {
+    world.nodes == 1 && !in_place
+}
+
 /// The options resolved for `shape` on this machine: explicit values win, then the tuned table,
 /// then the rule of thumb ([`tuned`]). Errors name the option and the rule.
 pub fn resolve(opts: &AgGemmOptions, shape: GemmShape, world: &World, sms: u32, in_place: bool) -> Result<Split> {
@@ -463,7 +473,7 @@ pub fn resolve(opts: &AgGemmOptions, shape: GemmShape, world: &World, sms: u32, 
         None => {
             // The CTAs the data needs, then every SM the compute CTAs cannot use anyway: the
             // tiles take as many waves with `compute` CTAs as with `sms - needed`.
-            let needed = tuned::ag_gemm_push_ctas(shape, world, in_place);
+            let needed = tuned::ag_gemm_push_ctas(shape, world, !in_place && !tiles_copy_local(world, in_place));
             let waves = tiles.div_ceil(sms.saturating_sub(needed + others).max(1));
             let compute = tiles.div_ceil(waves.max(1));
             sms.saturating_sub(compute + others).clamp(needed, needed.max(tuned::AG_GEMM_MAX_PUSH_CTAS))
@@ -534,10 +544,14 @@ mod tests {
         let s = resolve(&def, shape, &w, 132, true).unwrap();
         assert_eq!((s.push, s.fwd, s.inter_send, s.chunk_rows), (4, 0, 0, 128));
         assert_eq!(s.compute, 128, "2048 tiles: 16 waves of 128");
-        // Not in place the local copy needs CTAs too; the tiles then take 17 waves, which 121
-        // compute CTAs finish as fast as 125, so the other SMs push.
+        // Not in place on one node the compute tiles make the local copy: the same split.
         let s = resolve(&def, shape, &w, 132, false).unwrap();
-        assert_eq!((s.compute, s.push), (121, 11));
+        assert_eq!((s.compute, s.push), (128, 4));
+        // Several nodes: the push CTAs copy locally first (the proxy sends from that copy); the
+        // tiles then take 17 waves, which 121 compute CTAs finish as fast as 125, so the other
+        // SMs push.
+        let s = resolve(&def, shape, &World::test(0, 2, 2), 132, false).unwrap();
+        assert_eq!((s.compute, s.push + s.inter_send), (121, 11));
         let e =
             resolve(&AgGemmOptions { push_ctas: Some(132), ..Default::default() }, shape, &w, 132, true).unwrap_err();
         assert!(e.to_string().contains("push_ctas"), "{e}");

@@ -3,7 +3,7 @@
 //! measured shape is near.
 //!
 //! A table entry applies to the same op, world size and node count, at the measured shape
-//! nearest to the asked one if it is within a factor of two in every dimension.
+//! nearest to the asked one if it is closer than a factor of two in every dimension.
 use super::Path;
 use crate::comm::world::World;
 use crate::gemm::GemmShape;
@@ -64,7 +64,9 @@ fn nearest(table: &[(Line, AgGemmEntry)], shape: GemmShape, world: &World) -> Op
         .iter()
         .filter(|(l, _)| l.world == world.world_size && l.nodes == world.nodes)
         .map(|(l, e)| (distance(shape, l.m, l.n, l.k), *e))
-        .filter(|(d, _)| *d <= std::f64::consts::LN_2 + 1e-9)
+        // Closer than a factor of two: 4096^3's split (a quarter of the tiles) says nothing
+        // about 8192^3's waves.
+        .filter(|(d, _)| *d < std::f64::consts::LN_2 - 1e-9)
         .min_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, e)| e)
 }
@@ -79,10 +81,11 @@ pub const AG_GEMM_MAX_PUSH_CTAS: u32 = 16;
 
 /// Rule of thumb for the push CTAs a shape needs: enough copy CTAs (about 30 GB/s each, measured
 /// 40-45) to deliver the shard to this node's peers, and into this rank's own gathered buffer
-/// unless in place, within 80% of the GEMM's own time (about 650 TFLOP/s), so compute never
-/// waits; between 1 and [`AG_GEMM_MAX_PUSH_CTAS`].
-pub fn ag_gemm_push_ctas(shape: GemmShape, world: &World, in_place: bool) -> u32 {
-    let copies = world.local_world_size - 1 + (!in_place) as u32;
+/// when they make that copy (`local_copy`: not in place, and not left to the compute tiles),
+/// within 80% of the GEMM's own time (about 650 TFLOP/s), so compute never waits; between 1 and
+/// [`AG_GEMM_MAX_PUSH_CTAS`].
+pub fn ag_gemm_push_ctas(shape: GemmShape, world: &World, local_copy: bool) -> u32 {
+    let copies = world.local_world_size - 1 + local_copy as u32;
     if copies == 0 {
         return 1;
     }
@@ -204,6 +207,7 @@ mod tests {
         assert_eq!(nearest(&t, s(3000, 4096, 4096), &world(2, 1)).unwrap().chunk_rows, 256);
         assert!(nearest(&t, s(16384, 4096, 8192), &world(4, 1)).is_none(), "other world size");
         assert!(nearest(&t, s(65536, 4096, 8192), &world(2, 1)).is_none(), "too far");
+        assert!(nearest(&t, s(4096, 8192, 8192), &world(2, 1)).is_none(), "twice as large is too far");
     }
 
     #[test]
@@ -223,10 +227,10 @@ mod tests {
     #[test]
     fn rules_of_thumb() {
         let big = GemmShape { m: 16384, n: 4096, k: 8192 };
-        assert_eq!(ag_gemm_push_ctas(big, &world(2, 1), true), 4);
-        assert_eq!(ag_gemm_push_ctas(big, &world(2, 1), false), 7, "the local copy too");
-        assert!(ag_gemm_push_ctas(big, &world(4, 1), true) >= 5);
-        assert_eq!(ag_gemm_push_ctas(big, &world(2, 2), true), 1, "one rank per node: no NVLink peers");
+        assert_eq!(ag_gemm_push_ctas(big, &world(2, 1), false), 4);
+        assert_eq!(ag_gemm_push_ctas(big, &world(2, 1), true), 7, "the local copy too");
+        assert!(ag_gemm_push_ctas(big, &world(4, 1), false) >= 5);
+        assert_eq!(ag_gemm_push_ctas(big, &world(2, 2), false), 1, "one rank per node: no NVLink peers");
         assert_eq!(ag_gemm_heuristic(big, &world(2, 1)), Path::Fused);
         assert_eq!(ag_gemm_heuristic(GemmShape { m: 256, n: 4096, k: 4096 }, &world(2, 1)), Path::Unfused);
     }

@@ -12,7 +12,7 @@ use super::mainloop::{load_b_k_block, load_k_block, mma_k_block, Acc256, Accumul
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
 use crate::pipeline::PipeState;
-use crate::sched::{InputGate, TileIter, TileScheduler};
+use crate::sched::{rem_nz, InputGate, TileIter, TileScheduler};
 use crate::sync::Bound;
 use crate::tile::{swizzle128, SW128_ROW_BYTES};
 
@@ -76,9 +76,12 @@ pub unsafe fn compute_cta<
     let tid = thread_idx_x();
     let wg = tid / 128;
     const { assert!(!(G::GATHER && E::HELPER), "gathering producers leave no helper threads") };
+    const { assert!(!(G::GATHER && G::WRITES_A), "gathering producers leave no writer thread") };
     if tid == 0 {
-        // A gathered A adds one `cp.async` arrival per producer thread to every fill.
-        smem.pipeline().init_counts(if G::GATHER { 1 + 128 } else { 1 }, EMPTY_ARRIVALS);
+        // A gathered A adds one `cp.async` arrival per producer thread to every fill; the A
+        // writer is one more reader of every stage.
+        let readers = EMPTY_ARRIVALS + G::WRITES_A as u32;
+        smem.pipeline().init_counts(if G::GATHER { 1 + 128 } else { 1 }, readers);
         epi.init(&smem);
     }
     sync_threads();
@@ -96,6 +99,8 @@ pub unsafe fn compute_cta<
             produce_gathered::<TRANS_B, STAGES, A, S, G>(ops, sched, gate, &smem, tiles(), &b, tid);
         } else if tid == 0 {
             produce::<TRANS_B, STAGES, A, S, G>(ops, sched, gate, &smem, tiles(), &b);
+        } else if G::WRITES_A && tid == A_WRITER {
+            write_a::<STAGES, A, S, G>(ops, sched, gate, &smem, tiles(), &b);
         } else if E::HELPER && (tid == 32 || tid == 64) {
             let cwg = tid / 32 - 1;
             for (n, i) in tiles().enumerate() {
@@ -167,6 +172,48 @@ unsafe fn produce<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
             st.advance();
         }
     }
+}
+
+/// The producer warpgroup's thread that writes A stages out ([`InputGate::WRITES_A`]): lane 0
+/// of warp 3 (warps 1 and 2 lend an epilogue their lane 0s).
+const A_WRITER: u32 = 96;
+
+/// The A writer: one more reader of every stage. Once a k-block the gate names
+/// ([`InputGate::a_copy`]) has landed, it stores the stage's A box (TMA) while the consumers
+/// multiply from it, and gives the stage back once the store has read it; other k-blocks it
+/// gives back as soon as they land. The producer never waits for it: the copy costs the loads
+/// nothing as long as a tile's share of stores (one SM writes some tens of GB/s) reads faster
+/// than the consumers compute.
+#[inline(always)]
+unsafe fn write_a<const STAGES: u32, A: Accumulators, S: TileScheduler, G: InputGate>(
+    ops: &Operands,
+    sched: &S,
+    gate: &G,
+    smem: &Smem<STAGES, A>,
+    tiles: TileIter,
+    b: &Bound<'_>,
+) {
+    let pipe = smem.pipeline();
+    let k_blocks = ops.k.div_ceil(TILE_K);
+    let mut st = PipeState::start();
+    for i in tiles {
+        let (kb0, kb1) = sched.k_range(i, k_blocks);
+        let to = gate.a_copy(sched.tile(i), TILE_M);
+        for kb in kb0..kb1 {
+            if pipe.wait(st, b, i).is_err() {
+                trap();
+            }
+            if let Some(c) = to.filter(|c| rem_nz(kb, c.stride) == c.first) {
+                tma_store_2d(c.map, smem.a(st.slot), (kb * TILE_K) as i32, c.row as i32);
+                bulk_commit_group();
+                bulk_wait_group_read::<0>();
+            }
+            pipe.release(st.slot);
+            st.advance();
+        }
+    }
+    // The stores are done reading; their writes must land before the kernel ends.
+    bulk_wait_group::<0>();
 }
 
 /// Named barrier of the gathering producer warpgroup (the consumers' epilogues use 1 and 2).

@@ -22,7 +22,7 @@ use crate::comm::signal::{launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
 use crate::gemm::engine::store_c_cta;
 use crate::gemm::*;
-use crate::sched::{div_nz, rem_nz, GaveUp, InputGate, Role, RowOrder, Tile, TileGrid};
+use crate::sched::{div_nz, rem_nz, ACopy, GaveUp, InputGate, Role, RowOrder, Tile, TileGrid};
 use crate::sync::Bound;
 
 /// The compute CTAs' input gate: a tile waits for the arrival flags of exactly the chunks of rows
@@ -62,6 +62,22 @@ impl InputGate for ArrivalGate<'_> {
         // loads that follow read them through the async proxy.
         fence_proxy_async_global();
         result
+    }
+
+    const WRITES_A: bool = true;
+
+    #[inline(always)]
+    fn a_copy(&self, tile: Tile, tile_m: u32) -> Option<ACopy> {
+        let p = self.p;
+        // Every tile of a local tile row writes its share of the row's k-blocks: each k-block
+        // exactly once, spread over the row's tiles (one SM alone writes too slowly).
+        let stride = p.gemm.n.div_ceil(TILE_N);
+        (p.tiles_copy_local != 0 && p.tile_is_local(tile.m, tile_m)).then_some(ACopy {
+            map: p.gemm.a_map,
+            row: tile.m * tile_m,
+            first: tile.n,
+            stride,
+        })
     }
 
     #[inline(always)]
@@ -117,17 +133,32 @@ impl Mover<'_> {
     #[inline(always)]
     unsafe fn run(&mut self, it: Item) {
         let p = self.p;
-        if it.peer != p.local_rank {
+        let local = it.peer == p.local_rank;
+        if !local {
             self.wait_ready(it.peer);
             sync_threads(); // nobody writes into the peer before thread 0 saw it ready
         }
         let (lo, hi) = p.chunk_bytes_range(it.chunk);
-        let to = if it.peer == p.local_rank { p.gathered } else { pick(&p.peer_gathered, it.peer) };
+        let to = if local { p.gathered } else { pick(&p.peer_gathered, it.peer) };
         let dst = to + p.shard_offset(it.src_rank);
-        // A thread-0 failure is not seen by the others: they keep copying (harmlessly) and meet the
-        // block barriers; thread 0 raises nothing more.
-        let ring = if self.failed { None } else { self.ring.as_mut() };
-        let ok = copy_block(it.from, dst, (lo, hi), true, ring, &self.b, it.chunk, (self.tid, block_dim_x()));
+        // The compute tiles write the tiled rows of the local copy themselves: copy the chunk's
+        // rows before and after them only.
+        let (t0, t1) = if local && p.tiles_copy_local != 0 { p.tiled_rows(TILE_M) } else { (0, 0) };
+        let (t0, t1) = (t0 as u64 * p.row_bytes(), t1 as u64 * p.row_bytes());
+        let (before, after) =
+            if t1 > t0 { ((lo, hi.min(t0).max(lo)), (t1.max(lo).min(hi), hi)) } else { ((lo, hi), (hi, hi)) };
+        let mut ok = true;
+        let mut part = |range: (u64, u64)| {
+            if range.1 > range.0 {
+                // A thread-0 failure is not seen by the others: they keep copying (harmlessly)
+                // and meet the block barriers; thread 0 raises nothing more.
+                let ring = if self.failed || !ok { None } else { self.ring.as_mut() };
+                let tb = (self.tid, block_dim_x());
+                ok &= copy_block(it.from, dst, range, true, ring, &self.b, it.chunk, tb);
+            }
+        };
+        part(before);
+        part(after);
         if self.tid == 0 && ok && !self.failed {
             let flags = if it.peer == p.local_rank { p.flags } else { pick(&p.peer_flags, it.peer) };
             signal((flags as *mut u32).add(p.data_flag(it.src_rank, it.chunk) as usize), self.epoch);
