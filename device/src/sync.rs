@@ -51,6 +51,16 @@ impl Bound<'_> {
         wait_flag_sys_u32(flag, epoch, self.timeout_ns, self.diag, self.site(tile, crate::abi::WAIT_FLAG))
     }
 
+    /// [`Bound::flag`] for a flag only this GPU writes (GPU-scope acquire: no system-wide
+    /// ordering to wait for).
+    ///
+    /// # Safety
+    /// As [`wait_flag_sys_u32`], the writer on this GPU.
+    #[inline(always)]
+    pub unsafe fn flag_gpu(&self, flag: *const u32, epoch: u32, tile: u32) -> WaitResult {
+        wait_flag_u32::<false>(flag, epoch, self.timeout_ns, self.diag, self.site(tile, crate::abi::WAIT_FLAG))
+    }
+
     /// Wait for an mbarrier phase ([`wait_mbarrier`]).
     ///
     /// # Safety
@@ -189,8 +199,25 @@ pub unsafe fn wait_flag_sys_u32(
     diag: &Diag,
     site: WaitSite,
 ) -> WaitResult {
+    wait_flag_u32::<true>(flag, expected, timeout_ns, diag, site)
+}
+
+/// [`wait_flag_sys_u32`] at system scope (`SYS`: writers on other GPUs or the host) or GPU scope
+/// (writers on this GPU only, which a system-scope acquire would make wait for nothing).
+///
+/// # Safety
+/// As [`wait_flag_sys_u32`].
+#[inline(always)]
+pub unsafe fn wait_flag_u32<const SYS: bool>(
+    flag: *const u32,
+    expected: u32,
+    timeout_ns: u64,
+    diag: &Diag,
+    site: WaitSite,
+) -> WaitResult {
     let reached = |v: u32| (v.wrapping_sub(expected) as i32) >= 0;
-    if reached(ld_acquire_sys_u32(flag)) {
+    let acquire = || if SYS { ld_acquire_sys_u32(flag) } else { ld_acquire_gpu_u32(flag) };
+    if reached(acquire()) {
         return Ok(());
     }
     let mut deadline = Deadline::start();
@@ -198,10 +225,10 @@ pub unsafe fn wait_flag_sys_u32(
     loop {
         nanosleep(pause);
         pause = if pause < MAX_POLL_PAUSE_NS { 2 * pause } else { MAX_POLL_PAUSE_NS };
-        let v = ld_relaxed_sys_u32(flag);
+        let v = if SYS { ld_relaxed_sys_u32(flag) } else { ld_relaxed_gpu_u32(flag) };
         if reached(v) {
             // The relaxed poll saw the release; this load synchronises with it.
-            ld_acquire_sys_u32(flag);
+            acquire();
             return Ok(());
         }
         deadline.check(timeout_ns, diag, |waited| {

@@ -38,6 +38,16 @@ pub unsafe fn signal(flag: *mut u32, epoch: u32) {
     st_release_sys_u32(flag, epoch);
 }
 
+/// [`signal`] for a flag only this GPU reads, after generic-proxy writes only: a GPU-scope
+/// release (a system-scope fence would wait for system-wide visibility nobody needs).
+///
+/// # Safety
+/// `flag` is a valid, aligned `u32` of this GPU's memory.
+#[inline(always)]
+pub unsafe fn signal_gpu(flag: *mut u32, epoch: u32) {
+    st_release_gpu_u32(flag, epoch);
+}
+
 /// One of `writers` per launch finishing its part: true for the last one of launch `epoch`. The
 /// counter only grows (each launch adds `writers`), so nothing is reset between launches.
 ///
@@ -48,6 +58,18 @@ pub unsafe fn last_arriver(counter: *mut u32, writers: u32, epoch: u32) -> bool 
     fence_proxy_async_global();
     fence_acq_rel_sys();
     let before = atom_add_acq_rel_sys_u32(counter, 1);
+    before.wrapping_add(1) == epoch.wrapping_mul(writers)
+}
+
+/// [`last_arriver`] among writers on this GPU only, whose last one then announces the whole to
+/// others itself (with a system-scope [`signal`]): GPU-scope ordering suffices for the count.
+///
+/// # Safety
+/// As [`last_arriver`].
+#[inline(always)]
+pub unsafe fn last_arriver_gpu(counter: *mut u32, writers: u32, epoch: u32) -> bool {
+    fence_proxy_async_global();
+    let before = atom_add_acq_rel_gpu_u32(counter, 1);
     before.wrapping_add(1) == epoch.wrapping_mul(writers)
 }
 

@@ -7,7 +7,7 @@ use crate::abi::*;
 use crate::arch::*;
 use crate::attention::{run_cta, KvSteps};
 use crate::comm::nvlink::{copy_block, BulkRing};
-use crate::comm::signal::{last_arriver, launch_epoch, signal};
+use crate::comm::signal::{last_arriver, last_arriver_gpu, launch_epoch, signal, signal_gpu};
 use crate::comm::{fifo_push, signal_remote};
 use crate::sched::Role;
 use crate::sync::{Bound, WaitResult};
@@ -67,21 +67,24 @@ impl KvSteps for RingSteps<'_> {
     #[inline(always)]
     unsafe fn before_merge(&self, s: u32, part: u32, b: &Bound<'_>) -> WaitResult {
         // Raised to `(epoch - 1) * world + s + 1` after step `s`: wait for step `s - 1`'s.
+        // Written by this GPU's CTAs only: GPU scope.
         let flag = (self.p.attn.tile_flags as *const u32).add(part as usize);
-        b.flag(flag, self.epoch.wrapping_sub(1).wrapping_mul(self.p.world).wrapping_add(s), part)
+        b.flag_gpu(flag, self.epoch.wrapping_sub(1).wrapping_mul(self.p.world).wrapping_add(s), part)
     }
 
     #[inline(always)]
     unsafe fn after_store(&self, s: u32, part: u32) {
+        // The running output was written with plain stores and is read by this GPU only.
         let flag = (self.p.attn.tile_flags as *mut u32).add(part as usize);
-        signal(flag, self.epoch.wrapping_sub(1).wrapping_mul(self.p.world).wrapping_add(s + 1));
+        signal_gpu(flag, self.epoch.wrapping_sub(1).wrapping_mul(self.p.world).wrapping_add(s + 1));
     }
 
     #[inline(always)]
     unsafe fn part_done(&self, s: u32, parts: u32) {
         // Step 0 read this rank's own K/V, which nobody rewrites during the launch. Otherwise the
         // last of the step's parts tells the previous rank that our slot is free.
-        if s > 0 && last_arriver((self.p.counters as *mut u32).add(s as usize), parts, self.epoch) {
+        // The count is among this GPU's CTAs; `raise` publishes to the previous rank itself.
+        if s > 0 && last_arriver_gpu((self.p.counters as *mut u32).add(s as usize), parts, self.epoch) {
             raise(self.p, self.p.prev_flags, self.p.prev, self.p.free(s), self.epoch, &self.b);
         }
     }
