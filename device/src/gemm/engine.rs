@@ -100,7 +100,7 @@ pub unsafe fn compute_cta<
         } else if tid == 0 {
             produce::<TRANS_B, STAGES, A, S, G>(ops, sched, gate, &smem, tiles(), &b);
         } else if G::WRITES_A && tid == A_WRITER {
-            write_a::<STAGES, A, S, G>(ops, sched, gate, &smem, tiles(), &b);
+            write_a::<STAGES, A, S, G>((ops, sched, gate), &smem, tiles(), &b);
         } else if E::HELPER && (tid == 32 || tid == 64) {
             let cwg = tid / 32 - 1;
             for (n, i) in tiles().enumerate() {
@@ -186,9 +186,7 @@ const A_WRITER: u32 = 96;
 /// than the consumers compute.
 #[inline(always)]
 unsafe fn write_a<const STAGES: u32, A: Accumulators, S: TileScheduler, G: InputGate>(
-    ops: &Operands,
-    sched: &S,
-    gate: &G,
+    (ops, sched, gate): (&Operands, &S, &G),
     smem: &Smem<STAGES, A>,
     tiles: TileIter,
     b: &Bound<'_>,
