@@ -2,8 +2,10 @@
 //! GPU kernels and the host share (`mkernel::sched`), on random shapes, splits, CTA counts and
 //! ranks: every unit of work is covered exactly once, partial slots and arrival counts agree,
 //! reduce-scatter owners only reach a tile after every source sent it, the MoE's grouped tiles
-//! come group by group in the order rows fill in; and of the GEMM's
+//! come group by group in the order rows fill in, AllGather + GEMM's local copy covers the shard
+//! once; and of the GEMM's
 //! tile width and split-K choices, which must never ask for more than the GPU can hold at once.
+use mkernel::abi::AgGemmParams;
 use mkernel::gemm::{
     default_split_k, default_tile_n, mma_cost, stream_estimate, BLayout, GemmShape, MAX_SPLIT_K, TILE_K, TILE_M,
     TILE_N, TILE_WIDTHS, WAVE_WIDTHS,
@@ -166,5 +168,44 @@ proptest! {
         let split = default_split_k(shape, ctas, w);
         prop_assert!((1..=MAX_SPLIT_K).contains(&split) && split as u64 <= k_blocks);
         prop_assert!(split == 1 || tiles * split as u64 <= ctas as u64, "{} tiles x {} > {} CTAs", tiles, split, ctas);
+    }
+
+    /// AllGather + GEMM's local copy (not in place, one node): the push CTAs' byte ranges of every
+    /// chunk and the compute tiles' k-block shares of every local tile write each (row, k-block)
+    /// of this rank's shard exactly once, whole rows only, whatever M / W, K, N and chunk size.
+    #[test]
+    fn ag_gemm_local_copy_covers_the_shard_once(
+        world in 1u32..9, rank in 0u32..8, shard_rows in 1u32..2500, chunk_rows in 1u32..600,
+        k in 1u32..700, n in 1u32..1300, from_tiles in any::<bool>(),
+    ) {
+        let mut p = AgGemmParams { world, rank: rank % world, shard_rows, chunk_rows, ..Default::default() };
+        p.chunks = shard_rows.div_ceil(chunk_rows);
+        (p.gemm.k, p.gemm.n, p.tiles_copy_local) = (k, n, from_tiles as u32);
+        let (k_blocks, row_bytes) = (k.div_ceil(TILE_K), p.row_bytes());
+        let mut seen = vec![0u8; (shard_rows * k_blocks) as usize];
+        for c in 0..p.chunks {
+            for (a, b) in p.local_copy_parts(c, TILE_M) {
+                prop_assert!(a <= b && a % row_bytes == 0 && b % row_bytes == 0, "chunk {} copies {}..{}", c, a, b);
+                for row in (a / row_bytes) as u32..(b / row_bytes) as u32 {
+                    for kb in 0..k_blocks {
+                        seen[(row * k_blocks + kb) as usize] += 1;
+                    }
+                }
+            }
+        }
+        let mine = p.rank * shard_rows;
+        for tm in 0..(world * shard_rows).div_ceil(TILE_M) {
+            for tn in 0..n.div_ceil(TILE_N) {
+                let Some((first, stride)) = p.local_copy_share(tm, tn, TILE_M, TILE_N) else { continue };
+                prop_assert!(from_tiles && tm * TILE_M >= mine && (tm + 1) * TILE_M <= mine + shard_rows);
+                for kb in (first..k_blocks).step_by(stride as usize) {
+                    for row in tm * TILE_M - mine..(tm + 1) * TILE_M - mine {
+                        seen[(row * k_blocks + kb) as usize] += 1;
+                    }
+                }
+            }
+        }
+        prop_assert!(seen.iter().all(|&x| x == 1), "a (row, k-block) of the shard written {:?} times",
+            seen.iter().find(|&&x| x != 1));
     }
 }

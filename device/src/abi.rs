@@ -508,6 +508,17 @@ abi_struct! {
     }
 }
 
+/// `x` limited to `lo..=hi` (a `const` `clamp`).
+const fn clamp_u64(x: u64, lo: u64, hi: u64) -> u64 {
+    if x < lo {
+        lo
+    } else if x > hi {
+        hi
+    } else {
+        x
+    }
+}
+
 /// u32 words between two flags of a fused op: one flag per 128-byte line, so many CTAs polling
 /// different flags do not all hit one L2 line.
 pub const FLAG_STRIDE: u32 = 32;
@@ -558,6 +569,29 @@ impl AgGemmParams {
             (first - mine, end - mine)
         } else {
             (0, 0)
+        }
+    }
+    /// The byte ranges of chunk `c` a push CTA copies into this rank's own `gathered` (the
+    /// chunk's rows before and after [`AgGemmParams::tiled_rows`] when the compute tiles write
+    /// those; the whole chunk otherwise). Either range may be empty (`start == end`).
+    pub const fn local_copy_parts(&self, c: u32, tile_m: u32) -> [(u64, u64); 2] {
+        let (lo, hi) = self.chunk_bytes_range(c);
+        let (t0, t1) = if self.tiles_copy_local != 0 { self.tiled_rows(tile_m) } else { (0, 0) };
+        let (t0, t1) = (t0 as u64 * self.row_bytes(), t1 as u64 * self.row_bytes());
+        if t1 <= t0 {
+            return [(lo, hi), (hi, hi)];
+        }
+        [(lo, clamp_u64(t0, lo, hi)), (clamp_u64(t1, lo, hi), hi)]
+    }
+    /// With [`AgGemmParams::tiles_copy_local`]: the k-blocks the tile at tile row `tm`, column
+    /// `tn` (tiles of `tile_m` x `tile_n`) writes into `gathered`, as `(first, stride)`: those
+    /// with `kb % stride == first`. The tiles of a local tile row share its k-blocks out, each
+    /// written once. `None`: the tile writes nothing.
+    pub const fn local_copy_share(&self, tm: u32, tn: u32, tile_m: u32, tile_n: u32) -> Option<(u32, u32)> {
+        if self.tiles_copy_local != 0 && self.tile_is_local(tm, tile_m) {
+            Some((tn, self.gemm.n.div_ceil(tile_n)))
+        } else {
+            None
         }
     }
     /// Byte offset of rank `s`'s shard in `gathered`.

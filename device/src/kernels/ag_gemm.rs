@@ -69,15 +69,10 @@ impl InputGate for ArrivalGate<'_> {
     #[inline(always)]
     fn a_copy(&self, tile: Tile, tile_m: u32) -> Option<ACopy> {
         let p = self.p;
-        // Every tile of a local tile row writes its share of the row's k-blocks: each k-block
-        // exactly once, spread over the row's tiles (one SM alone writes too slowly).
-        let stride = p.gemm.n.div_ceil(TILE_N);
-        (p.tiles_copy_local != 0 && p.tile_is_local(tile.m, tile_m)).then_some(ACopy {
-            map: p.gemm.a_map,
-            row: tile.m * tile_m,
-            first: tile.n,
-            stride,
-        })
+        // Every tile of a local tile row writes its share of the row's k-blocks (one SM alone
+        // writes too slowly).
+        let (first, stride) = p.local_copy_share(tile.m, tile.n, tile_m, TILE_N)?;
+        Some(ACopy { map: p.gemm.a_map, row: tile.m * tile_m, first, stride })
     }
 
     #[inline(always)]
@@ -141,12 +136,8 @@ impl Mover<'_> {
         let (lo, hi) = p.chunk_bytes_range(it.chunk);
         let to = if local { p.gathered } else { pick(&p.peer_gathered, it.peer) };
         let dst = to + p.shard_offset(it.src_rank);
-        // The compute tiles write the tiled rows of the local copy themselves: copy the chunk's
-        // rows before and after them only.
-        let (t0, t1) = if local && p.tiles_copy_local != 0 { p.tiled_rows(TILE_M) } else { (0, 0) };
-        let (t0, t1) = (t0 as u64 * p.row_bytes(), t1 as u64 * p.row_bytes());
-        let (before, after) =
-            if t1 > t0 { ((lo, hi.min(t0).max(lo)), (t1.max(lo).min(hi), hi)) } else { ((lo, hi), (hi, hi)) };
+        // The compute tiles may write most of the local copy themselves (`local_copy_parts`).
+        let [before, after] = if local { p.local_copy_parts(it.chunk, TILE_M) } else { [(lo, hi), (hi, hi)] };
         let mut ok = true;
         let mut part = |range: (u64, u64)| {
             if range.1 > range.0 {
