@@ -55,10 +55,7 @@ pub unsafe fn signal_gpu(flag: *mut u32, epoch: u32) {
 /// `counter` is a valid `u32` that only these writers add to, once each per launch.
 #[inline(always)]
 pub unsafe fn last_arriver(counter: *mut u32, writers: u32, epoch: u32) -> bool {
-    fence_proxy_async_global();
-    fence_acq_rel_sys();
-    let before = atom_add_acq_rel_sys_u32(counter, 1);
-    before.wrapping_add(1) == epoch.wrapping_mul(writers)
+    last_arriver_at::<true>(counter, writers, epoch)
 }
 
 /// [`last_arriver`] among writers on this GPU only, whose last one then announces the whole to
@@ -68,8 +65,22 @@ pub unsafe fn last_arriver(counter: *mut u32, writers: u32, epoch: u32) -> bool 
 /// As [`last_arriver`].
 #[inline(always)]
 pub unsafe fn last_arriver_gpu(counter: *mut u32, writers: u32, epoch: u32) -> bool {
+    last_arriver_at::<false>(counter, writers, epoch)
+}
+
+/// [`last_arriver`] publishing at system scope (`SYS`) or GPU scope.
+///
+/// # Safety
+/// As [`last_arriver`].
+#[inline(always)]
+unsafe fn last_arriver_at<const SYS: bool>(counter: *mut u32, writers: u32, epoch: u32) -> bool {
     fence_proxy_async_global();
-    let before = atom_add_acq_rel_gpu_u32(counter, 1);
+    let before = if SYS {
+        fence_acq_rel_sys();
+        atom_add_acq_rel_sys_u32(counter, 1)
+    } else {
+        atom_add_acq_rel_gpu_u32(counter, 1)
+    };
     before.wrapping_add(1) == epoch.wrapping_mul(writers)
 }
 

@@ -151,7 +151,7 @@ impl Mover<'_> {
         part(before);
         part(after);
         if self.tid == 0 && ok && !self.failed {
-            let flags = if it.peer == p.local_rank { p.flags } else { pick(&p.peer_flags, it.peer) };
+            let flags = if local { p.flags } else { pick(&p.peer_flags, it.peer) };
             signal((flags as *mut u32).add(p.data_flag(it.src_rank, it.chunk) as usize), self.epoch);
         }
         self.failed |= !ok;
