@@ -141,29 +141,44 @@ fn writes_raise_the_flags_readers_wait_for() {
 #[test]
 fn flags_and_staging_slots_never_overlap() {
     for (world, lw) in LAYOUTS {
-        for all_reduce in [false, true] {
+        for (all_reduce, one_shot) in [(false, false), (true, false), (true, true)] {
+            let nodes = world / lw;
+            if one_shot && nodes > 1 {
+                continue;
+            }
             for shape in [(1000, 8), (128, 256), (300, 700)] {
-                let p = params(world - 1, world, lw, all_reduce, shape, 2);
+                let mut p = params(world - 1, world, lw, all_reduce, shape, 2);
+                p.one_shot = one_shot as u32;
                 let per = GemmRsParams::per_owner(shape.0, shape.1);
-                let nodes = world / lw;
+                let inbox = GemmRsParams::inbox_tiles_of(world, per, one_shot);
+                assert_eq!(inbox, p.inbox_tiles());
                 let mut flags = BTreeSet::new();
                 let mut flag = |i: u32| {
                     assert!(
-                        i.is_multiple_of(FLAG_STRIDE) && i < GemmRsParams::flag_words(world, nodes, per),
+                        i.is_multiple_of(FLAG_STRIDE) && i < GemmRsParams::flag_words(world, nodes, per, inbox),
                         "flag {i} out of range"
                     );
                     assert!(flags.insert(i), "flag {i} twice");
                 };
                 for s in 0..world {
                     flag(GemmRsParams::ready_flag(s));
-                    for slot in 0..per {
+                    for slot in 0..inbox {
                         for h in 0..2 {
                             flag(p.part_flag(s, slot, h));
+                        }
+                    }
+                    for slot in 0..per {
+                        for h in 0..2 {
                             flag(p.done_flag(s, slot, h));
                         }
                     }
                 }
-                let bytes = GemmRsParams::staging_bytes(world, per, p.pulls())
+                // One shot: block q's tile `slot` has its own inbox slot for every q.
+                let inbox_slots: BTreeSet<u32> =
+                    (0..world).flat_map(|q| (0..per).map(move |t| (q, t))).map(|(q, t)| p.inbox_slot(q, t)).collect();
+                assert_eq!(inbox_slots.len() as u32, if one_shot { inbox } else { per });
+                assert!(inbox_slots.iter().all(|&x| x < inbox));
+                let bytes = GemmRsParams::staging_bytes(world, inbox, p.pulls())
                     + if nodes > 1 { GemmRsParams::nodebox_bytes(nodes, per) } else { 0 };
                 let mut slots = BTreeSet::new();
                 let mut slot = |off: u64| {
@@ -171,7 +186,7 @@ fn flags_and_staging_slots_never_overlap() {
                     assert!(slots.insert(off), "staging slot at {off} twice");
                 };
                 for s in 0..world {
-                    for t in 0..per {
+                    for t in 0..inbox {
                         for h in 0..2 {
                             slot(p.slot_offset(s, t, h));
                             if p.pulls() {

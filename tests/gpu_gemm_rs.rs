@@ -3,7 +3,7 @@
 //! outputs; the fused result bit for bit against the unfused path (our GEMM, then a pull-and-sum
 //! kernel) and within the precision contract of an f64 host reference on sampled rows; rounds
 //! with new inputs and no barrier; 100 launches back to back; CUDA-graph replays; the tile walk's
-//! lead at its extremes. Layouts: 1 node x 2 and, with four GPUs, 1 x 4; ranks sharing one GPU
+//! lead at its extremes; the all-reduce in both forms (one shot and two phases). Layouts: 1 node x 2 and, with four GPUs, 1 x 4; ranks sharing one GPU
 //! where only one exists. Several nodes (emulated: FIFO, proxy and emulated NIC between groups
 //! of ranks of this host): 2 x 1, 2 x 2 and 3 x 1 with every rank on GPU 0 (their kernels
 //! time-slice, so shapes stay small), 2 x 1 on two GPUs, 2 x 2 and 4 x 1 on four.
@@ -25,7 +25,9 @@ fn two_ranks_sharing_one_gpu() {
     }
     let small = ["--shape", "512x264x128", "--rounds", "2", "--back-to-back", "10"];
     check("gemm-rs", 2, &[0, 0], &small);
+    // The all-reduce in both forms (one shot is the default at this size).
     check("gemm-ar", 2, &[0, 0], &small);
+    check("gemm-ar", 2, &[0, 0], &[&small[..], &["--one-shot", "off"]].concat());
 }
 
 #[test]
@@ -44,6 +46,14 @@ fn one_node_two_gpus() {
         check(op, 2, &g, &["--shape", "2000x1544x1024", "--lead", "0", "--back-to-back", "20"]);
         check(op, 2, &g, &["--shape", "2000x1544x1024", "--lead", "100000"]);
     }
+    // The all-reduce's other form at each of those sizes: small partials run one shot by
+    // default, large ones in two phases.
+    let ar = |extra: &[&str]| check("gemm-ar", 2, &g, extra);
+    ar(&["--shape", "2000x8x144", "--layout", "kn", "--one-shot", "off"]);
+    ar(&["--shape", "2000x8x144", "--layout", "nk", "--f32", "--one-shot", "off"]);
+    ar(&["--shape", "2000x1544x2048", "--layout", "nk", "--graph", "--one-shot", "off"]);
+    ar(&["--shape", "8192x4096x4096", "--layout", "nk", "--rounds", "2", "--one-shot", "on"]);
+    ar(&["--shape", "8192x4096x4096", "--layout", "kn", "--f32", "--one-shot", "on", "--graph"]);
 }
 
 #[test]
@@ -58,6 +68,12 @@ fn four_gpus_one_node() {
         check(op, 4, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
         check(op, 4, &g, &["--shape", "4000x1544x1024", "--lead", "1"]);
     }
+    // Four sources: one shot sums in the owner-first order on every rank (the same bits as the
+    // unfused path everywhere).
+    let ar = |extra: &[&str]| check("gemm-ar", 4, &g, extra);
+    ar(&["--shape", "4000x8x288", "--layout", "kn", "--one-shot", "off"]);
+    ar(&["--shape", "4000x1544x2048", "--layout", "nk", "--f32", "--one-shot", "off"]);
+    ar(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2", "--one-shot", "on"]);
 }
 
 #[test]

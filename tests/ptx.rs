@@ -129,9 +129,11 @@ const ENGINE_KERNELS: [&str; 6] = [
 ];
 
 /// The fused GEMM + ReduceScatter / AllReduce kernels, one node and several.
-const GEMM_RS_KERNELS: [&str; 4] = [
+const GEMM_RS_KERNELS: [&str; 6] = [
     kernels::GEMM_RS_KN.name,
     kernels::GEMM_RS_NK.name,
+    kernels::GEMM_AR_ONE_SHOT_KN.name,
+    kernels::GEMM_AR_ONE_SHOT_NK.name,
     kernels::GEMM_RS_NODES_KN.name,
     kernels::GEMM_RS_NODES_NK.name,
 ];
@@ -210,10 +212,13 @@ fn comm_kernels_copy_with_tma_bulk_copies_and_no_multicast() {
         assert!(sass.contains("UBLKCP.S.G") && sass.contains("UBLKCP.G.S"), "{k} SASS lacks bulk copies");
         assert!(!sass.contains("LDL") && !sass.contains("STL"), "{k} uses local memory");
     }
-    // The GEMM + ReduceScatter / AllReduce helpers move tiles with bulk copies too.
+    // The GEMM + ReduceScatter / AllReduce helpers move tiles with bulk copies too: stores
+    // everywhere, loads where owners pull (the one-shot all-reduce only pushes).
     for k in GEMM_RS_KERNELS {
         let sass = sass_of(k);
-        assert!(sass.contains("UBLKCP.S.G") && sass.contains("UBLKCP.G.S"), "{k} SASS lacks bulk copies");
+        assert!(sass.contains("UBLKCP.G.S"), "{k} SASS lacks bulk stores");
+        let pushes_only = k.contains("one_shot");
+        assert!(pushes_only || sass.contains("UBLKCP.S.G"), "{k} SASS lacks bulk loads");
     }
     assert!(!kernels::PTX.contains("multimem"), "the module uses NVLink multicast (multimem)");
 }
@@ -246,6 +251,8 @@ fn summing_epilogues_keep_the_mainloop_clean() {
         (kernels::GEMM_DEEP_N64_NK.name, n64, 128),
         (kernels::GEMM_RS_KN.name, wide, 128),
         (kernels::GEMM_RS_NK.name, wide, 128),
+        (kernels::GEMM_AR_ONE_SHOT_KN.name, wide, 128),
+        (kernels::GEMM_AR_ONE_SHOT_NK.name, wide, 128),
         (kernels::GEMM_RS_NODES_KN.name, wide, 256),
         (kernels::GEMM_RS_NODES_NK.name, wide, 256),
         (kernels::GEMM_SPLITK_KN.name, wide, 128),

@@ -611,6 +611,12 @@ abi_struct! {
     /// when it reaches its own tile and stores the result into its output block (`all_reduce`:
     /// into the same block of every rank's output, then flags it there).
     ///
+    /// **One-shot all-reduce** (`one_shot`, one node): every rank walks every tile in the same
+    /// order, pushes its bf16 partial of each into the inbox slot `[me][q * per_owner + slot]`
+    /// of every other rank and flags it, then sums all of the tile's partials itself (the same
+    /// order as above: q's first, then the others in rank order) into its own output, whose
+    /// blocks the `out_maps` / [`PeerTable`] `out` entries then cover (entry q: block q).
+    ///
     /// **Several nodes** (`mk_gemm_rs_nodes_{kn,nk}`, see [`crate::sched::NodeMap`] and
     /// [`crate::sched::NodeTiles`]): the same NVLink protocol runs inside each node with the
     /// block's *collector* (the rank of this node with the block's local index, `q % local_world`)
@@ -636,7 +642,7 @@ abi_struct! {
         /// This rank's partial GEMM `A_r @ B_r` (`k` = K/W; compute CTAs only; `roles` also
         /// counts the inter-send and inter-reduce CTAs of several nodes).
         pub gemm: GemmParams,
-        /// My staging: the inbox `[source][tiles per owner][2 halves]` of [`HALF_TILE_BYTES`],
+        /// My staging: the inbox `[source][inbox tiles][2 halves]` of [`HALF_TILE_BYTES`],
         /// then (when owners pull) the outbox `[owner][tiles per owner][2 halves]`, then (several
         /// nodes) the node partials `[qi][node][half tiles in walk order]`.
         pub staging: u64,
@@ -676,8 +682,10 @@ abi_struct! {
         pub flags_heap_off: u64,
         /// Tiles per FIFO WRITE of a node partial (several nodes; at least 1).
         pub group: u32,
-        /// Zero.
-        pub _pad: u32,
+        /// 1: one-shot all-reduce (one node): every rank pushes its partial of every tile to
+        /// every other rank and sums every tile itself, so only partials cross NVLink and no
+        /// tile waits for a second hop (see `kernels::gemm_rs`). 0: two phases.
+        pub one_shot: u32,
     }
 }
 
@@ -701,32 +709,56 @@ impl GemmRsParams {
     pub const fn per_owner(rows: u32, n: u32) -> u32 {
         rows.div_ceil(crate::kernels_info::gemm::TILE_M) * n.div_ceil(crate::kernels_info::gemm::TILE_N)
     }
-    /// Flag words per rank: `ready[world]`, `part[world][tiles][2]`, `done[world][tiles][2]`,
-    /// and with several nodes `node[nodes][nodes][2 tiles]`.
-    pub const fn flag_words(world: u32, nodes: u32, per_owner: u32) -> u32 {
+    /// Tiles per source in the inbox: a block's (its owner sums it), or, one-shot, every
+    /// block's (every rank sums every tile; see [`Self::inbox_slot`]).
+    pub const fn inbox_tiles_of(world: u32, per_owner: u32, one_shot: bool) -> u32 {
+        if one_shot {
+            world * per_owner
+        } else {
+            per_owner
+        }
+    }
+    /// Flag words per rank: `ready[world]`, `part[world][inbox tiles][2]`,
+    /// `done[world][inbox tiles][2]`, and with several nodes `node[nodes][nodes][2 tiles]`
+    /// (`inbox_tiles`: [`Self::inbox_tiles_of`]).
+    pub const fn flag_words(world: u32, nodes: u32, per_owner: u32, inbox_tiles: u32) -> u32 {
         let node = if nodes > 1 { nodes * nodes * 2 * per_owner } else { 0 };
-        (world + 4 * world * per_owner + node) * FLAG_STRIDE
+        (world + 4 * world * inbox_tiles + node) * FLAG_STRIDE
     }
     fn tiles(&self) -> u32 {
         Self::per_owner(self.rows, self.gemm.n)
+    }
+    /// Tiles per source in my inbox ([`Self::inbox_tiles_of`]).
+    pub fn inbox_tiles(&self) -> u32 {
+        Self::inbox_tiles_of(self.world, self.tiles(), self.one_shot != 0)
+    }
+    /// The inbox slot of block q's tile `slot`: `slot` itself where only q's summing rank
+    /// receives it, `q * per_owner + slot` one-shot.
+    pub fn inbox_slot(&self, q: u32, slot: u32) -> u32 {
+        if self.one_shot != 0 {
+            q * self.tiles() + slot
+        } else {
+            slot
+        }
     }
     /// Index of `ready[s]`: rank s entered this launch.
     pub const fn ready_flag(s: u32) -> u32 {
         s * FLAG_STRIDE
     }
-    /// Index of `part[s][slot][half]`: source s's partial of my tile `slot` is in my staging
-    /// (several nodes: `s` = [`GemmRsParams::inbox`]).
+    /// Index of `part[s][slot][half]`: source s's partial of my inbox slot `slot`
+    /// ([`Self::inbox_slot`]) is in my staging (several nodes: `s` = [`GemmRsParams::inbox`]).
     pub fn part_flag(&self, s: u32, slot: u32, half: u32) -> u32 {
-        (self.world + (s * self.tiles() + slot) * 2 + half) * FLAG_STRIDE
+        (self.world + (s * self.inbox_tiles() + slot) * 2 + half) * FLAG_STRIDE
     }
-    /// Index of `done[q][slot][half]`: block q's final tile `slot` is in my output (all-reduce).
+    /// Index of `done[q][slot][half]`: block q's final tile `slot` is in my output (two-phase
+    /// all-reduce).
     pub fn done_flag(&self, q: u32, slot: u32, half: u32) -> u32 {
-        (self.world + 2 * self.world * self.tiles() + (q * self.tiles() + slot) * 2 + half) * FLAG_STRIDE
+        (self.world + 2 * self.world * self.inbox_tiles() + (q * self.tiles() + slot) * 2 + half) * FLAG_STRIDE
     }
-    /// Byte offset of source s's slot for my tile `slot`, half `half`, in `staging` (the inbox;
-    /// several nodes: `s` = [`GemmRsParams::inbox`]).
+    /// Byte offset of source s's slot for my inbox slot `slot` ([`Self::inbox_slot`]), half
+    /// `half`, in `staging` (the inbox; several nodes: `s` = [`GemmRsParams::inbox`]).
     pub fn slot_offset(&self, s: u32, slot: u32, half: u32) -> u64 {
-        ((s * self.tiles() + slot) * 2 + half) as u64 * HALF_TILE_BYTES as u64
+        ((s * self.inbox_tiles() + slot) * 2 + half) as u64 * HALF_TILE_BYTES as u64
     }
     /// Whether owners pull the partials (reduce-scatter) rather than sources pushing them
     /// (all-reduce): see `kernels::gemm_rs`.
@@ -742,9 +774,10 @@ impl GemmRsParams {
     pub fn outbox_offset(&self, q: u32, slot: u32, half: u32) -> u64 {
         self.slot_offset(self.world + q, slot, half)
     }
-    /// Bytes of `staging` before the node partials: the inbox, and the outbox when owners pull.
-    pub const fn staging_bytes(world: u32, per_owner: u32, pulls: bool) -> u64 {
-        (if pulls { 2 } else { 1 }) * (world * per_owner * 2) as u64 * HALF_TILE_BYTES as u64
+    /// Bytes of `staging` before the node partials: the inbox, and the outbox when owners pull
+    /// (`inbox_tiles`: [`Self::inbox_tiles_of`]).
+    pub const fn staging_bytes(world: u32, inbox_tiles: u32, pulls: bool) -> u64 {
+        (if pulls { 2 } else { 1 }) * (world * inbox_tiles * 2) as u64 * HALF_TILE_BYTES as u64
     }
 
     // Several nodes (see the type's docs and `sched::NodeMap`).
@@ -769,14 +802,14 @@ impl GemmRsParams {
     /// Byte offset in `staging` of node m's partial of my `qi`-th collected block, half tile
     /// `item` (half tiles of a block are contiguous: a group is one range).
     pub fn node_offset(&self, qi: u32, m: u32, item: u32) -> u64 {
-        let base = Self::staging_bytes(self.world, self.tiles(), self.pulls());
+        let base = Self::staging_bytes(self.world, self.inbox_tiles(), self.pulls());
         base + ((qi * self.nodes + m) * self.items() + item) as u64 * HALF_TILE_BYTES as u64
     }
     /// Index of `node[qi][m][item]`: node m's partial of half tile `item` of my `qi`-th
     /// collected block is in my staging. For my own node (raised by my helpers) every item has
     /// its flag; a FIFO WRITE from another node raises the flag of its group's last item only.
     pub fn node_flag(&self, qi: u32, m: u32, item: u32) -> u32 {
-        (self.world + 4 * self.world * self.tiles() + (qi * self.nodes + m) * self.items() + item) * FLAG_STRIDE
+        (self.world + 4 * self.world * self.inbox_tiles() + (qi * self.nodes + m) * self.items() + item) * FLAG_STRIDE
     }
     /// The half tiles `[first, end)` of group `g` (one FIFO WRITE).
     pub fn group_items(&self, g: u32) -> (u32, u32) {

@@ -32,6 +32,9 @@ pub struct CheckArgs {
     /// Rounds of sends before each rank's first own tile (default: every send first; one node).
     #[arg(long)]
     pub lead: Option<u32>,
+    /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.
+    #[arg(long = "one-shot", value_parser = clap::builder::BoolishValueParser::new())]
+    pub one_shot: Option<bool>,
     #[command(flatten)]
     pub inter: NodeKnobs,
     #[command(flatten)]
@@ -80,19 +83,19 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
     let w = world.world_size as usize;
     ensure!(m % w == 0 && k % (8 * w) == 0, "--shape: M must be a multiple of {w} and K of {}", 8 * w);
     let local = GemmShape { m, n, k: k / w };
-    let collective_heap = GemmRs::heap_bytes(collective, a.shape, world, a.f32);
-    let heap = collective_heap + (64 << 20);
     let timeout = Duration::from_millis(a.timeout_ms);
-    let comm = Communicator::new(&gpu, world, CommOptions { heap_bytes: heap, timeout, ..CommOptions::from_env()? })?;
-    let seed = agreed_seed(&comm, "rank-check gemm-rs")?;
-    let (a_buf, b_buf) = (gpu.alloc::<bf16>(m * local.k)?, gpu.alloc::<bf16>(local.k * n)?);
     let opts = a.inter.options(GemmRsOptions {
         out_f32: a.f32,
         path: PathChoice::Fused,
         lead: a.lead,
+        one_shot: a.one_shot,
         timeout,
         ..Default::default()
     });
+    let heap = GemmRs::heap_bytes(collective, a.shape, world, &opts) + (64 << 20);
+    let comm = Communicator::new(&gpu, world, CommOptions { heap_bytes: heap, timeout, ..CommOptions::from_env()? })?;
+    let seed = agreed_seed(&comm, "rank-check gemm-rs")?;
+    let (a_buf, b_buf) = (gpu.alloc::<bf16>(m * local.k)?, gpu.alloc::<bf16>(local.k * n)?);
     let op = GemmRs::new(&comm, &gpu, collective, a.shape, a.layout, &a_buf, &b_buf, opts)?;
     let rows = m / w;
     let (row0, out_rows) = match collective {
@@ -154,7 +157,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
     };
     let roles = op.roles();
     println!(
-        "rank {} of {} ({} nodes, transport {}): {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}, {} inter-send + {} inter-reduce CTAs, group {}",
+        "rank {} of {} ({} nodes, transport {}): {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}, one shot {}, {} inter-send + {} inter-reduce CTAs, group {}",
         world.rank,
         world.world_size,
         world.nodes,
@@ -164,6 +167,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         if a.f32 { "f32" } else { "bf16" },
         roles.compute,
         op.lead(),
+        op.one_shot(),
         roles.inter_send,
         roles.inter_reduce,
         op.group()
@@ -208,9 +212,8 @@ pub fn bench(
 ) -> anyhow::Result<()> {
     let elements = |_: &World| shapes.iter().map(GemmShape::operand_elements).collect();
     // One op lives at a time.
-    let heap = |w: &World| {
-        shapes.iter().map(|&s| GemmRs::heap_bytes(collective, s, w, opts.out_f32)).max().unwrap_or(0) + (64 << 20)
-    };
+    let heap =
+        |w: &World| shapes.iter().map(|&s| GemmRs::heap_bytes(collective, s, w, &opts)).max().unwrap_or(0) + (64 << 20);
     let Some((world, gpu, comm)) = bench_rank(ranks, "--shapes", elements, heap)? else { return Ok(()) };
     let w = world.world_size as usize;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
@@ -242,7 +245,8 @@ pub fn bench(
                     .with("inter_send_ctas", roles.inter_send)
                     .with("inter_reduce_ctas", roles.inter_reduce)
                     .with("group", op.group())
-                    .with("lead", op.lead());
+                    .with("lead", op.lead())
+                    .with("one_shot", op.one_shot());
                 records.push(match model_ms {
                     Some(mm) => r.with("modelled_inter_node_ms", mm).with("overlap_vs_model", t / ms[2].max(mm)),
                     None => r,

@@ -287,6 +287,9 @@ pub struct RsBenchArgs {
     /// Rounds of sends before each rank's first own tile (default: every send first; one node).
     #[arg(long)]
     lead: Option<u32>,
+    /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.
+    #[arg(long = "one-shot", value_parser = clap::builder::BoolishValueParser::new())]
+    one_shot: Option<bool>,
     #[command(flatten)]
     inter: cmd_gemm_rs::NodeKnobs,
     #[command(flatten)]
@@ -301,7 +304,11 @@ pub struct RsBenchArgs {
 impl RsBenchArgs {
     fn run(self, collective: mkernel::ops::gemm_rs::Collective) -> anyhow::Result<()> {
         let json = self.json.as_deref();
-        let opts = self.inter.options(mkernel::ops::gemm_rs::GemmRsOptions { lead: self.lead, ..Default::default() });
+        let opts = self.inter.options(mkernel::ops::gemm_rs::GemmRsOptions {
+            lead: self.lead,
+            one_shot: self.one_shot,
+            ..Default::default()
+        });
         cmd_gemm_rs::bench(collective, &self.shapes, &self.layouts, opts, &self.ranks, self.timing.timing(), json)
     }
 }

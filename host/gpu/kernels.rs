@@ -115,6 +115,11 @@ pub const AG_GEMM_NK: Kernel<AgGemmParams> = Kernel::new("mk_ag_gemm_nk");
 pub const GEMM_RS_KN: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_kn");
 /// Fused GEMM + ReduceScatter / AllReduce, B `[N, K/W]` row-major.
 pub const GEMM_RS_NK: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_nk");
+/// Fused GEMM + AllReduce in one shot (every rank sums every tile), one node, B `[K/W, N]`
+/// row-major.
+pub const GEMM_AR_ONE_SHOT_KN: Kernel<GemmRsParams> = Kernel::new("mk_gemm_ar_one_shot_kn");
+/// Fused GEMM + AllReduce in one shot, one node, B `[N, K/W]` row-major.
+pub const GEMM_AR_ONE_SHOT_NK: Kernel<GemmRsParams> = Kernel::new("mk_gemm_ar_one_shot_nk");
 /// Fused GEMM + ReduceScatter / AllReduce over several nodes (node partials through the FIFO
 /// and proxy, inter-send and inter-reduce CTAs), B `[K/W, N]` row-major.
 pub const GEMM_RS_NODES_KN: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_nodes_kn");
@@ -190,6 +195,8 @@ pub const ALL: &[&str] = &[
     AG_GEMM_NK.name,
     GEMM_RS_KN.name,
     GEMM_RS_NK.name,
+    GEMM_AR_ONE_SHOT_KN.name,
+    GEMM_AR_ONE_SHOT_NK.name,
     GEMM_RS_NODES_KN.name,
     GEMM_RS_NODES_NK.name,
     REDUCE_PULL.name,

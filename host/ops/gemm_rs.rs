@@ -7,7 +7,9 @@
 //! the tiles of the other ranks' row blocks first and hands each, rounded to bf16, to its owner as
 //! soon as its epilogue has it (reduce-scatter: the owner pulls it from this rank's outbox over
 //! NVLink; all-reduce: it is pushed into the owner's inbox); the owner computes its own block
-//! last and adds what arrived. Helper threads in the producer warpgroup do all the waiting and
+//! last and adds what arrived. A small all-reduce goes one shot instead
+//! ([`GemmRsOptions::one_shot`]): every rank pushes its partial of every tile to every other
+//! rank and sums every tile itself, so no tile waits for a second hop. Helper threads in the producer warpgroup do all the waiting and
 //! copying, so the tensor cores never wait on NVLink. The unfused path (our GEMM into a partial
 //! buffer, then a pull-and-sum kernel) is the reference: the same sums in the same order, the
 //! same bits.
@@ -80,6 +82,11 @@ pub struct GemmRsOptions {
     /// spreading the sends gained nothing for the reduce-scatter and cost the all-reduce 6%).
     /// One node only (several nodes walk by class, see `sched::NodeTiles`).
     pub lead: Option<u32>,
+    /// All-reduce on one node: one shot (every rank pushes its partial of every tile to every
+    /// other rank and sums every tile itself) instead of two phases (each block summed by its
+    /// owner, then copied to the others). None: one shot up to [`ONE_SHOT_MAX_BYTES`] of
+    /// partial (`M x N` bf16), two phases above.
+    pub one_shot: Option<bool>,
     /// Several nodes: CTAs pushing node partials into the FIFO (None: [`DEFAULT_INTER_SEND`]).
     pub inter_send: Option<u32>,
     /// Several nodes: CTAs adding the node partials (None: [`default_inter_reduce`]).
@@ -98,11 +105,32 @@ impl Default for GemmRsOptions {
             path: PathChoice::Auto,
             group_m: 8,
             lead: None,
+            one_shot: None,
             inter_send: None,
             inter_reduce: None,
             group: None,
             timeout: Duration::from_secs(10),
         }
+    }
+}
+
+/// The largest partial (`M x N` bf16 bytes) for which the all-reduce goes one shot by default
+/// (see [`GemmRsOptions::one_shot`]). Measured on 2 x H200 (`mkernel bench gemm-ar --one-shot
+/// on|off`, docs/PERF.md): one shot is 5-13% faster at 512 and 1024 x 4096 x 4096 (4 and 8 MiB),
+/// 14-17% slower at 2048 x 4096 x 4096 and 30-40% slower above, where every tile's sum waits for
+/// its wave's partials to cross NVLink together while the two phases overlap them with compute.
+pub const ONE_SHOT_MAX_BYTES: usize = 8 << 20;
+
+/// Whether the all-reduce runs one shot: the option, or by default up to
+/// [`ONE_SHOT_MAX_BYTES`]. Errors name the option and the rule.
+pub fn one_shot(opts: &GemmRsOptions, collective: Collective, shape: GemmShape, world: &World) -> Result<bool> {
+    let possible = collective == Collective::AllReduce && world.nodes <= 1 && world.world_size > 1;
+    match opts.one_shot {
+        Some(true) if !possible => {
+            Err(invalid("one_shot", "applies to the all-reduce of two or more ranks on one node"))
+        }
+        Some(v) => Ok(v),
+        None => Ok(possible && shape.m * shape.n * 2 <= ONE_SHOT_MAX_BYTES),
     }
 }
 
@@ -216,19 +244,20 @@ struct Sizes {
 }
 
 impl Sizes {
-    fn of(collective: Collective, shape: GemmShape, world: &World, out_f32: bool) -> Sizes {
+    fn of(collective: Collective, shape: GemmShape, world: &World, out_f32: bool, one_shot: bool) -> Sizes {
         let w = world.world_size.max(1);
         let nodes = world.nodes.max(1);
         let rows = shape.m / w as usize;
         let all_reduce = collective == Collective::AllReduce;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
+        let inbox_tiles = GemmRsParams::inbox_tiles_of(w, per_owner, one_shot);
         let pulls = GemmRsParams::owners_pull(all_reduce);
         let nodebox = if nodes > 1 { GemmRsParams::nodebox_bytes(nodes, per_owner) } else { 0 };
         let es = if out_f32 { 4 } else { 2 };
         Sizes {
             out: if all_reduce { shape.m } else { rows } * shape.n * es,
-            staging: (GemmRsParams::staging_bytes(w, per_owner, pulls) + nodebox) as usize,
-            flags: 4 * GemmRsParams::flag_words(w, nodes, per_owner) as usize,
+            staging: (GemmRsParams::staging_bytes(w, inbox_tiles, pulls) + nodebox) as usize,
+            flags: 4 * GemmRsParams::flag_words(w, nodes, per_owner, inbox_tiles) as usize,
             partial: shape.m * shape.n * 2,
             nodebuf: (nodes * nodes) as usize * rows * shape.n * 2,
             unfused_flags: 4 * if nodes > 1 {
@@ -312,6 +341,7 @@ impl<'a> GemmRs<'a> {
             PathChoice::Unfused => Path::Unfused,
             PathChoice::Fused | PathChoice::Auto => Path::Fused,
         };
+        let one_shot = one_shot(&opts, collective, shape, &world)?;
         let rows = shape.m / w;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
         let roles = role_split(&opts, collective, world.nodes, w as u32 * per_owner, gpu.info().sm_count)?;
@@ -321,7 +351,7 @@ impl<'a> GemmRs<'a> {
         comm.agree(
             "shape",
             &format!(
-                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}",
+                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}, one shot {one_shot}",
                 collective.op_name(),
                 shape.m,
                 shape.n,
@@ -333,15 +363,18 @@ impl<'a> GemmRs<'a> {
         )?;
 
         let es = if opts.out_f32 { 4 } else { 2 };
-        let sizes = Sizes::of(collective, shape, &world, opts.out_f32);
+        let sizes = Sizes::of(collective, shape, &world, opts.out_f32, one_shot);
         let out = comm.alloc(sizes.out)?;
         let staging = comm.alloc(sizes.staging)?;
         let flags = comm.alloc(sizes.flags)?;
-        // Where my row block starts in each local rank's output.
+        // Where my row block starts in each local rank's output; one shot: where block d
+        // starts in mine.
         let block = |d: u32| -> Result<u64> {
-            let base = out.peer(d).ok_or_else(|| invalid("world", format!("rank {d}'s heap is not mapped here")))?;
+            let (owner, block) = if one_shot { (world.rank, d) } else { (d, world.rank) };
+            let base =
+                out.peer(owner).ok_or_else(|| invalid("world", format!("rank {owner}'s heap is not mapped here")))?;
             Ok(if collective == Collective::AllReduce {
-                base + (world.rank as usize * rows * shape.n * es) as u64
+                base + (block as usize * rows * shape.n * es) as u64
             } else {
                 base
             })
@@ -398,13 +431,15 @@ impl<'a> GemmRs<'a> {
             staging_heap_off: staging.offset(),
             flags_heap_off: flags.offset(),
             group,
-            _pad: 0,
+            one_shot: one_shot as u32,
         };
-        let kernel = match (world.nodes > 1, b_layout) {
-            (false, BLayout::KN) => kernels::GEMM_RS_KN,
-            (false, BLayout::NK) => kernels::GEMM_RS_NK,
-            (true, BLayout::KN) => kernels::GEMM_RS_NODES_KN,
-            (true, BLayout::NK) => kernels::GEMM_RS_NODES_NK,
+        let kernel = match (world.nodes > 1, one_shot, b_layout) {
+            (false, false, BLayout::KN) => kernels::GEMM_RS_KN,
+            (false, false, BLayout::NK) => kernels::GEMM_RS_NK,
+            (false, true, BLayout::KN) => kernels::GEMM_AR_ONE_SHOT_KN,
+            (false, true, BLayout::NK) => kernels::GEMM_AR_ONE_SHOT_NK,
+            (true, _, BLayout::KN) => kernels::GEMM_RS_NODES_KN,
+            (true, _, BLayout::NK) => kernels::GEMM_RS_NODES_NK,
         };
         let unfused = Self::unfused(comm, gpu, collective, local, b_layout, (a.addr(), b.addr()), &out, &opts)?;
         comm.barrier()?;
@@ -442,7 +477,8 @@ impl<'a> GemmRs<'a> {
         let out_f32 = opts.out_f32;
         let world = comm.world();
         let w = world.world_size;
-        let sizes = Sizes::of(collective, GemmShape { k: local.k * w as usize, ..local }, world, out_f32);
+        // The unfused path's buffers do not depend on the fused path's form.
+        let sizes = Sizes::of(collective, GemmShape { k: local.k * w as usize, ..local }, world, out_f32, false);
         let partials = [comm.alloc(sizes.partial)?, comm.alloc(sizes.partial)?];
         let nodebufs =
             if world.nodes > 1 { vec![comm.alloc(sizes.nodebuf)?, comm.alloc(sizes.nodebuf)?] } else { vec![] };
@@ -563,10 +599,17 @@ impl<'a> GemmRs<'a> {
         inter_node_bytes(self.collective, self.shape, self.comm.world())
     }
 
-    /// Bytes of symmetric heap an op of this collective, shape (all of K) and output type takes
-    /// on `world` (both paths; allocations aligned as the communicator aligns them).
-    pub fn heap_bytes(collective: Collective, shape: GemmShape, world: &World, out_f32: bool) -> usize {
-        Sizes::of(collective, shape, world, out_f32).total()
+    /// Bytes of symmetric heap an op of this collective and shape (all of K) with these options
+    /// takes on `world` (both paths; allocations aligned as the communicator aligns them).
+    pub fn heap_bytes(collective: Collective, shape: GemmShape, world: &World, opts: &GemmRsOptions) -> usize {
+        // Options the op would refuse size as their default does (`new` reports them).
+        let one_shot = one_shot(opts, collective, shape, world).unwrap_or(false);
+        Sizes::of(collective, shape, world, opts.out_f32, one_shot).total()
+    }
+
+    /// Whether the fused all-reduce runs one shot ([`GemmRsOptions::one_shot`]).
+    pub fn one_shot(&self) -> bool {
+        self.params.one_shot != 0
     }
 
     /// Rounds of sends before the first own tile, as launched (the option or its default, at
@@ -707,13 +750,36 @@ mod tests {
     }
 
     #[test]
+    fn one_shot_rules() {
+        let (ar, rs) = (Collective::AllReduce, Collective::ReduceScatter);
+        let small = GemmShape { m: 1024, n: 4096, k: 4096 };
+        let big = GemmShape { m: 2048, n: 4096, k: 4096 };
+        let def = GemmRsOptions::default();
+        let node = World::test(0, 2, 1);
+        assert!(one_shot(&def, ar, small, &node).unwrap(), "small all-reduce: one shot by default");
+        assert!(!one_shot(&def, ar, big, &node).unwrap(), "large all-reduce: two phases by default");
+        assert!(!one_shot(&def, rs, small, &node).unwrap());
+        assert!(!one_shot(&def, ar, small, &World::test(0, 2, 2)).unwrap());
+        let on = GemmRsOptions { one_shot: Some(true), ..def.clone() };
+        assert!(one_shot(&on, ar, big, &node).unwrap());
+        for (c, w) in [(rs, node.clone()), (ar, World::test(0, 2, 2)), (ar, World::test(0, 1, 1))] {
+            assert!(one_shot(&on, c, small, &w).unwrap_err().to_string().contains("`one_shot`"));
+        }
+        // One shot: the inbox holds every source's partial of every tile, not of one block.
+        let (one, two) = (Sizes::of(ar, small, &node, false, true), Sizes::of(ar, small, &node, false, false));
+        assert_eq!(one.staging, 2 * two.staging);
+        assert!(GemmRs::heap_bytes(ar, small, &node, &def) >= one.total());
+    }
+
+    #[test]
     fn heap_bytes_cover_every_allocation() {
         let shape = GemmShape { m: 2000, n: 1544, k: 2048 };
         for (w, nodes) in [(2, 1), (2, 2), (4, 2), (4, 4)] {
             for c in [Collective::ReduceScatter, Collective::AllReduce] {
                 let wd = World::test(0, w, nodes);
-                let s = Sizes::of(c, shape, &wd, false);
-                let total = GemmRs::heap_bytes(c, shape, &wd, false);
+                let s = Sizes::of(c, shape, &wd, false, false);
+                let total =
+                    GemmRs::heap_bytes(c, shape, &wd, &GemmRsOptions { one_shot: Some(false), ..Default::default() });
                 let partials = 2 * shape.m * shape.n * 2;
                 assert!(total >= s.out + s.staging + s.flags + partials + s.unfused_flags);
                 if nodes > 1 {

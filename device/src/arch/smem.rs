@@ -63,6 +63,19 @@ pub unsafe fn ld_shared_u32(addr: u32) -> u32 {
     r
 }
 
+/// Load 16 bytes from shared address `addr`.
+///
+/// # Safety
+/// `addr` must be a 16-byte aligned address inside this CTA's shared memory.
+#[inline(always)]
+pub unsafe fn ld_shared_v4_u32(addr: u32) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("ld.shared.v4.u32 {{{x}, {y}, {z}, {w}}}, [{a}];", a = in(reg32) addr,
+         x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w,
+         options(nostack));
+    [x, y, z, w]
+}
+
 /// Atomic add on the 32-bit word at shared address `addr`; returns the previous value.
 ///
 /// # Safety

@@ -22,6 +22,14 @@
 //!   flags it there; each rank's helpers finally wait for the blocks of the others. (f32
 //!   output: the consumers store from registers and flag themselves.)
 //!
+//! One-shot all-reduce (`mk_gemm_ar_one_shot_*`, one node): every rank walks every tile in the
+//! same order; the consumers stage their partial, the helper pushes it into every other rank's
+//! inbox slot for (this source, this tile) and flags it there, then waits for every other
+//! rank's partial of the same tile (computed at about the same time) and lets the consumers sum
+//! them all, in the owner-first order above (mine read back from the staging tile), into this
+//! rank's own output. Only partials cross NVLink, and no tile waits for a second hop: for small
+//! outputs, where the two-phase form's own tiles and copies form a tail, this is faster.
+//!
 //! Several nodes (`mk_gemm_rs_nodes_*`, [`NodeTiles`]): the same epilogue with each block's
 //! *collector* on this node (`sched::NodeMap`) in the owner's place; a collected tile's sum is
 //! the node partial, rounded to bf16 and handed by the helper to this rank's node-partial slot
@@ -62,6 +70,23 @@ fn chunk_bf16(acc: &[f32; 128], j: usize) -> [u32; 4] {
     ]
 }
 
+/// Every accumulator rounded to bf16 into a staging tile in their own layout (thread t's j-th
+/// 16 bytes at `(j * 128 + t) * 16`: conflict-free, one contiguous half tile). Unrolled: the
+/// accumulators must stay in registers (a run-time index would put them in local memory and
+/// serialise the wgmma pipeline).
+///
+/// # Safety
+/// `c` is a warpgroup's staging tile that no copy still reads.
+#[inline(always)]
+unsafe fn put_chunks(c: u32, acc: &[f32; 128], t: u32) {
+    macro_rules! put {
+        ($j:expr) => {
+            st_shared_v4_u32(c + (($j * 128 + t) * 16), chunk_bf16(acc, $j));
+        };
+    }
+    unroll16!(put);
+}
+
 /// Maps an owner block's tile rows to rows of A (and waits for nothing: A and B are local).
 struct OwnerRows<'a> {
     p: &'a GemmRsParams,
@@ -81,8 +106,9 @@ impl InputGate for OwnerRows<'_> {
     }
 }
 
-/// The epilogue described in the module docs; `NODES`: the several-node kernel's.
-pub struct ReduceEpilogue<'a, const NODES: bool> {
+/// The epilogue described in the module docs; `NODES`: the several-node kernel's; `ONE_SHOT`:
+/// the one-shot all-reduce's (one node only).
+pub struct ReduceEpilogue<'a, const NODES: bool, const ONE_SHOT: bool> {
     p: &'a GemmRsParams,
     tiles: OwnerTiles,
 }
@@ -96,7 +122,7 @@ pub(super) unsafe fn peer(table: *const [u64; MAX_LOCAL_RANKS], lr: u32) -> u64 
     *(table as *const u64).add(lr as usize)
 }
 
-impl<const NODES: bool> ReduceEpilogue<'_, NODES> {
+impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT> {
     #[inline(always)]
     fn table(&self) -> &PeerTable {
         // SAFETY: the host uploads the table before the launch and keeps it alive.
@@ -263,14 +289,16 @@ impl<const NODES: bool> ReduceEpilogue<'_, NODES> {
         fence_proxy_async_global();
     }
 
-    /// f32 output of my tile: from registers into my block, and with `all_reduce` copied into
-    /// every other local rank's block and flagged there, all by the consumers.
+    /// f32 output of my tile of block q: from registers into my block (one shot: block q of my
+    /// output), and with a two-phase `all_reduce` copied into every other local rank's block and
+    /// flagged there, all by the consumers.
     #[inline(always)]
-    unsafe fn store_own_f32(&self, sum: &[f32; 128], block_tile: Tile, slot: u32, cwg: u32, t: u32) {
+    unsafe fn store_own_f32(&self, sum: &[f32; 128], block_tile: Tile, q: u32, slot: u32, cwg: u32, t: u32) {
         let p = self.p;
         let bar = 1 + cwg;
-        store_f32(peer(&self.table().out, p.local_rank) as *mut f32, p.rows, p.gemm.n, sum, block_tile, cwg, t);
-        if p.all_reduce == 0 {
+        let block = if ONE_SHOT { q } else { p.local_rank };
+        store_f32(peer(&self.table().out, block) as *mut f32, p.rows, p.gemm.n, sum, block_tile, cwg, t);
+        if p.all_reduce == 0 || ONE_SHOT {
             return;
         }
         fence_acq_rel_cta();
@@ -315,7 +343,97 @@ impl<const NODES: bool> ReduceEpilogue<'_, NODES> {
     }
 }
 
-impl<const NODES: bool> Epilogue for ReduceEpilogue<'_, NODES> {
+/// The one-shot all-reduce's parts (`ONE_SHOT` kernels only).
+impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT> {
+    /// One-shot: every source's partial of this warpgroup's half of block q's tile `slot`,
+    /// summed into `acc` (overwritten) in the unfused reference's order, from zero: q's
+    /// partial, then the others in rank order, each rounded to bf16, sums in fp32. Mine is in
+    /// the staging tile `c` (the consumers just staged it), the others in my inbox (the helper
+    /// saw their flags): every rank adds the same values in the same order, so all hold the
+    /// same bits.
+    #[inline(always)]
+    unsafe fn sum_one_shot(&self, acc: &mut [f32; 128], q: u32, slot: u32, c: u32, cwg: u32, t: u32) {
+        let p = self.p;
+        for v in acc.iter_mut() {
+            *v = 0.0;
+        }
+        macro_rules! add_words {
+            ($j:expr, $w:expr) => {{
+                let w = $w;
+                for i in 0..4 {
+                    let (lo, hi) = unpack_bf16x2(w[i]);
+                    acc[8 * $j + 2 * i] += lo;
+                    acc[8 * $j + 2 * i + 1] += hi;
+                }
+            }};
+        }
+        for k in 0..p.world {
+            // q first, then the others in rank order.
+            let s = if k == 0 {
+                q
+            } else if k <= q {
+                k - 1
+            } else {
+                k
+            };
+            if s == p.rank {
+                macro_rules! add_mine {
+                    ($j:expr) => {
+                        add_words!($j, ld_shared_v4_u32(c + (($j * 128 + t) * 16)))
+                    };
+                }
+                unroll16!(add_mine);
+            } else {
+                let src = (p.staging + p.slot_offset(s, p.inbox_slot(q, slot), cwg)) as *const [u32; 4];
+                macro_rules! add_theirs {
+                    ($j:expr) => {
+                        add_words!($j, ld_global_v4_u32(src.add($j * 128 + t as usize)))
+                    };
+                }
+                unroll16!(add_theirs);
+            }
+        }
+    }
+
+    /// One-shot helper: push my staged partial into every other local rank's inbox and flag
+    /// it there, wait for every other rank's partial of the tile, let the consumers sum, then
+    /// (bf16) TMA-store their sum into block q of my output.
+    #[inline(always)]
+    unsafe fn help_one_shot(&self, h: Handoff, c: u32, tile: Tile, n: u32, cwg: u32) {
+        let p = self.p;
+        let o = self.tiles.locate(tile.m, tile.n);
+        let slot = p.inbox_slot(o.owner, o.slot);
+        // The last tile's store read the staging tile (waited below).
+        if n > 0 {
+            mbarrier_arrive(h.free());
+        }
+        let _ = self.bound().mbarrier(h.staged(), 0, tile.index, WAIT_MBAR_HANDOFF);
+        for i in 1..p.local_world {
+            let lr = rem_nz(p.local_rank + i, p.local_world);
+            self.wait_ready(lr);
+            bulk_store(peer(&self.table().staging, lr) + p.slot_offset(p.rank, slot, cwg), c, HALF_TILE_BYTES);
+        }
+        bulk_commit_group();
+        bulk_wait_group::<0>();
+        for i in 1..p.local_world {
+            self.signal_peer(rem_nz(p.local_rank + i, p.local_world), p.part_flag(p.rank, slot, cwg));
+        }
+        for s in 0..p.world {
+            if s != p.rank {
+                let _ = self.wait_flag(p.part_flag(s, slot, cwg), o.slot);
+            }
+        }
+        mbarrier_arrive(h.ready());
+        let _ = self.bound().mbarrier(h.staged(), 1, tile.index, WAIT_MBAR_HANDOFF);
+        if p.gemm.out_f32 == 0 {
+            let block_tile = Tile { index: tile.index, m: o.tm, n: o.tn };
+            tma_store_tile(p.out_maps + 128 * o.owner as u64, c, p.rows, p.gemm.n, block_tile, cwg);
+            bulk_wait_group_read::<0>();
+        }
+    }
+}
+
+impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NODES, ONE_SHOT> {
     const HELPER: bool = true;
 
     #[inline(always)]
@@ -331,36 +449,51 @@ impl<const NODES: bool> Epilogue for ReduceEpilogue<'_, NODES> {
         let bar = 1 + cwg;
         let c = smem.c(cwg);
         let o = self.tiles.locate(tile.m, tile.n);
+        let one_shot = !NODES && ONE_SHOT;
         // Several nodes: a collected tile's sum is a node partial, staged like a send.
-        let own = self.sums(o.owner);
+        let own = one_shot || self.sums(o.owner);
         // A failed wait already reported (the launch fails); going on keeps every thread moving.
+        if one_shot {
+            // My partial first, for the helper to push: `staged` completes twice per tile
+            // (partial, then sum). The staging tile is free once the helper's store of the
+            // previous tile's sum read it.
+            if t == 0 && n > 0 {
+                let _ = self.bound().mbarrier(h.free(), (n - 1) & 1, tile.index, WAIT_MBAR_HANDOFF);
+            }
+            named_barrier_sync(bar, 128);
+            put_chunks(c, acc, t);
+            fence_proxy_async_shared();
+            named_barrier_sync(bar, 128);
+            if t == 0 {
+                mbarrier_arrive(h.staged());
+            }
+        }
         if own {
             if t == 0 {
                 let _ = self.bound().mbarrier(h.ready(), n & 1, tile.index, WAIT_MBAR_HANDOFF);
             }
             named_barrier_sync(bar, 128);
-            self.sum_partials(acc, o.owner, o.slot, cwg, t);
+            if one_shot {
+                self.sum_one_shot(acc, o.owner, o.slot, c, cwg, t);
+            } else {
+                self.sum_partials(acc, o.owner, o.slot, cwg, t);
+            }
         }
         if !NODES && own && p.gemm.out_f32 != 0 {
             let block_tile = Tile { index: tile.index, m: o.tm, n: o.tn };
-            self.store_own_f32(acc, block_tile, o.slot, cwg, t);
+            self.store_own_f32(acc, block_tile, o.owner, o.slot, cwg, t);
         } else {
-            // The staging tile is free once the helper's copies of the previous tile read it.
-            if t == 0 && n > 0 {
+            // The staging tile is free once the helper's copies of the previous tile read it
+            // (one shot: every thread also read its part of my partial, whose pushes the helper
+            // finished before `ready`).
+            if t == 0 && n > 0 && !one_shot {
                 let _ = self.bound().mbarrier(h.free(), (n - 1) & 1, tile.index, WAIT_MBAR_HANDOFF);
             }
             named_barrier_sync(bar, 128);
             if !NODES && own {
                 write_bf16(c, acc, t);
             } else {
-                // Unrolled: the accumulators must stay in registers (a run-time index would put
-                // them in local memory and serialise the wgmma pipeline).
-                macro_rules! put {
-                    ($j:expr) => {
-                        st_shared_v4_u32(c + (($j * 128 + t) * 16), chunk_bf16(acc, $j));
-                    };
-                }
-                unroll16!(put);
+                put_chunks(c, acc, t);
             }
             fence_proxy_async_shared();
             named_barrier_sync(bar, 128);
@@ -378,6 +511,9 @@ impl<const NODES: bool> Epilogue for ReduceEpilogue<'_, NODES> {
         let p = self.p;
         let h = Handoff::of(smem, cwg);
         let c = smem.c(cwg);
+        if !NODES && ONE_SHOT {
+            return self.help_one_shot(h, c, tile, n, cwg);
+        }
         let o = self.tiles.locate(tile.m, tile.n);
         let own = self.sums(o.owner);
         let (base, count, me) = self.sources(o.owner);
@@ -452,7 +588,8 @@ impl<const NODES: bool> Epilogue for ReduceEpilogue<'_, NODES> {
     unsafe fn help_finish(&self, cwg: u32) {
         bulk_wait_group::<0>();
         let p = self.p;
-        if p.all_reduce == 0 {
+        // One-shot: every block of my output is my own work.
+        if p.all_reduce == 0 || ONE_SHOT {
             return;
         }
         // All-reduce: the other owners' blocks of my output must be in before the launch ends;
@@ -499,7 +636,12 @@ pub(super) unsafe fn enter(p: &GemmRsParams) -> u32 {
 /// # Safety
 /// Launched as the kernels of this module are, with `p` valid; `NODES` only with several nodes.
 #[inline(always)]
-pub(super) unsafe fn compute<const TRANS_B: u32, const NODES: bool, S: crate::sched::TileScheduler>(
+pub(super) unsafe fn compute<
+    const TRANS_B: u32,
+    const NODES: bool,
+    const ONE_SHOT: bool,
+    S: crate::sched::TileScheduler,
+>(
     p: &GemmRsParams,
     tiles: OwnerTiles,
     sched: &S,
@@ -508,17 +650,18 @@ pub(super) unsafe fn compute<const TRANS_B: u32, const NODES: bool, S: crate::sc
     let ops = Operands::of(g, TILE_M);
     let bound = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: p.rank, role: Role::Compute as u32 };
     let gate = OwnerRows { p, tiles };
-    let epi = ReduceEpilogue::<NODES> { p, tiles };
+    let epi = ReduceEpilogue::<NODES, ONE_SHOT> { p, tiles };
     compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(&ops, sched, &gate, &epi, g.roles.compute, bound);
 }
 
-/// The one-node kernel: compute CTAs only.
+/// The one-node kernels: compute CTAs only; `ONE_SHOT` (with `p.one_shot`): the one-shot
+/// all-reduce.
 ///
 /// # Safety
 /// Launched with `THREADS` threads and `SMEM_BYTES` of dynamic shared memory per CTA, every CTA
 /// of the grid resident at once, `p` as the host plans it (`ops::gemm_rs`).
 #[inline(always)]
-unsafe fn gemm_rs<const TRANS_B: u32>(p: &GemmRsParams) {
+unsafe fn one_node<const TRANS_B: u32, const ONE_SHOT: bool>(p: &GemmRsParams) {
     if thread_idx_x() == 0 {
         enter(p);
     }
@@ -526,8 +669,29 @@ unsafe fn gemm_rs<const TRANS_B: u32>(p: &GemmRsParams) {
         return;
     }
     let g = &p.gemm;
-    let tiles = OwnerTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, p.rank, p.lead);
-    compute::<TRANS_B, false, _>(p, tiles, &tiles);
+    // One-shot: every rank walks the same order (rank 0's), so the partials of a tile are
+    // produced at about the same time everywhere and no sum waits long for one.
+    let walker = if ONE_SHOT { 0 } else { p.rank };
+    let tiles = OwnerTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, walker, p.lead);
+    compute::<TRANS_B, false, ONE_SHOT, _>(p, tiles, &tiles);
+}
+
+/// GEMM + ReduceScatter / AllReduce in two phases, one node.
+///
+/// # Safety
+/// As for [`one_node`].
+#[inline(always)]
+unsafe fn gemm_rs<const TRANS_B: u32>(p: &GemmRsParams) {
+    one_node::<TRANS_B, false>(p);
+}
+
+/// GEMM + AllReduce in one shot, one node.
+///
+/// # Safety
+/// As for [`one_node`].
+#[inline(always)]
+unsafe fn gemm_ar_one_shot<const TRANS_B: u32>(p: &GemmRsParams) {
+    one_node::<TRANS_B, true>(p);
 }
 
 b_layout_entry_points! {
@@ -536,4 +700,12 @@ b_layout_entry_points! {
     kn: mk_gemm_rs_kn;
     /// GEMM + ReduceScatter / AllReduce with B `[N, K/W]` row-major, one node.
     nk: mk_gemm_rs_nk
+}
+
+b_layout_entry_points! {
+    GemmRsParams => gemm_ar_one_shot;
+    /// GEMM + AllReduce in one shot with B `[K/W, N]` row-major, one node.
+    kn: mk_gemm_ar_one_shot_kn;
+    /// GEMM + AllReduce in one shot with B `[N, K/W]` row-major, one node.
+    nk: mk_gemm_ar_one_shot_nk
 }

@@ -248,7 +248,7 @@ unsafe fn gemm_rs_nodes<const TRANS_B: u32>(p: &GemmRsParams) {
         Some((Role::Compute, _)) => {
             let g = &p.gemm;
             let walk = NodeTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, p.rank, p.local_world);
-            compute::<TRANS_B, true, _>(p, walk.blocks, &walk);
+            compute::<TRANS_B, true, false, _>(p, walk.blocks, &walk);
         }
         Some((Role::InterSend, idx)) if tid == 0 => inter_send(p, epoch, idx, roles.inter_send),
         Some((Role::InterReduce, idx)) => inter_reduce(p, epoch, idx, roles.inter_reduce),
