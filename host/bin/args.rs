@@ -114,9 +114,24 @@ pub fn tile_width(s: &str) -> Result<u32, String> {
     s.parse::<u32>().ok().filter(|w| widths.contains(w)).ok_or_else(|| format!("`{s}`: must be one of {widths:?}"))
 }
 
+/// A lead of the reduce-scatter's tile walk: a number of rounds, or `all` (every send first).
+pub fn lead(s: &str) -> Result<u32, String> {
+    if s == "all" {
+        return Ok(u32::MAX);
+    }
+    s.parse::<u32>().map_err(|_| format!("`{s}`: a number of rounds, or `all`"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leads() {
+        assert_eq!(lead("all"), Ok(u32::MAX));
+        assert_eq!(lead("66"), Ok(66));
+        assert!(lead("-1").unwrap_err().contains("`all`"));
+    }
 
     #[test]
     fn shapes() {

@@ -384,11 +384,6 @@ pub fn tune(
         }));
     }
     bar.finish_and_clear();
-    if world.rank == 0 {
-        let text: String = lines.iter().map(|l| l.to_string() + "\n").collect();
-        print!("{text}");
-        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
-        eprintln!("tune ag-gemm: table written to {} (append it to host/ops/tuned/ag_gemm.jsonl)", out.display());
-    }
+    crate::cmd_rank::write_tune_table(&world, &lines, out, "ag_gemm")?;
     Ok(())
 }

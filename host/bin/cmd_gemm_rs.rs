@@ -157,7 +157,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
     };
     let roles = op.roles();
     println!(
-        "rank {} of {} ({} nodes, transport {}): {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}, one shot {}, {} inter-send + {} inter-reduce CTAs, group {}",
+        "rank {} of {} ({} nodes, transport {}): {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}, one shot {}, {} inter-send + {} inter-reduce CTAs, group {}; by default {}",
         world.rank,
         world.world_size,
         world.nodes,
@@ -170,7 +170,8 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         op.one_shot(),
         roles.inter_send,
         roles.inter_reduce,
-        op.group()
+        op.group(),
+        op.describe_path()
     );
     for round in 0..a.repeat.rounds {
         load(round)?;
@@ -246,7 +247,8 @@ pub fn bench(
                     .with("inter_reduce_ctas", roles.inter_reduce)
                     .with("group", op.group())
                     .with("lead", op.lead())
-                    .with("one_shot", op.one_shot());
+                    .with("one_shot", op.one_shot())
+                    .with("default_path", op.describe_path());
                 records.push(match model_ms {
                     Some(mm) => r.with("modelled_inter_node_ms", mm).with("overlap_vs_model", t / ms[2].max(mm)),
                     None => r,
@@ -275,4 +277,97 @@ pub fn bench(
         }
     }
     Ok(())
+}
+
+/// The knobs `tune gemm-rs|gemm-ar` sweeps (each list: the values to try).
+#[derive(Clone, Debug)]
+pub struct TuneKnobs {
+    /// One node: rounds of sends before the first own tile (`u32::MAX`: every send first).
+    pub leads: Vec<u32>,
+    /// Several nodes: inter-reduce CTAs.
+    pub inter_reduce: Vec<u32>,
+    /// Several nodes: tiles per FIFO WRITE.
+    pub groups: Vec<u32>,
+}
+
+/// One point of the sweep: its options and the table line's knob fields.
+fn tune_points(collective: Collective, nodes: u32, k: &TuneKnobs) -> Vec<(GemmRsOptions, serde_json::Value)> {
+    let base = GemmRsOptions::default();
+    let mut points = Vec::new();
+    if nodes > 1 {
+        for &ir in &k.inter_reduce {
+            for &g in &k.groups {
+                let o = GemmRsOptions { inter_reduce: Some(ir), group: Some(g), ..base.clone() };
+                points.push((o, serde_json::json!({ "inter_reduce": ir, "group": g })));
+            }
+        }
+        return points;
+    }
+    let all_reduce = collective == Collective::AllReduce;
+    for &lead in &k.leads {
+        let o = GemmRsOptions { lead: Some(lead), one_shot: all_reduce.then_some(false), ..base.clone() };
+        points.push((o, serde_json::json!({ "lead": lead, "one_shot": all_reduce.then_some(false) })));
+    }
+    if all_reduce {
+        // One shot walks the same order on every rank: the lead does not apply.
+        let o = GemmRsOptions { one_shot: Some(true), ..base };
+        points.push((o, serde_json::json!({ "one_shot": true })));
+    }
+    points
+}
+
+/// `tune gemm-rs|gemm-ar`: per shape, every point of [`TuneKnobs`] (one node: the lead, and for
+/// the all-reduce one shot too; several nodes: inter-reduce CTAs x group), fused and unfused
+/// interleaved; the fastest fused point and the faster path, as the JSON lines of
+/// `host/ops/tuned/gemm_rs.jsonl`.
+pub fn tune(
+    collective: Collective,
+    shapes: &[GemmShape],
+    knobs: &TuneKnobs,
+    ranks: &RanksArgs,
+    timing: Timing,
+    out: &FsPath,
+) -> anyhow::Result<()> {
+    let elements = |_: &World| shapes.iter().map(GemmShape::operand_elements).collect();
+    // One op lives at a time: the largest of any point's.
+    let heap = |w: &World| {
+        let points = tune_points(collective, w.nodes, knobs);
+        let each = |s: GemmShape| points.iter().map(|(o, _)| GemmRs::heap_bytes(collective, s, w, o)).max();
+        shapes.iter().filter_map(|&s| each(s)).max().unwrap_or(0) + (64 << 20)
+    };
+    let Some((world, gpu, comm)) = bench_rank(ranks, "--shapes", elements, heap)? else { return Ok(()) };
+    let w = world.world_size as usize;
+    let points = tune_points(collective, world.nodes, knobs);
+    ensure!(!points.is_empty(), "nothing to sweep: give at least one value per knob");
+    let name = collective.op_name();
+    let bar = harness::progress((shapes.len() * points.len()) as u64, "tune");
+    let mut lines = Vec::new();
+    for &s in shapes {
+        ensure!(s.m % w == 0 && s.k % (8 * w) == 0, "--shapes: M must be a multiple of {w} and K of {}", 8 * w);
+        let mut rng = Rng::new(0x7e57 ^ world.rank as u64);
+        let a = gpu.upload(&rng.bf16_vec(s.m * s.k / w))?;
+        let b = gpu.upload(&rng.bf16_vec(s.k / w * s.n))?;
+        let mut sweep = crate::cmd_rank::Sweep::new();
+        for (i, (opts, fields)) in points.iter().enumerate() {
+            let op = GemmRs::new(&comm, &gpu, collective, s, BLayout::KN, &a, &b, opts.clone())?;
+            let [f, u] = sweep.point(&gpu, &comm, timing, &op, (i as u32, 0))?;
+            if world.rank == 0 {
+                eprintln!("tune {name} {} {fields}: fused {f:.4} ms, unfused {u:.4} ms", s.label());
+            }
+            bar.inc(1);
+        }
+        let ((i, _), fused_ms, unfused_ms, path) = sweep.result()?;
+        let mut line = serde_json::json!({
+            "op": name, "world": world.world_size, "nodes": world.nodes, "m": s.m, "n": s.n, "k": s.k,
+            "lead": null, "one_shot": null, "inter_reduce": null, "group": null,
+            "path": path, "fused_ms": fused_ms, "unfused_ms": unfused_ms,
+            "gpu": gpu.info().name, "commit": harness::COMMIT,
+        });
+        if let (Some(l), Some(f)) = (line.as_object_mut(), points[i as usize].1.as_object()) {
+            l.extend(f.clone());
+        }
+        lines.push(line);
+    }
+    bar.finish_and_clear();
+    crate::cmd_rank::write_tune_table(&world, &lines, out, "gemm_rs")
 }

@@ -577,12 +577,7 @@ pub fn tune(
         }));
     }
     bar.finish_and_clear();
-    if world.rank == 0 {
-        let text: String = lines.iter().map(|l| l.to_string() + "\n").collect();
-        print!("{text}");
-        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
-        eprintln!("tune moe: table written to {} (append it to host/ops/tuned/moe.jsonl)", out.display());
-    }
+    crate::cmd_rank::write_tune_table(&world, &lines, out, "moe")?;
     Ok(())
 }
 

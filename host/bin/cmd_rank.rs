@@ -315,3 +315,21 @@ impl Sweep {
         Ok(((a, b), fused, self.unfused_ms, path))
     }
 }
+
+/// Rank 0 of a tuning run: print the table's JSON lines and write them to `out`, to be appended
+/// to `host/ops/tuned/<table>.jsonl`.
+pub fn write_tune_table(
+    world: &World,
+    lines: &[serde_json::Value],
+    out: &std::path::Path,
+    table: &str,
+) -> anyhow::Result<()> {
+    if world.rank != 0 {
+        return Ok(());
+    }
+    let text: String = lines.iter().map(|l| l.to_string() + "\n").collect();
+    print!("{text}");
+    std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+    eprintln!("tune: table written to {} (append it to host/ops/tuned/{table}.jsonl)", out.display());
+    Ok(())
+}

@@ -313,6 +313,39 @@ impl RsBenchArgs {
     }
 }
 
+/// `tune gemm-rs` / `tune gemm-ar`.
+#[derive(Args, Debug)]
+pub struct RsTuneArgs {
+    /// Shapes MxNxK (all of K), comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = args::shape,
+          default_value = "512x4096x4096,1024x4096x4096,2048x4096x4096,4096x4096x4096,8192x8192x8192,16384x4096x8192,16384x8192x8192,32768x4096x8192")]
+    shapes: Vec<GemmShape>,
+    /// One node: leads to try (rounds of sends before the first own tile; `all`: every send first).
+    #[arg(long, value_delimiter = ',', value_parser = args::lead, default_value = "0,66,132,all")]
+    leads: Vec<u32>,
+    /// Several nodes: inter-reduce CTA counts to try.
+    #[arg(long = "inter-reduce", value_delimiter = ',', default_value = "16,32,64",
+          value_parser = clap::value_parser!(u32).range(1..=128))]
+    inter_reduce: Vec<u32>,
+    /// Several nodes: tiles per FIFO WRITE to try.
+    #[arg(long, value_delimiter = ',', default_value = "8", value_parser = clap::value_parser!(u32).range(1..))]
+    groups: Vec<u32>,
+    #[command(flatten)]
+    ranks: RanksArgs,
+    #[command(flatten)]
+    timing: TimingArgs,
+    /// Where the table goes (JSON lines; append it to host/ops/tuned/gemm_rs.jsonl).
+    #[arg(long, default_value = "gemm_rs.jsonl")]
+    out: PathBuf,
+}
+
+impl RsTuneArgs {
+    fn run(self, collective: mkernel::ops::gemm_rs::Collective) -> anyhow::Result<()> {
+        let knobs = cmd_gemm_rs::TuneKnobs { leads: self.leads, inter_reduce: self.inter_reduce, groups: self.groups };
+        cmd_gemm_rs::tune(collective, &self.shapes, &knobs, &self.ranks, self.timing.timing(), &self.out)
+    }
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum CopyArg {
     /// TMA bulk copies through shared memory, one issuing thread per CTA.
@@ -345,6 +378,11 @@ enum TuneCmd {
         #[arg(long, default_value = "ag_gemm.jsonl")]
         out: PathBuf,
     },
+    /// GEMM + ReduceScatter: one node, the tile walk's lead; several nodes, inter-reduce CTAs x
+    /// tiles per FIFO WRITE; fused vs unfused, per shape (several ranks).
+    GemmRs(RsTuneArgs),
+    /// GEMM + AllReduce: as gemm-rs, and on one node one shot as well.
+    GemmAr(RsTuneArgs),
     /// MoE dispatch + grouped GEMM: pull CTAs x records per run, fused vs unfused, per config
     /// (several ranks).
     Moe {
@@ -450,6 +488,8 @@ fn main() -> ExitCode {
         Cmd::Tune(TuneCmd::AgGemm { shapes, push_ctas, chunk_rows, ranks, timing, out }) => {
             cmd_ag_gemm::tune(&shapes, &push_ctas, &chunk_rows, &ranks, timing.timing(), &out)
         }
+        Cmd::Tune(TuneCmd::GemmRs(a)) => a.run(mkernel::ops::gemm_rs::Collective::ReduceScatter),
+        Cmd::Tune(TuneCmd::GemmAr(a)) => a.run(mkernel::ops::gemm_rs::Collective::AllReduce),
         Cmd::Tune(TuneCmd::Moe { configs, pull_ctas, run_records, ranks, timing, out }) => {
             cmd_moe::tune(&configs, &pull_ctas, &run_records, &ranks, timing.timing(), &out)
         }

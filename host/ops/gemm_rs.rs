@@ -35,7 +35,7 @@
 //! term drops. The tests hold every rank's result to this bound against an f64 host reference on
 //! sampled rows.
 use super::gemm::{BLayout, CAddr, Gemm, GemmOptions, GemmShape};
-use super::{Path, PathChoice};
+use super::{tuned, Path, PathChoice};
 use crate::abi::{
     GemmRsParams, PeerTable, ReduceNodesParams, ReduceParams, RoleSplit, FLAG_STRIDE, HALF_TILE_BYTES, MAX_LOCAL_RANKS,
 };
@@ -72,7 +72,8 @@ impl Collective {
 pub struct GemmRsOptions {
     /// f32 output instead of bf16.
     pub out_f32: bool,
-    /// Fused, unfused, or chosen per shape (fused unless told otherwise: no tuned table yet).
+    /// Fused, unfused, or chosen per shape (the tuned table's faster path at the nearest shape
+    /// measured on this world, else fused).
     pub path: PathChoice,
     /// Tile rows walked together within an owner block (L2 reuse).
     pub group_m: u32,
@@ -120,6 +121,27 @@ impl Default for GemmRsOptions {
 /// 14-17% slower at 2048 x 4096 x 4096 and 30-40% slower above, where every tile's sum waits for
 /// its wave's partials to cross NVLink together while the two phases overlap them with compute.
 pub const ONE_SHOT_MAX_BYTES: usize = 8 << 20;
+
+/// `opts` with each knob left to its default taken from the tuned table (`mkernel tune
+/// gemm-rs|gemm-ar`, [`tuned::gemm_rs`]) at the nearest shape measured on this world, if any,
+/// with the path it measured faster. Knobs the table lacks keep their rules of thumb.
+pub fn with_tuned(
+    opts: &GemmRsOptions,
+    collective: Collective,
+    shape: GemmShape,
+    world: &World,
+) -> (GemmRsOptions, Option<Path>) {
+    let mut o = opts.clone();
+    let Some(e) = tuned::gemm_rs(collective.op_name(), shape, world) else { return (o, None) };
+    if world.nodes <= 1 {
+        o.lead = o.lead.or(e.lead);
+        o.one_shot = o.one_shot.or(e.one_shot.filter(|_| collective == Collective::AllReduce));
+    } else {
+        o.inter_reduce = o.inter_reduce.or(e.inter_reduce);
+        o.group = o.group.or(e.group);
+    }
+    (o, Some(e.path))
+}
 
 /// Whether the all-reduce runs one shot: the option, or by default up to
 /// [`ONE_SHOT_MAX_BYTES`]. Errors name the option and the rule.
@@ -282,6 +304,7 @@ pub struct GemmRs<'a> {
     shape: GemmShape,
     collective: Collective,
     path: Path,
+    tuned: bool,
     out_f32: bool,
     unfused: Unfused<'a>,
     out: HeapRegion<'a>,
@@ -337,9 +360,11 @@ impl<'a> GemmRs<'a> {
         }
         let local = GemmShape { m: shape.m, n: shape.n, k: shape.k / w };
         local.validate(a.len(), b.len(), usize::MAX)?;
+        let (opts, tuned_path) = with_tuned(&opts, collective, shape, &world);
         let path = match opts.path {
             PathChoice::Unfused => Path::Unfused,
-            PathChoice::Fused | PathChoice::Auto => Path::Fused,
+            PathChoice::Fused => Path::Fused,
+            PathChoice::Auto => tuned_path.unwrap_or(Path::Fused),
         };
         let one_shot = one_shot(&opts, collective, shape, &world)?;
         let rows = shape.m / w;
@@ -448,6 +473,7 @@ impl<'a> GemmRs<'a> {
             shape,
             collective,
             path,
+            tuned: tuned_path.is_some(),
             out_f32: opts.out_f32,
             unfused,
             out,
@@ -568,6 +594,17 @@ impl<'a> GemmRs<'a> {
         self.path
     }
 
+    /// Whether the tuned table set the defaults (knobs and, with [`PathChoice::Auto`], the path)
+    /// of this op: a shape near one `mkernel tune gemm-rs|gemm-ar` measured on this world.
+    pub fn tuned(&self) -> bool {
+        self.tuned
+    }
+
+    /// What [`GemmRs::launch`] runs and why, for logs: e.g. `fused (tuned table)`.
+    pub fn describe_path(&self) -> String {
+        format!("{} ({})", self.path.name(), if self.tuned { "tuned table" } else { "default" })
+    }
+
     /// Which collective.
     pub fn collective(&self) -> Collective {
         self.collective
@@ -603,7 +640,8 @@ impl<'a> GemmRs<'a> {
     /// takes on `world` (both paths; allocations aligned as the communicator aligns them).
     pub fn heap_bytes(collective: Collective, shape: GemmShape, world: &World, opts: &GemmRsOptions) -> usize {
         // Options the op would refuse size as their default does (`new` reports them).
-        let one_shot = one_shot(opts, collective, shape, world).unwrap_or(false);
+        let (opts, _) = with_tuned(opts, collective, shape, world);
+        let one_shot = one_shot(&opts, collective, shape, world).unwrap_or(false);
         Sizes::of(collective, shape, world, opts.out_f32, one_shot).total()
     }
 

@@ -59,16 +59,28 @@ fn distance(a: GemmShape, m: usize, n: usize, k: usize) -> f64 {
     d(a.m, m).max(d(a.n, n)).max(d(a.k, k))
 }
 
-fn nearest(table: &[(Line, AgGemmEntry)], shape: GemmShape, world: &World) -> Option<AgGemmEntry> {
+/// The entry of `table` measured on `world`'s size and node count nearest to `shape`, if closer
+/// than a factor of two in every dimension (4096^3's split, a quarter of the tiles, says nothing
+/// about 8192^3's waves). `key`: a line's (world size, nodes, M, N, K).
+fn nearest_shape<L, E: Copy>(
+    table: &[(L, E)],
+    shape: GemmShape,
+    world: &World,
+    key: impl Fn(&L) -> (u32, u32, usize, usize, usize),
+) -> Option<E> {
     table
         .iter()
-        .filter(|(l, _)| l.world == world.world_size && l.nodes == world.nodes)
-        .map(|(l, e)| (distance(shape, l.m, l.n, l.k), *e))
-        // Closer than a factor of two: 4096^3's split (a quarter of the tiles) says nothing
-        // about 8192^3's waves.
+        .filter_map(|(l, e)| {
+            let (w, nodes, m, n, k) = key(l);
+            (w == world.world_size && nodes == world.nodes).then(|| (distance(shape, m, n, k), *e))
+        })
         .filter(|(d, _)| *d < std::f64::consts::LN_2 - 1e-9)
         .min_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, e)| e)
+}
+
+fn nearest(table: &[(Line, AgGemmEntry)], shape: GemmShape, world: &World) -> Option<AgGemmEntry> {
+    nearest_shape(table, shape, world, |l| (l.world, l.nodes, l.m, l.n, l.k))
 }
 
 /// The measured choice for the nearest AllGather + GEMM shape on this world, if any.
@@ -104,6 +116,66 @@ pub fn ag_gemm_heuristic(shape: GemmShape, _world: &World) -> Path {
     } else {
         Path::Fused
     }
+}
+
+/// A measured GEMM + ReduceScatter / AllReduce choice (`mkernel tune gemm-rs|gemm-ar`): on one
+/// node the tile walk's lead and (all-reduce) the form, on several the inter-reduce CTAs and
+/// tiles per FIFO WRITE; `None` where the knob does not apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmRsEntry {
+    /// Rounds of sends before the first own tile (`u32::MAX`: every send first).
+    pub lead: Option<u32>,
+    /// The all-reduce in one shot.
+    pub one_shot: Option<bool>,
+    /// Inter-reduce CTAs.
+    pub inter_reduce: Option<u32>,
+    /// Tiles per FIFO WRITE.
+    pub group: Option<u32>,
+    /// The faster path at that shape.
+    pub path: Path,
+}
+
+#[derive(Deserialize)]
+struct GemmRsLine {
+    op: String,
+    world: u32,
+    nodes: u32,
+    m: usize,
+    n: usize,
+    k: usize,
+    lead: Option<u32>,
+    one_shot: Option<bool>,
+    inter_reduce: Option<u32>,
+    group: Option<u32>,
+    path: String,
+}
+
+const GEMM_RS_TABLE: &str = include_str!("tuned/gemm_rs.jsonl");
+
+/// The lines of a GEMM + ReduceScatter / AllReduce table for `op` (`gemm_rs` or `gemm_ar`).
+fn parse_gemm_rs(text: &str, op: &str) -> Vec<(GemmRsLine, GemmRsEntry)> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<GemmRsLine>(l).ok())
+        .filter(|l| l.op == op)
+        .map(|l| {
+            let path = if l.path == "unfused" { Path::Unfused } else { Path::Fused };
+            let e =
+                GemmRsEntry { lead: l.lead, one_shot: l.one_shot, inter_reduce: l.inter_reduce, group: l.group, path };
+            (l, e)
+        })
+        .collect()
+}
+
+/// The measured choice for the nearest shape of `op` (`gemm_rs` or `gemm_ar`) on this world, if
+/// any.
+pub fn gemm_rs(op: &str, shape: GemmShape, world: &World) -> Option<GemmRsEntry> {
+    static RS: OnceLock<Vec<(GemmRsLine, GemmRsEntry)>> = OnceLock::new();
+    static AR: OnceLock<Vec<(GemmRsLine, GemmRsEntry)>> = OnceLock::new();
+    let table = match op {
+        "gemm_rs" => RS.get_or_init(|| parse_gemm_rs(GEMM_RS_TABLE, op)),
+        _ => AR.get_or_init(|| parse_gemm_rs(GEMM_RS_TABLE, "gemm_ar")),
+    };
+    nearest_shape(table, shape, world, |l| (l.world, l.nodes, l.m, l.n, l.k))
 }
 
 /// A measured MoE dispatch + grouped GEMM choice.
@@ -208,6 +280,30 @@ mod tests {
         assert!(nearest(&t, s(16384, 4096, 8192), &world(4, 1)).is_none(), "other world size");
         assert!(nearest(&t, s(65536, 4096, 8192), &world(2, 1)).is_none(), "too far");
         assert!(nearest(&t, s(4096, 8192, 8192), &world(2, 1)).is_none(), "twice as large is too far");
+    }
+
+    #[test]
+    fn gemm_rs_table_parses_and_matches_within_a_factor_of_two() {
+        let lines = GEMM_RS_TABLE.lines().filter(|l| !l.trim().is_empty()).count();
+        let parsed = parse_gemm_rs(GEMM_RS_TABLE, "gemm_rs").len() + parse_gemm_rs(GEMM_RS_TABLE, "gemm_ar").len();
+        assert_eq!(parsed, lines, "a line of host/ops/tuned/gemm_rs.jsonl does not parse");
+        let text = concat!(
+            r#"{"op":"gemm_ar","world":2,"nodes":1,"m":1024,"n":4096,"k":4096,"lead":null,"one_shot":true,"inter_reduce":null,"group":null,"path":"fused"}"#,
+            "\n",
+            r#"{"op":"gemm_ar","world":2,"nodes":2,"m":8192,"n":8192,"k":8192,"lead":null,"one_shot":null,"inter_reduce":64,"group":8,"path":"fused"}"#,
+            "\n",
+            r#"{"op":"gemm_rs","world":2,"nodes":1,"m":512,"n":4096,"k":4096,"lead":7,"one_shot":null,"inter_reduce":null,"group":null,"path":"unfused"}"#,
+            "\n"
+        );
+        let (ar, rs) = (parse_gemm_rs(text, "gemm_ar"), parse_gemm_rs(text, "gemm_rs"));
+        let key = |l: &GemmRsLine| (l.world, l.nodes, l.m, l.n, l.k);
+        let s = |m, n, k| GemmShape { m, n, k };
+        assert_eq!(nearest_shape(&ar, s(1024, 4096, 4096), &world(2, 1), key).unwrap().one_shot, Some(true));
+        assert_eq!(nearest_shape(&ar, s(8192, 8192, 8192), &world(2, 2), key).unwrap().inter_reduce, Some(64));
+        assert!(nearest_shape(&ar, s(8192, 8192, 8192), &world(2, 1), key).is_none(), "other node count");
+        let small = nearest_shape(&rs, s(600, 4096, 4096), &world(2, 1), key).unwrap();
+        assert_eq!((small.lead, small.path), (Some(7), Path::Unfused));
+        assert!(nearest_shape(&rs, s(1024, 4096, 4096), &world(2, 1), key).is_none(), "twice as large is too far");
     }
 
     #[test]
