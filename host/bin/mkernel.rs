@@ -320,11 +320,12 @@ pub struct RsTuneArgs {
     #[arg(long, value_delimiter = ',', value_parser = args::shape,
           default_value = "512x4096x4096,1024x4096x4096,2048x4096x4096,4096x4096x4096,8192x8192x8192,16384x4096x8192,16384x8192x8192,32768x4096x8192")]
     shapes: Vec<GemmShape>,
-    /// One node: leads to try (rounds of sends before the first own tile; `all`: every send first).
-    #[arg(long, value_delimiter = ',', value_parser = args::lead, default_value = "0,66,132,all")]
+    /// One node: leads to try besides the default (every send first): rounds of sends before the
+    /// first own tile, or `all`.
+    #[arg(long, value_delimiter = ',', value_parser = args::lead, default_value = "0,66,132")]
     leads: Vec<u32>,
-    /// Several nodes: inter-reduce CTA counts to try.
-    #[arg(long = "inter-reduce", value_delimiter = ',', default_value = "16,32,64",
+    /// Several nodes: inter-reduce CTA counts to try besides the default.
+    #[arg(long = "inter-reduce", value_delimiter = ',', default_value = "16,32,64,96",
           value_parser = clap::value_parser!(u32).range(1..=128))]
     inter_reduce: Vec<u32>,
     /// Several nodes: tiles per FIFO WRITE to try.
