@@ -249,13 +249,15 @@ impl AttnLayout {
 }
 
 /// mkernel's attention forward (with the log-sum-exp, as a ring or a backward pass needs it) on
-/// fresh random inputs: one record, TFLOP/s counted as torch and FlashAttention count them.
-/// cuDNN and FlashAttention-2 come from `torch_baselines.py single` in the same call.
+/// fresh random inputs: one record, TFLOP/s counted as torch and FlashAttention count them, on
+/// `ctas` persistent CTAs (None: one per SM). cuDNN and FlashAttention-2 come from
+/// `torch_baselines.py single` in the same call.
 pub fn bench_attention(
     gpu: &Gpu,
     shape: AttentionShape,
     layout: AttnLayout,
     causal: bool,
+    ctas: Option<u32>,
     timing: Timing,
 ) -> Result<Record> {
     let elems = shape.q_elements().checked_mul(2).and_then(|x| x.checked_add(2 * shape.kv_elements()));
@@ -266,7 +268,7 @@ pub fn bench_attention(
     let v = gpu.upload(&rng.bf16_vec(shape.kv_elements()))?;
     let o = gpu.alloc::<half::bf16>(shape.q_elements())?;
     let lse = gpu.alloc::<f32>(shape.lse_elements())?;
-    let opts = AttentionOptions { causal, ..Default::default() };
+    let opts = AttentionOptions { causal, ctas, ..Default::default() };
     let attn = Attention::new(gpu, shape, layout, (&q, &k, &v), &o, Some(&lse), opts)?;
     let ms = time_ms(gpu, &mut Solo, timing, || attn.launch(gpu))?;
     attn.run(gpu)?;

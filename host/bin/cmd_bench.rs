@@ -70,6 +70,7 @@ pub fn attention(
     configs: &[mkernel::attention::AttentionShape],
     layouts: &[mkernel::attention::AttnLayout],
     masks: &[bool],
+    ctas: Option<u32>,
     timing: Timing,
     json: Option<&Path>,
 ) -> anyhow::Result<()> {
@@ -80,7 +81,7 @@ pub fn attention(
         s.validate().with_context(|| format!("--configs {}", s.label()))?;
         for &l in layouts {
             for &causal in masks {
-                records.push(bench::bench_attention(&g, s, l, causal, timing)?);
+                records.push(bench::bench_attention(&g, s, l, causal, ctas, timing)?);
                 bar.inc(1);
             }
         }

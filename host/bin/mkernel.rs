@@ -159,6 +159,9 @@ enum BenchCmd {
         /// Masks to time: causal and/or full.
         #[arg(long, value_delimiter = ',', value_parser = args::mask, default_value = "full,causal")]
         masks: Vec<bool>,
+        /// Persistent CTAs (default: one per SM; fewer shows what SMs given to other roles cost).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        ctas: Option<u32>,
         #[command(flatten)]
         timing: TimingArgs,
         /// Also write JSON lines here.
@@ -544,8 +547,8 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
             };
             cmd_bench::gemm(&shapes, &layouts, opts, gather, timing.timing(), json.as_deref())
         }
-        BenchCmd::Attention { configs, layouts, masks, timing, json } => {
-            cmd_bench::attention(&configs, &layouts, &masks, timing.timing(), json.as_deref())
+        BenchCmd::Attention { configs, layouts, masks, ctas, timing, json } => {
+            cmd_bench::attention(&configs, &layouts, &masks, ctas, timing.timing(), json.as_deref())
         }
         BenchCmd::Allgather { sizes, intra_ctas, copy, in_place, ranks, timing, json } => {
             cmd_bench::allgather(&sizes, intra_ctas, copy, in_place, &ranks, timing.timing(), json.as_deref())
