@@ -62,7 +62,9 @@ pub trait Epilogue<A: Accumulators = Acc256> {
 /// - `free`: the helper's copies finished reading the staging tile (it may be rewritten).
 ///
 /// A side is never more than one phase ahead of the other: the helper arrives `ready` for tile
-/// `n + 1` only after `staged` of tile `n`, and `free` of tile `n` only after its `staged`.
+/// `n + 1` only after `staged` of tile `n`, and `free` of tile `n` only after its `staged`. An
+/// epilogue may stage twice per tile if both sides agree (the one-shot all-reduce: partial, then
+/// sum; `staged` then completes phases `2n` and `2n + 1`, and `ready` comes between them).
 #[derive(Clone, Copy)]
 pub struct Handoff {
     base: u32,
