@@ -42,9 +42,11 @@ fn one_node_two_gpus() {
         check(op, 2, &g, &["--shape", "2000x8x144", "--layout", "nk", "--f32"]);
         check(op, 2, &g, &["--shape", "2000x1544x2048", "--layout", "nk", "--graph"]);
         check(op, 2, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
-        // The walk's extremes: own tiles right behind the sends, and everything sent first.
-        check(op, 2, &g, &["--shape", "2000x1544x1024", "--lead", "0", "--back-to-back", "20"]);
-        check(op, 2, &g, &["--shape", "2000x1544x1024", "--lead", "100000"]);
+        // The two-phase walk's extremes: own tiles right behind the sends, and everything sent
+        // first (this all-reduce would run one shot by default, where no lead applies).
+        let two_phase = ["--shape", "2000x1544x1024", "--one-shot", "off"];
+        check(op, 2, &g, &[&two_phase[..], &["--lead", "0", "--back-to-back", "20"]].concat());
+        check(op, 2, &g, &[&two_phase[..], &["--lead", "100000"]].concat());
     }
     // The all-reduce's other form at each of those sizes: small partials run one shot by
     // default, large ones in two phases.
@@ -66,7 +68,7 @@ fn four_gpus_one_node() {
         check(op, 4, &g, &["--shape", "4000x8x288", "--layout", "kn"]);
         check(op, 4, &g, &["--shape", "4000x1544x2048", "--layout", "nk", "--f32", "--graph"]);
         check(op, 4, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
-        check(op, 4, &g, &["--shape", "4000x1544x1024", "--lead", "1"]);
+        check(op, 4, &g, &["--shape", "4000x1544x1024", "--lead", "1", "--one-shot", "off"]);
     }
     // Four sources: one shot sums in the owner-first order on every rank (the same bits as the
     // unfused path everywhere).

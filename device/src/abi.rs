@@ -654,7 +654,7 @@ abi_struct! {
         pub peers: u64,
         /// `MAX_LOCAL_RANKS` tensor maps (128 bytes each): entry d covers my row block of local
         /// rank d's bf16 output (`[rows, N]`); only my own entry is used for a reduce-scatter
-        /// (one node only).
+        /// (one node only). One shot: entry q covers block q of my own output.
         pub out_maps: u64,
         /// Launch counter (device `u64`): gives each launch its epoch.
         pub launches: u64,
@@ -696,7 +696,8 @@ abi_struct! {
         pub staging: [u64; 8],
         /// Its flags.
         pub flags: [u64; 8],
-        /// The start of my row block in its output.
+        /// The start of my row block in its output (one shot: entry q, the start of block q in
+        /// mine).
         pub out: [u64; 8],
     }
 }
@@ -1562,7 +1563,7 @@ abi_struct! {
         pub prev: u32,
         /// Attention CTAs (the first of the grid).
         pub attn_ctas: u32,
-        /// Comm CTAs (the rest).
+        /// Comm CTAs (the rest): they claim attention units too once their sends are done.
         pub comm_ctas: u32,
         /// 1: shards are zigzag (chunks `r` and `2W - 1 - r` of `chunk` rows); 0: contiguous.
         pub zigzag: u32,

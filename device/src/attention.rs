@@ -725,6 +725,20 @@ unsafe fn finish_tile<const D: u32>(
     smem.q_pipe().release(q_slot);
 }
 
+/// A CTA counted in `ctas` that cannot run attention after all (its shared memory may still
+/// receive a stray copy): draw tickets until one past the end, so the counter's per-launch count
+/// stays whole for the next launch. The units it drew stay undone: the waits on them time out and
+/// report who waited for what.
+///
+/// # Safety
+/// One thread of such a CTA, once per launch; `p` as for [`run_cta`].
+#[inline(always)]
+pub unsafe fn forfeit<const D: u32, S: KvSteps>(p: &AttnParams, steps: &S, ctas: u32) {
+    let g = Geometry::new(p, D);
+    let units = Units { tiles: g.tiles(), total: g.tiles() * steps.count() };
+    while units.of_ticket(atom_add_relaxed_gpu_u32((p.sched + 8) as *mut u32, 1), steps.epoch(), ctas) != Units::END {}
+}
+
 /// Run one attention CTA, one of `ctas` claiming units of work (every thread calls it): thread 0
 /// claims units and loads Q and K, thread 32 loads V, warpgroups `1 ..= consumers(D)` consume.
 ///

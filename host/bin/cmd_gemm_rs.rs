@@ -29,8 +29,9 @@ pub struct CheckArgs {
     /// f32 output instead of bf16.
     #[arg(long)]
     pub f32: bool,
-    /// Rounds of sends before each rank's first own tile (default: every send first; one node).
-    #[arg(long)]
+    /// Rounds of sends before each rank's first own tile, or `all` (default: the tuned table's,
+    /// else every send first; one node, two-phase form).
+    #[arg(long, value_parser = crate::args::lead)]
     pub lead: Option<u32>,
     /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.
     #[arg(long = "one-shot", value_parser = clap::builder::BoolishValueParser::new())]
@@ -295,11 +296,11 @@ pub struct TuneKnobs {
 /// a sweep by 1.8% lost by 3-6% in four reruns).
 const TUNE_MARGIN: f64 = 0.02;
 
-/// The points of the sweep, each with its options and the table line's knob fields: the
-/// defaults (the rules of thumb, every knob null in the table) first, then the knobs' values.
+/// The points of the sweep, each with its options and how to name it: the defaults first (the
+/// rules of thumb alone, not an earlier table's choice), then the knobs' values.
 fn tune_points(collective: Collective, nodes: u32, k: &TuneKnobs) -> Vec<(GemmRsOptions, serde_json::Value)> {
-    let base = GemmRsOptions::default();
-    let mut points = vec![(base.clone(), serde_json::json!({}))];
+    let base = GemmRsOptions { tuned: false, ..Default::default() };
+    let mut points = vec![(base.clone(), serde_json::json!({ "defaults": true }))];
     if nodes > 1 {
         for &ir in &k.inter_reduce {
             for &g in &k.groups {
@@ -315,7 +316,7 @@ fn tune_points(collective: Collective, nodes: u32, k: &TuneKnobs) -> Vec<(GemmRs
         points.push((o, serde_json::json!({ "lead": lead, "one_shot": all_reduce.then_some(false) })));
     }
     if all_reduce {
-        // One shot walks the same order on every rank: the lead does not apply.
+        // One shot walks one fixed order on every rank: no lead.
         let o = GemmRsOptions { one_shot: Some(true), ..base };
         points.push((o, serde_json::json!({ "one_shot": true })));
     }
@@ -325,7 +326,10 @@ fn tune_points(collective: Collective, nodes: u32, k: &TuneKnobs) -> Vec<(GemmRs
 /// `tune gemm-rs|gemm-ar`: per shape, the defaults and every point of [`TuneKnobs`] (one node:
 /// the lead, and for the all-reduce one shot too; several nodes: inter-reduce CTAs x group),
 /// fused and unfused interleaved; the fastest fused point if it beats the defaults by more than
-/// [`TUNE_MARGIN`], and the faster path, as the JSON lines of `host/ops/tuned/gemm_rs.jsonl`.
+/// [`TUNE_MARGIN`], its knobs as they ran, and the unfused path only if it beats that point by
+/// as much (against the median of the unfused times, one per point), as the JSON lines of
+/// `host/ops/tuned/gemm_rs.jsonl`. Several-node lines name the transport they were measured
+/// over.
 pub fn tune(
     collective: Collective,
     shapes: &[GemmShape],
@@ -344,39 +348,52 @@ pub fn tune(
     let Some((world, gpu, comm)) = bench_rank(ranks, "--shapes", elements, heap)? else { return Ok(()) };
     let w = world.world_size as usize;
     let points = tune_points(collective, world.nodes, knobs);
-    ensure!(!points.is_empty(), "nothing to sweep: give at least one value per knob");
     let name = collective.op_name();
     let bar = harness::progress((shapes.len() * points.len()) as u64, "tune");
     let mut lines = Vec::new();
-    for &s in shapes {
+    for s in shapes {
         ensure!(s.m % w == 0 && s.k % (8 * w) == 0, "--shapes: M must be a multiple of {w} and K of {}", 8 * w);
+    }
+    for &s in shapes {
         let mut rng = Rng::new(0x7e57 ^ world.rank as u64);
         let a = gpu.upload(&rng.bf16_vec(s.m * s.k / w))?;
         let b = gpu.upload(&rng.bf16_vec(s.k / w * s.n))?;
         let mut sweep = crate::cmd_rank::Sweep::new();
-        let mut fused = Vec::new();
+        let mut ran = Vec::new();
         for (i, (opts, fields)) in points.iter().enumerate() {
             let op = GemmRs::new(&comm, &gpu, collective, s, BLayout::KN, &a, &b, opts.clone())?;
             let [f, u] = sweep.point(&gpu, &comm, timing, &op, (i as u32, 0))?;
             if world.rank == 0 {
                 eprintln!("tune {name} {} {fields}: fused {f:.4} ms, unfused {u:.4} ms", s.label());
             }
-            fused.push(f);
+            // The knobs as this point ran them (a null where the point left the default).
+            let lead = (!op.one_shot() && opts.lead.is_some()).then(|| op.lead());
+            let knobs = if world.nodes > 1 {
+                serde_json::json!({ "inter_reduce": op.roles().inter_reduce, "group": op.group(),
+                                    "transport": comm.transport() })
+            } else {
+                let one_shot = (collective == Collective::AllReduce).then(|| op.one_shot());
+                serde_json::json!({ "lead": lead, "one_shot": one_shot })
+            };
+            ran.push((f, u, knobs));
             bar.inc(1);
         }
-        let ((best, _), best_ms, unfused_ms, _) = sweep.result()?;
-        // The defaults stay unless beaten clearly.
-        let i = if best_ms < fused[0] * (1.0 - TUNE_MARGIN) { best } else { 0 };
-        let fused_ms = fused[i as usize];
-        let path = if fused_ms <= unfused_ms { "fused" } else { "unfused" };
+        let ((best, _), best_ms, _, _) = sweep.result()?;
+        // The defaults stay unless beaten clearly; so does the fused path.
+        let i = if best_ms < ran[0].0 * (1.0 - TUNE_MARGIN) { best as usize } else { 0 };
+        let fused_ms = ran[i].0;
+        let mut unfused: Vec<f64> = ran.iter().map(|r| r.1).collect();
+        unfused.sort_by(f64::total_cmp);
+        let unfused_ms = unfused[unfused.len() / 2];
+        let path = if unfused_ms < fused_ms * (1.0 - TUNE_MARGIN) { "unfused" } else { "fused" };
         let mut line = serde_json::json!({
             "op": name, "world": world.world_size, "nodes": world.nodes, "m": s.m, "n": s.n, "k": s.k,
             "lead": null, "one_shot": null, "inter_reduce": null, "group": null,
             "path": path, "fused_ms": fused_ms, "unfused_ms": unfused_ms,
             "gpu": gpu.info().name, "commit": harness::COMMIT,
         });
-        if let (Some(l), Some(f)) = (line.as_object_mut(), points[i as usize].1.as_object()) {
-            l.extend(f.clone());
+        if let (Some(l), Some(k)) = (line.as_object_mut(), ran[i].2.as_object()) {
+            l.extend(k.clone());
         }
         lines.push(line);
     }

@@ -287,8 +287,9 @@ pub struct RsBenchArgs {
     /// B layouts: kn ([K/W, N], as torch_baselines.py) and/or nk.
     #[arg(long, value_delimiter = ',', value_parser = args::layout, default_value = "kn")]
     layouts: Vec<BLayout>,
-    /// Rounds of sends before each rank's first own tile (default: every send first; one node).
-    #[arg(long)]
+    /// Rounds of sends before each rank's first own tile, or `all` (default: the tuned table's,
+    /// else every send first; one node, two-phase form).
+    #[arg(long, value_parser = crate::args::lead)]
     lead: Option<u32>,
     /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.
     #[arg(long = "one-shot", value_parser = clap::builder::BoolishValueParser::new())]

@@ -79,24 +79,29 @@ pub struct GemmRsOptions {
     pub group_m: u32,
     /// Rounds of sends before this rank's first own tile (`sched::OwnerTiles`): an own tile
     /// waits for the others' partials of it, sent `lead` tiles or more before it, and the sends
-    /// spread over the launch once own tiles begin. None: every send first (measured on 2 x H200:
-    /// spreading the sends gained nothing for the reduce-scatter and cost the all-reduce 6%).
-    /// One node only (several nodes walk by class, see `sched::NodeTiles`).
+    /// spread over the launch once own tiles begin. None: the tuned table's, else every send
+    /// first (measured on 2 x H200: spreading the sends gained nothing for the reduce-scatter and
+    /// cost the all-reduce 6%). One node and the two-phase form only (several nodes walk by
+    /// class, see `sched::NodeTiles`; one shot walks one fixed order on every rank).
     pub lead: Option<u32>,
     /// All-reduce on one node: one shot (every rank pushes its partial of every tile to every
     /// other rank and sums every tile itself) instead of two phases (each block summed by its
-    /// owner, then copied to the others). None: one shot up to [`ONE_SHOT_MAX_BYTES`] of
-    /// partial (`M x N` bf16), two phases above.
+    /// owner, then copied to the others). None: the tuned table's, else one shot up to
+    /// [`ONE_SHOT_MAX_BYTES`] of partial (`M x N` bf16), two phases above.
     pub one_shot: Option<bool>,
     /// Several nodes: CTAs pushing node partials into the FIFO (None: [`DEFAULT_INTER_SEND`]).
     pub inter_send: Option<u32>,
-    /// Several nodes: CTAs adding the node partials (None: [`default_inter_reduce`]).
+    /// Several nodes: CTAs adding the node partials (None: the tuned table's for this transport
+    /// if it leaves compute CTAs, else [`default_inter_reduce`]).
     pub inter_reduce: Option<u32>,
-    /// Several nodes: tiles per FIFO WRITE of a node partial (None: [`DEFAULT_GROUP`]; at most
-    /// the tiles of a block).
+    /// Several nodes: tiles per FIFO WRITE of a node partial (None: the tuned table's for this
+    /// transport, else [`DEFAULT_GROUP`]; at most the tiles of a block).
     pub group: Option<u32>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
+    /// Take the knobs left unset and, with [`PathChoice::Auto`], the path from the tuned table
+    /// (false: the rules of thumb alone, what `mkernel tune` compares against).
+    pub tuned: bool,
 }
 
 impl Default for GemmRsOptions {
@@ -111,6 +116,7 @@ impl Default for GemmRsOptions {
             inter_reduce: None,
             group: None,
             timeout: Duration::from_secs(10),
+            tuned: true,
         }
     }
 }
@@ -122,22 +128,41 @@ impl Default for GemmRsOptions {
 /// its wave's partials to cross NVLink together while the two phases overlap them with compute.
 pub const ONE_SHOT_MAX_BYTES: usize = 8 << 20;
 
+/// What a tuned entry for several nodes must fit: the transport it was measured over and the
+/// SMs there are.
+#[derive(Clone, Copy, Debug)]
+pub struct Fit<'t> {
+    /// The communicator's transport ([`Communicator::transport`]).
+    pub transport: &'t str,
+    /// SMs of this GPU.
+    pub sms: u32,
+}
+
 /// `opts` with each knob left to its default taken from the tuned table (`mkernel tune
-/// gemm-rs|gemm-ar`, [`tuned::gemm_rs`]) at the nearest shape measured on this world, if any,
-/// with the path it measured faster. Knobs the table lacks keep their rules of thumb.
+/// gemm-rs|gemm-ar`, [`tuned::gemm_rs`]) at the nearest shape measured on this world, if any
+/// (and `opts.tuned`), with the path it measured faster. Knobs the table lacks keep their rules
+/// of thumb; so do several-node knobs without `fit`, measured over another transport, or that
+/// would leave no compute CTA; one shot takes no lead from the table.
 pub fn with_tuned(
     opts: &GemmRsOptions,
     collective: Collective,
     shape: GemmShape,
     world: &World,
+    fit: Option<Fit<'_>>,
 ) -> (GemmRsOptions, Option<Path>) {
     let mut o = opts.clone();
-    let Some(e) = tuned::gemm_rs(collective.op_name(), shape, world) else { return (o, None) };
+    if !opts.tuned {
+        return (o, None);
+    }
+    let Some(e) = tuned::gemm_rs(collective, shape, world, fit.map(|f| f.transport)) else { return (o, None) };
     if world.nodes <= 1 {
-        o.lead = o.lead.or(e.lead);
         o.one_shot = o.one_shot.or(e.one_shot.filter(|_| collective == Collective::AllReduce));
-    } else {
-        o.inter_reduce = o.inter_reduce.or(e.inter_reduce);
+        if o.one_shot != Some(true) {
+            o.lead = o.lead.or(e.lead);
+        }
+    } else if let Some(f) = fit {
+        let send = o.inter_send.unwrap_or(DEFAULT_INTER_SEND);
+        o.inter_reduce = o.inter_reduce.or(e.inter_reduce.filter(|&ir| ir + send < f.sms));
         o.group = o.group.or(e.group);
     }
     (o, Some(e.path))
@@ -304,7 +329,7 @@ pub struct GemmRs<'a> {
     shape: GemmShape,
     collective: Collective,
     path: Path,
-    tuned: bool,
+    path_source: &'static str,
     out_f32: bool,
     unfused: Unfused<'a>,
     out: HeapRegion<'a>,
@@ -360,13 +385,22 @@ impl<'a> GemmRs<'a> {
         }
         let local = GemmShape { m: shape.m, n: shape.n, k: shape.k / w };
         local.validate(a.len(), b.len(), usize::MAX)?;
-        let (opts, tuned_path) = with_tuned(&opts, collective, shape, &world);
-        let path = match opts.path {
-            PathChoice::Unfused => Path::Unfused,
-            PathChoice::Fused => Path::Fused,
-            PathChoice::Auto => tuned_path.unwrap_or(Path::Fused),
+        let asked_lead = opts.lead;
+        let fit = Fit { transport: comm.transport(), sms: gpu.info().sm_count };
+        let (opts, tuned_path) = with_tuned(&opts, collective, shape, &world, Some(fit));
+        let (path, path_source) = match (opts.path, tuned_path) {
+            (PathChoice::Unfused, _) => (Path::Unfused, "asked"),
+            (PathChoice::Fused, _) => (Path::Fused, "asked"),
+            (PathChoice::Auto, Some(p)) => (p, "tuned table"),
+            (PathChoice::Auto, None) => (Path::Fused, "default"),
         };
         let one_shot = one_shot(&opts, collective, shape, &world)?;
+        if one_shot && asked_lead.is_some() {
+            return Err(invalid(
+                "lead",
+                "applies to the two-phase form; this all-reduce runs one shot (set one_shot to Some(false))",
+            ));
+        }
         let rows = shape.m / w;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
         let roles = role_split(&opts, collective, world.nodes, w as u32 * per_owner, gpu.info().sm_count)?;
@@ -376,14 +410,16 @@ impl<'a> GemmRs<'a> {
         comm.agree(
             "shape",
             &format!(
-                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}, one shot {one_shot}",
+                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}, one shot {one_shot}{}",
                 collective.op_name(),
                 shape.m,
                 shape.n,
                 shape.k,
                 if opts.out_f32 { "f32" } else { "bf16" },
                 path.name(),
-                world.nodes
+                world.nodes,
+                // One shot blocks each tile on every rank's partial of it: the walks must match.
+                if one_shot { format!(", walk group_m {}", opts.group_m) } else { String::new() }
             ),
         )?;
 
@@ -450,7 +486,8 @@ impl<'a> GemmRs<'a> {
             local_rank: world.local_rank,
             local_world: world.local_world_size,
             all_reduce: (collective == Collective::AllReduce) as u32,
-            lead: opts.lead.unwrap_or(u32::MAX).min(per_owner),
+            // One shot: one fixed walk (the lead only orders two-phase sends).
+            lead: if one_shot { per_owner } else { opts.lead.unwrap_or(u32::MAX).min(per_owner) },
             nodes: world.nodes,
             fifo: comm.fifo_params(),
             staging_heap_off: staging.offset(),
@@ -473,7 +510,7 @@ impl<'a> GemmRs<'a> {
             shape,
             collective,
             path,
-            tuned: tuned_path.is_some(),
+            path_source,
             out_f32: opts.out_f32,
             unfused,
             out,
@@ -594,15 +631,10 @@ impl<'a> GemmRs<'a> {
         self.path
     }
 
-    /// Whether the tuned table set the defaults (knobs and, with [`PathChoice::Auto`], the path)
-    /// of this op: a shape near one `mkernel tune gemm-rs|gemm-ar` measured on this world.
-    pub fn tuned(&self) -> bool {
-        self.tuned
-    }
-
-    /// What [`GemmRs::launch`] runs and why, for logs: e.g. `fused (tuned table)`.
+    /// What [`GemmRs::launch`] runs and why, for logs: `fused (tuned table)`, `unfused (asked)`,
+    /// `fused (default)` (no measured shape near).
     pub fn describe_path(&self) -> String {
-        format!("{} ({})", self.path.name(), if self.tuned { "tuned table" } else { "default" })
+        format!("{} ({})", self.path.name(), self.path_source)
     }
 
     /// Which collective.
@@ -640,7 +672,8 @@ impl<'a> GemmRs<'a> {
     /// takes on `world` (both paths; allocations aligned as the communicator aligns them).
     pub fn heap_bytes(collective: Collective, shape: GemmShape, world: &World, opts: &GemmRsOptions) -> usize {
         // Options the op would refuse size as their default does (`new` reports them).
-        let (opts, _) = with_tuned(opts, collective, shape, world);
+        // The form is a one-node knob: no transport needed.
+        let (opts, _) = with_tuned(opts, collective, shape, world, None);
         let one_shot = one_shot(&opts, collective, shape, world).unwrap_or(false);
         Sizes::of(collective, shape, world, opts.out_f32, one_shot).total()
     }

@@ -4,6 +4,7 @@
 //!
 //! A table entry applies to the same op, world size and node count, at the measured shape
 //! nearest to the asked one if it is closer than a factor of two in every dimension.
+use super::gemm_rs::Collective;
 use super::Path;
 use crate::comm::world::World;
 use crate::gemm::GemmShape;
@@ -21,14 +22,30 @@ pub struct AgGemmEntry {
     pub path: Path,
 }
 
+/// Where a GEMM-shaped table line was measured: the op, world size, node count and shape.
 #[derive(Deserialize)]
-struct Line {
+struct GemmAt {
     op: String,
     world: u32,
     nodes: u32,
     m: usize,
     n: usize,
     k: usize,
+}
+
+/// A table line's `path`.
+fn path_of(name: &str) -> Path {
+    if name == "unfused" {
+        Path::Unfused
+    } else {
+        Path::Fused
+    }
+}
+
+#[derive(Deserialize)]
+struct Line {
+    #[serde(flatten)]
+    at: GemmAt,
     push_ctas: u32,
     chunk_rows: u32,
     path: String,
@@ -45,10 +62,9 @@ fn ag_gemm_table() -> &'static [(Line, AgGemmEntry)] {
 fn parse(text: &str) -> Vec<(Line, AgGemmEntry)> {
     text.lines()
         .filter_map(|l| serde_json::from_str::<Line>(l).ok())
-        .filter(|l| l.op == "ag_gemm")
+        .filter(|l| l.at.op == "ag_gemm")
         .map(|l| {
-            let path = if l.path == "unfused" { Path::Unfused } else { Path::Fused };
-            let e = AgGemmEntry { push_ctas: l.push_ctas, chunk_rows: l.chunk_rows, path };
+            let e = AgGemmEntry { push_ctas: l.push_ctas, chunk_rows: l.chunk_rows, path: path_of(&l.path) };
             (l, e)
         })
         .collect()
@@ -61,18 +77,18 @@ fn distance(a: GemmShape, m: usize, n: usize, k: usize) -> f64 {
 
 /// The entry of `table` measured on `world`'s size and node count nearest to `shape`, if closer
 /// than a factor of two in every dimension (4096^3's split, a quarter of the tiles, says nothing
-/// about 8192^3's waves). `key`: a line's (world size, nodes, M, N, K).
+/// about 8192^3's waves). `at`: where a line was measured, None where it does not apply here.
 fn nearest_shape<L, E: Copy>(
     table: &[(L, E)],
     shape: GemmShape,
     world: &World,
-    key: impl Fn(&L) -> (u32, u32, usize, usize, usize),
+    at: impl Fn(&L) -> Option<&GemmAt>,
 ) -> Option<E> {
     table
         .iter()
         .filter_map(|(l, e)| {
-            let (w, nodes, m, n, k) = key(l);
-            (w == world.world_size && nodes == world.nodes).then(|| (distance(shape, m, n, k), *e))
+            let a = at(l)?;
+            (a.world == world.world_size && a.nodes == world.nodes).then(|| (distance(shape, a.m, a.n, a.k), *e))
         })
         .filter(|(d, _)| *d < std::f64::consts::LN_2 - 1e-9)
         .min_by(|a, b| a.0.total_cmp(&b.0))
@@ -80,7 +96,7 @@ fn nearest_shape<L, E: Copy>(
 }
 
 fn nearest(table: &[(Line, AgGemmEntry)], shape: GemmShape, world: &World) -> Option<AgGemmEntry> {
-    nearest_shape(table, shape, world, |l| (l.world, l.nodes, l.m, l.n, l.k))
+    nearest_shape(table, shape, world, |l| Some(&l.at))
 }
 
 /// The measured choice for the nearest AllGather + GEMM shape on this world, if any.
@@ -137,12 +153,11 @@ pub struct GemmRsEntry {
 
 #[derive(Deserialize)]
 struct GemmRsLine {
-    op: String,
-    world: u32,
-    nodes: u32,
-    m: usize,
-    n: usize,
-    k: usize,
+    #[serde(flatten)]
+    at: GemmAt,
+    /// Several nodes: the transport measured over (the entry applies over that one only).
+    #[serde(default)]
+    transport: Option<String>,
     lead: Option<u32>,
     one_shot: Option<bool>,
     inter_reduce: Option<u32>,
@@ -156,26 +171,46 @@ const GEMM_RS_TABLE: &str = include_str!("tuned/gemm_rs.jsonl");
 fn parse_gemm_rs(text: &str, op: &str) -> Vec<(GemmRsLine, GemmRsEntry)> {
     text.lines()
         .filter_map(|l| serde_json::from_str::<GemmRsLine>(l).ok())
-        .filter(|l| l.op == op)
+        .filter(|l| l.at.op == op)
         .map(|l| {
-            let path = if l.path == "unfused" { Path::Unfused } else { Path::Fused };
-            let e =
-                GemmRsEntry { lead: l.lead, one_shot: l.one_shot, inter_reduce: l.inter_reduce, group: l.group, path };
+            let (lead, one_shot, inter_reduce, group) = (l.lead, l.one_shot, l.inter_reduce, l.group);
+            let e = GemmRsEntry { lead, one_shot, inter_reduce, group, path: path_of(&l.path) };
             (l, e)
         })
         .collect()
 }
 
-/// The measured choice for the nearest shape of `op` (`gemm_rs` or `gemm_ar`) on this world, if
-/// any.
-pub fn gemm_rs(op: &str, shape: GemmShape, world: &World) -> Option<GemmRsEntry> {
+/// The entry of a GEMM + ReduceScatter / AllReduce table nearest to `shape` on this world;
+/// entries measured over a transport apply over that transport only (`transport`: this
+/// communicator's, or None to take none of them).
+fn nearest_gemm_rs(
+    table: &[(GemmRsLine, GemmRsEntry)],
+    shape: GemmShape,
+    world: &World,
+    transport: Option<&str>,
+) -> Option<GemmRsEntry> {
+    nearest_shape(table, shape, world, |l| match &l.transport {
+        Some(t) if Some(t.as_str()) != transport => None,
+        _ => Some(&l.at),
+    })
+}
+
+/// The measured choice for the nearest shape of `collective` on this world, if any (see
+/// [`nearest_gemm_rs`] for `transport`).
+pub fn gemm_rs(
+    collective: Collective,
+    shape: GemmShape,
+    world: &World,
+    transport: Option<&str>,
+) -> Option<GemmRsEntry> {
     static RS: OnceLock<Vec<(GemmRsLine, GemmRsEntry)>> = OnceLock::new();
     static AR: OnceLock<Vec<(GemmRsLine, GemmRsEntry)>> = OnceLock::new();
-    let table = match op {
-        "gemm_rs" => RS.get_or_init(|| parse_gemm_rs(GEMM_RS_TABLE, op)),
-        _ => AR.get_or_init(|| parse_gemm_rs(GEMM_RS_TABLE, "gemm_ar")),
+    let op = collective.op_name();
+    let table = match collective {
+        Collective::ReduceScatter => RS.get_or_init(|| parse_gemm_rs(GEMM_RS_TABLE, op)),
+        Collective::AllReduce => AR.get_or_init(|| parse_gemm_rs(GEMM_RS_TABLE, op)),
     };
-    nearest_shape(table, shape, world, |l| (l.world, l.nodes, l.m, l.n, l.k))
+    nearest_gemm_rs(table, shape, world, transport)
 }
 
 /// A measured MoE dispatch + grouped GEMM choice.
@@ -211,8 +246,7 @@ fn parse_moe(text: &str) -> Vec<(MoeLine, MoeEntry)> {
         .filter_map(|l| serde_json::from_str::<MoeLine>(l).ok())
         .filter(|l| l.op == "moe")
         .map(|l| {
-            let path = if l.path == "unfused" { Path::Unfused } else { Path::Fused };
-            let e = MoeEntry { pull_ctas: l.pull_ctas, run_records: l.run_records, path };
+            let e = MoeEntry { pull_ctas: l.pull_ctas, run_records: l.run_records, path: path_of(&l.path) };
             (l, e)
         })
         .collect()
@@ -290,20 +324,22 @@ mod tests {
         let text = concat!(
             r#"{"op":"gemm_ar","world":2,"nodes":1,"m":1024,"n":4096,"k":4096,"lead":null,"one_shot":true,"inter_reduce":null,"group":null,"path":"fused"}"#,
             "\n",
-            r#"{"op":"gemm_ar","world":2,"nodes":2,"m":8192,"n":8192,"k":8192,"lead":null,"one_shot":null,"inter_reduce":64,"group":8,"path":"fused"}"#,
+            r#"{"op":"gemm_ar","world":2,"nodes":2,"m":8192,"n":8192,"k":8192,"transport":"emulated-nic","lead":null,"one_shot":null,"inter_reduce":64,"group":8,"path":"fused"}"#,
             "\n",
             r#"{"op":"gemm_rs","world":2,"nodes":1,"m":512,"n":4096,"k":4096,"lead":7,"one_shot":null,"inter_reduce":null,"group":null,"path":"unfused"}"#,
             "\n"
         );
         let (ar, rs) = (parse_gemm_rs(text, "gemm_ar"), parse_gemm_rs(text, "gemm_rs"));
-        let key = |l: &GemmRsLine| (l.world, l.nodes, l.m, l.n, l.k);
         let s = |m, n, k| GemmShape { m, n, k };
-        assert_eq!(nearest_shape(&ar, s(1024, 4096, 4096), &world(2, 1), key).unwrap().one_shot, Some(true));
-        assert_eq!(nearest_shape(&ar, s(8192, 8192, 8192), &world(2, 2), key).unwrap().inter_reduce, Some(64));
-        assert!(nearest_shape(&ar, s(8192, 8192, 8192), &world(2, 1), key).is_none(), "other node count");
-        let small = nearest_shape(&rs, s(600, 4096, 4096), &world(2, 1), key).unwrap();
+        let nic = Some("emulated-nic");
+        assert_eq!(nearest_gemm_rs(&ar, s(1024, 4096, 4096), &world(2, 1), None).unwrap().one_shot, Some(true));
+        assert_eq!(nearest_gemm_rs(&ar, s(8192, 8192, 8192), &world(2, 2), nic).unwrap().inter_reduce, Some(64));
+        assert!(nearest_gemm_rs(&ar, s(8192, 8192, 8192), &world(2, 2), Some("verbs")).is_none(), "other transport");
+        assert!(nearest_gemm_rs(&ar, s(8192, 8192, 8192), &world(2, 2), None).is_none(), "transport unknown");
+        assert!(nearest_gemm_rs(&ar, s(8192, 8192, 8192), &world(2, 1), nic).is_none(), "other node count");
+        let small = nearest_gemm_rs(&rs, s(600, 4096, 4096), &world(2, 1), nic).unwrap();
         assert_eq!((small.lead, small.path), (Some(7), Path::Unfused));
-        assert!(nearest_shape(&rs, s(1024, 4096, 4096), &world(2, 1), key).is_none(), "twice as large is too far");
+        assert!(nearest_gemm_rs(&rs, s(1024, 4096, 4096), &world(2, 1), None).is_none(), "twice as large is too far");
     }
 
     #[test]

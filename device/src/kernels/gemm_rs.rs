@@ -415,12 +415,10 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         }
         bulk_commit_group();
         bulk_wait_group::<0>();
-        for i in 1..p.local_world {
-            self.signal_peer(rem_nz(p.local_rank + i, p.local_world), p.part_flag(p.rank, slot, cwg));
-        }
+        self.signal_others(p.part_flag(p.rank, slot, cwg));
         for s in 0..p.world {
             if s != p.rank {
-                let _ = self.wait_flag(p.part_flag(s, slot, cwg), o.slot);
+                let _ = self.wait_flag(p.part_flag(s, slot, cwg), slot);
             }
         }
         mbarrier_arrive(h.ready());
@@ -646,6 +644,7 @@ pub(super) unsafe fn compute<
     tiles: OwnerTiles,
     sched: &S,
 ) {
+    const { assert!(!(NODES && ONE_SHOT), "the one-shot all-reduce is one node's") };
     let g = &p.gemm;
     let ops = Operands::of(g, TILE_M);
     let bound = Bound { timeout_ns: g.timeout_ns, diag: &g.diag, rank: p.rank, role: Role::Compute as u32 };

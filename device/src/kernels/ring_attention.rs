@@ -7,7 +7,7 @@
 //! said it is done (`free`), and read only after its writer said it landed (`data`).
 use crate::abi::*;
 use crate::arch::*;
-use crate::attention::{run_cta, KvSteps};
+use crate::attention::{forfeit, run_cta, KvSteps};
 use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{last_arriver, last_arriver_gpu, launch_epoch, signal, signal_gpu};
 use crate::comm::{fifo_push, signal_remote};
@@ -94,9 +94,10 @@ impl KvSteps for RingSteps<'_> {
 
 /// Comm CTA `idx` of `ctas`: for each step but the last, wait until the K/V in hand is here and
 /// the next rank's slot is free, then send it there (a share of it per CTA over NVLink; all of it
-/// in one proxy WRITE to another node), and raise the next rank's `data` flag.
+/// in one proxy WRITE to another node), and raise the next rank's `data` flag. Returns (thread
+/// 0) whether the copy ring gave its shared memory back cleanly.
 #[inline(always)]
-unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_>) {
+unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_>) -> bool {
     let tid = thread_idx_x();
     let flags = p.flags as *const u32;
     let mut ring = if tid == 0 { Some(BulkRing::new(dyn_smem_base())) } else { None };
@@ -149,11 +150,9 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
             failed |= fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(p.next, WAIT_FLAG)).is_err();
         }
     }
-    // The shared memory goes to the attention role next. After a timed-out copy a stray load may
-    // still land in it: that launch already failed and reported why.
-    if let Some(r) = ring {
-        let _ = r.retire();
-    }
+    // The shared memory goes to the attention role next, unless a timed-out copy may still land
+    // in it.
+    ring.is_none_or(|r| r.retire())
 }
 
 #[inline(always)]
@@ -171,15 +170,27 @@ unsafe fn ring_attention<const D: u32>(p: &RingAttnParams) {
     let bound =
         |role: Role| Bound { timeout_ns: p.attn.timeout_ns, diag: &p.attn.diag, rank: p.rank, role: role as u32 };
     let cta = block_idx_x();
+    let mut join = true;
     if cta >= p.attn_ctas {
         let role = if p.next_slots != 0 { Role::IntraComm } else { Role::InterSend };
-        send(p, epoch, cta - p.attn_ctas, p.comm_ctas, &bound(role));
+        let clean = send(p, epoch, cta - p.attn_ctas, p.comm_ctas, &bound(role));
         // Every send of this CTA is done: it claims attention units like the others (every CTA
-        // of the launch draws tickets, so the counter's per-launch count includes it).
+        // of the launch draws tickets, so the counter's per-launch count includes it), unless
+        // its shared memory may still take a stray copy.
+        let verdict = epoch_slot + 4;
+        if tid == 0 {
+            st_shared_u32(verdict, clean as u32);
+        }
         sync_threads();
+        join = ld_shared_u32(verdict) != 0;
+        sync_threads(); // everyone read the verdict before the attention role reuses the memory
     }
     let steps = RingSteps { p, epoch, b: bound(Role::Compute) };
-    run_cta::<D, _>(&p.attn, &steps, total, bound(Role::Compute));
+    if join {
+        run_cta::<D, _>(&p.attn, &steps, total, bound(Role::Compute));
+    } else if tid == 0 {
+        forfeit::<D, _>(&p.attn, &steps, total);
+    }
 }
 
 /// Ring attention, head dimension 64.
