@@ -210,13 +210,19 @@ impl<'a> AgGemm<'a> {
         if opts.group_m == 0 {
             return Err(invalid("group_m", "must be at least 1"));
         }
-        let split = resolve(&opts, shape, &world, gpu.info().sm_count, matches!(input, AgInput::InPlace))?;
+        let split = resolve(
+            &opts,
+            shape,
+            &world,
+            gpu.info().sm_count,
+            matches!(input, AgInput::InPlace),
+            Some(comm.transport()),
+        )?;
         let path = match opts.path {
             PathChoice::Fused => Path::Fused,
             PathChoice::Unfused => Path::Unfused,
-            PathChoice::Auto => {
-                tuned::ag_gemm(shape, &world).map_or_else(|| tuned::ag_gemm_heuristic(shape, &world), |e| e.path)
-            }
+            PathChoice::Auto => tuned::ag_gemm(shape, &world, Some(comm.transport()))
+                .map_or_else(|| tuned::ag_gemm_heuristic(shape, &world), |e| e.path),
         };
         let in_place = matches!(input, AgInput::InPlace);
         comm.agree(
@@ -448,11 +454,19 @@ fn tiles_copy_local(world: &World, in_place: bool) -> bool {
     world.nodes == 1 && !in_place
 }
 
-/// The options resolved for `shape` on this machine: explicit values win, then the tuned table,
-/// then the rule of thumb ([`tuned`]). Errors name the option and the rule.
-pub fn resolve(opts: &AgGemmOptions, shape: GemmShape, world: &World, sms: u32, in_place: bool) -> Result<Split> {
+/// The options resolved for `shape` on this machine: explicit values win, then the tuned table
+/// (entries for several nodes only over the `transport` they were measured over), then the rule
+/// of thumb ([`tuned`]). Errors name the option and the rule.
+pub fn resolve(
+    opts: &AgGemmOptions,
+    shape: GemmShape,
+    world: &World,
+    sms: u32,
+    in_place: bool,
+    transport: Option<&str>,
+) -> Result<Split> {
     let shard_rows = (shape.m / world.world_size.max(1) as usize) as u32;
-    let table = tuned::ag_gemm(shape, world);
+    let table = tuned::ag_gemm(shape, world, transport);
     let several_nodes = world.nodes > 1;
     let chunk_rows = opts.chunk_rows.or(table.map(|e| e.chunk_rows)).unwrap_or(TILE_M).min(shard_rows.max(1));
     let fwd = if several_nodes && world.local_world_size > 1 { opts.fwd_ctas.unwrap_or(2) } else { 0 };
@@ -541,25 +555,32 @@ mod tests {
         let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
         let w = World::test(0, 2, 1);
         let def = AgGemmOptions::default();
-        let s = resolve(&def, shape, &w, 132, true).unwrap();
+        let s = resolve(&def, shape, &w, 132, true, None).unwrap();
         assert_eq!((s.push, s.fwd, s.inter_send, s.chunk_rows), (4, 0, 0, 128));
         assert_eq!(s.compute, 128, "2048 tiles: 16 waves of 128");
         // Not in place on one node the compute tiles make the local copy: the same split.
-        let s = resolve(&def, shape, &w, 132, false).unwrap();
+        let s = resolve(&def, shape, &w, 132, false, None).unwrap();
         assert_eq!((s.compute, s.push), (128, 4));
         // Several nodes: the push CTAs copy locally first (the proxy sends from that copy); the
         // tiles then take 17 waves, which 121 compute CTAs finish as fast as 125, so the other
         // SMs push.
-        let s = resolve(&def, shape, &World::test(0, 2, 2), 132, false).unwrap();
+        let s = resolve(&def, shape, &World::test(0, 2, 2), 132, false, None).unwrap();
         assert_eq!((s.compute, s.push + s.inter_send), (121, 11));
-        let e =
-            resolve(&AgGemmOptions { push_ctas: Some(132), ..Default::default() }, shape, &w, 132, true).unwrap_err();
+        let e = resolve(&AgGemmOptions { push_ctas: Some(132), ..Default::default() }, shape, &w, 132, true, None)
+            .unwrap_err();
         assert!(e.to_string().contains("push_ctas"), "{e}");
-        let e = resolve(&AgGemmOptions { push_ctas: Some(0), ..Default::default() }, shape, &w, 132, true).unwrap_err();
+        let e = resolve(&AgGemmOptions { push_ctas: Some(0), ..Default::default() }, shape, &w, 132, true, None)
+            .unwrap_err();
         assert!(e.to_string().starts_with("invalid argument `push_ctas`"), "{e}");
-        let two_nodes = resolve(&def, shape, &World::test(1, 4, 2), 132, true).unwrap();
+        let two_nodes = resolve(&def, shape, &World::test(1, 4, 2), 132, true, None).unwrap();
         assert_eq!((two_nodes.fwd, two_nodes.inter_send), (2, 1));
-        let tiny = resolve(&def, GemmShape { m: 2000, n: 8, k: 72 }, &w, 132, true).unwrap();
+        let tiny = resolve(&def, GemmShape { m: 2000, n: 8, k: 72 }, &w, 132, true, None).unwrap();
         assert_eq!(tiny.compute, 16, "no more compute CTAs than tiles");
+        // The tuned entries of 2 x 1 emulated nodes apply over that transport only.
+        let cube = GemmShape { m: 8192, n: 8192, k: 8192 };
+        let emulated = resolve(&def, cube, &World::test(0, 2, 2), 132, false, Some("emulated-nic")).unwrap();
+        assert_eq!(emulated.chunk_rows, 32);
+        let other = resolve(&def, cube, &World::test(0, 2, 2), 132, false, Some("verbs")).unwrap();
+        assert_eq!(other.chunk_rows, 128);
     }
 }

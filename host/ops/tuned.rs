@@ -46,6 +46,9 @@ fn path_of(name: &str) -> Path {
 struct Line {
     #[serde(flatten)]
     at: GemmAt,
+    /// Several nodes: the transport measured over (the entry applies over that one only).
+    #[serde(default)]
+    transport: Option<String>,
     push_ctas: u32,
     chunk_rows: u32,
     path: String,
@@ -95,13 +98,25 @@ fn nearest_shape<L, E: Copy>(
         .map(|(_, e)| e)
 }
 
-fn nearest(table: &[(Line, AgGemmEntry)], shape: GemmShape, world: &World) -> Option<AgGemmEntry> {
-    nearest_shape(table, shape, world, |l| Some(&l.at))
+fn nearest(
+    table: &[(Line, AgGemmEntry)],
+    shape: GemmShape,
+    world: &World,
+    transport: Option<&str>,
+) -> Option<AgGemmEntry> {
+    nearest_shape(table, shape, world, |l| over(&l.transport, transport).then_some(&l.at))
 }
 
-/// The measured choice for the nearest AllGather + GEMM shape on this world, if any.
-pub fn ag_gemm(shape: GemmShape, world: &World) -> Option<AgGemmEntry> {
-    nearest(ag_gemm_table(), shape, world)
+/// Whether a line measured over `measured` (None: any, as on one node) applies over `here`.
+fn over(measured: &Option<String>, here: Option<&str>) -> bool {
+    measured.as_deref().is_none_or(|t| Some(t) == here)
+}
+
+/// The measured choice for the nearest AllGather + GEMM shape on this world, if any; entries
+/// measured over a transport apply over that transport only (`transport`: this communicator's,
+/// or None to take none of them).
+pub fn ag_gemm(shape: GemmShape, world: &World, transport: Option<&str>) -> Option<AgGemmEntry> {
+    nearest(ag_gemm_table(), shape, world, transport)
 }
 
 /// Most push CTAs the per-shape default gives.
@@ -189,10 +204,7 @@ fn nearest_gemm_rs(
     world: &World,
     transport: Option<&str>,
 ) -> Option<GemmRsEntry> {
-    nearest_shape(table, shape, world, |l| match &l.transport {
-        Some(t) if Some(t.as_str()) != transport => None,
-        _ => Some(&l.at),
-    })
+    nearest_shape(table, shape, world, |l| over(&l.transport, transport).then_some(&l.at))
 }
 
 /// The measured choice for the nearest shape of `collective` on this world, if any (see
@@ -308,12 +320,20 @@ mod tests {
             "\n"
         ));
         let s = |m, n, k| GemmShape { m, n, k };
-        assert_eq!(nearest(&t, s(16384, 4096, 8192), &world(2, 1)).unwrap().push_ctas, 4);
-        assert_eq!(nearest(&t, s(2048, 4096, 4096), &world(2, 1)).unwrap().path, Path::Unfused);
-        assert_eq!(nearest(&t, s(3000, 4096, 4096), &world(2, 1)).unwrap().chunk_rows, 256);
-        assert!(nearest(&t, s(16384, 4096, 8192), &world(4, 1)).is_none(), "other world size");
-        assert!(nearest(&t, s(65536, 4096, 8192), &world(2, 1)).is_none(), "too far");
-        assert!(nearest(&t, s(4096, 8192, 8192), &world(2, 1)).is_none(), "twice as large is too far");
+        assert_eq!(nearest(&t, s(16384, 4096, 8192), &world(2, 1), None).unwrap().push_ctas, 4);
+        assert_eq!(nearest(&t, s(2048, 4096, 4096), &world(2, 1), None).unwrap().path, Path::Unfused);
+        assert_eq!(nearest(&t, s(3000, 4096, 4096), &world(2, 1), None).unwrap().chunk_rows, 256);
+        assert!(nearest(&t, s(16384, 4096, 8192), &world(4, 1), None).is_none(), "other world size");
+        assert!(nearest(&t, s(65536, 4096, 8192), &world(2, 1), None).is_none(), "too far");
+        assert!(nearest(&t, s(4096, 8192, 8192), &world(2, 1), None).is_none(), "twice as large is too far");
+        let nodes = parse(concat!(
+            r#"{"op":"ag_gemm","world":2,"nodes":2,"m":8192,"n":8192,"k":8192,"transport":"emulated-nic","push_ctas":3,"chunk_rows":32,"path":"fused"}"#,
+            "\n"
+        ));
+        let big = s(8192, 8192, 8192);
+        assert_eq!(nearest(&nodes, big, &world(2, 2), Some("emulated-nic")).unwrap().chunk_rows, 32);
+        assert!(nearest(&nodes, big, &world(2, 2), Some("verbs")).is_none(), "measured over another transport");
+        assert!(nearest(&nodes, big, &world(2, 2), None).is_none(), "transport unknown");
     }
 
     #[test]
