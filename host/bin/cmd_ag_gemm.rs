@@ -377,10 +377,12 @@ pub fn tune(
             }
         }
         let ((p, cr), fused_ms, unfused_ms, path) = sweep.result()?;
+        // Across nodes the entry holds over the transport it was measured over only.
+        let transport = (world.nodes > 1).then(|| comm.transport());
         lines.push(serde_json::json!({
             "op": "ag_gemm", "world": world.world_size, "nodes": world.nodes, "m": s.m, "n": s.n, "k": s.k,
-            "push_ctas": p, "chunk_rows": cr, "path": path, "fused_ms": fused_ms, "unfused_ms": unfused_ms,
-            "gpu": gpu.info().name, "commit": harness::COMMIT,
+            "transport": transport, "push_ctas": p, "chunk_rows": cr, "path": path, "fused_ms": fused_ms,
+            "unfused_ms": unfused_ms, "gpu": gpu.info().name, "commit": harness::COMMIT,
         }));
     }
     bar.finish_and_clear();

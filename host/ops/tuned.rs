@@ -207,8 +207,9 @@ fn nearest_gemm_rs(
     nearest_shape(table, shape, world, |l| over(&l.transport, transport).then_some(&l.at))
 }
 
-/// The measured choice for the nearest shape of `collective` on this world, if any (see
-/// [`nearest_gemm_rs`] for `transport`).
+/// The measured choice for the nearest shape of `collective` on this world, if any; entries
+/// measured over a transport apply over that transport only (`transport`: this communicator's,
+/// or None to take none of them).
 pub fn gemm_rs(
     collective: Collective,
     shape: GemmShape,
