@@ -68,7 +68,7 @@ impl Collective {
 }
 
 /// Options.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct GemmRsOptions {
     /// f32 output instead of bf16.
     pub out_f32: bool,
@@ -179,6 +179,18 @@ pub fn one_shot(opts: &GemmRsOptions, collective: Collective, shape: GemmShape, 
         Some(v) => Ok(v),
         None => Ok(possible && shape.m * shape.n * 2 <= ONE_SHOT_MAX_BYTES),
     }
+}
+
+/// A lead orders the two-phase form's sends; one shot walks one fixed order, so a lead asked
+/// for there is a typed error rather than silently ignored.
+pub fn form_takes_lead(one_shot: bool, asked_lead: Option<u32>) -> Result<()> {
+    if one_shot && asked_lead.is_some() {
+        return Err(invalid(
+            "lead",
+            "applies to the two-phase form; this all-reduce runs one shot (set one_shot to Some(false))",
+        ));
+    }
+    Ok(())
 }
 
 /// Default inter-send CTAs with several nodes: one thread pushes a WRITE per group, far below
@@ -395,12 +407,7 @@ impl<'a> GemmRs<'a> {
             (PathChoice::Auto, None) => (Path::Fused, "default"),
         };
         let one_shot = one_shot(&opts, collective, shape, &world)?;
-        if one_shot && asked_lead.is_some() {
-            return Err(invalid(
-                "lead",
-                "applies to the two-phase form; this all-reduce runs one shot (set one_shot to Some(false))",
-            ));
-        }
+        form_takes_lead(one_shot, asked_lead)?;
         let rows = shape.m / w;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
         let roles = role_split(&opts, collective, world.nodes, w as u32 * per_owner, gpu.info().sm_count)?;
@@ -818,6 +825,31 @@ mod tests {
         let ar = Collective::AllReduce;
         assert_eq!(inter_node_bytes(ar, shape, &World::test(0, 2, 2)), 2 * half_tiles(2) * ht);
         assert_eq!(inter_node_bytes(ar, shape, &World::test(2, 4, 4)), 12 * half_tiles(4) * ht);
+    }
+
+    #[test]
+    fn tuned_knobs_apply_where_they_were_measured_and_fit() {
+        let ar = Collective::AllReduce;
+        let big = GemmShape { m: 16384, n: 8192, k: 8192 };
+        let nodes = World::test(0, 2, 2);
+        let def = GemmRsOptions::default();
+        let nic = Fit { transport: "emulated-nic", sms: 132 };
+        // The embedded table holds an entry for this shape over the emulated NIC.
+        let (o, path) = with_tuned(&def, ar, big, &nodes, Some(nic));
+        let ir = o.inter_reduce.expect("an inter-reduce count from the table");
+        assert!(path.is_some());
+        // Not over another transport, not without one, not where it would leave no compute CTA,
+        // not when told to ignore the table, and never over an explicit option.
+        assert_eq!(with_tuned(&def, ar, big, &nodes, Some(Fit { transport: "verbs", ..nic })).0.inter_reduce, None);
+        assert_eq!(with_tuned(&def, ar, big, &nodes, None).0.inter_reduce, None);
+        assert_eq!(with_tuned(&def, ar, big, &nodes, Some(Fit { sms: ir + 1, ..nic })).0.inter_reduce, None);
+        let untuned = GemmRsOptions { tuned: false, ..def.clone() };
+        assert_eq!(with_tuned(&untuned, ar, big, &nodes, Some(nic)), (untuned.clone(), None));
+        let asked = GemmRsOptions { inter_reduce: Some(5), ..def.clone() };
+        assert_eq!(with_tuned(&asked, ar, big, &nodes, Some(nic)).0.inter_reduce, Some(5));
+        // A lead is the two-phase form's.
+        assert!(form_takes_lead(true, Some(3)).unwrap_err().to_string().contains("`lead`"));
+        assert!(form_takes_lead(true, None).is_ok() && form_takes_lead(false, Some(3)).is_ok());
     }
 
     #[test]
