@@ -198,6 +198,22 @@ enum Loads {
     V,
 }
 
+/// The launch's units of work: every tile of every step.
+#[inline(always)]
+fn units_of<S: KvSteps>(g: &Geometry, steps: &S) -> Units {
+    Units { tiles: g.tiles(), total: g.tiles() * steps.count() }
+}
+
+/// Draw this CTA's next ticket from the launch's counter: a unit, or [`Units::END`] past the
+/// last (each of the `ctas` claiming CTAs draws exactly one such ticket per launch).
+///
+/// # Safety
+/// `p.sched` is the launch's ticket counter.
+#[inline(always)]
+unsafe fn claim<S: KvSteps>(p: &AttnParams, units: Units, steps: &S, ctas: u32) -> u32 {
+    units.of_ticket(atom_add_relaxed_gpu_u32((p.sched + 8) as *mut u32, 1), steps.epoch(), ctas)
+}
+
 /// A producer thread: until no unit of work is left, for each unit, Q and each visible K block
 /// ([`Loads::QK`], which claims the units) or each visible V block ([`Loads::V`]).
 ///
@@ -214,14 +230,14 @@ unsafe fn produce<const D: u32, S: KvSteps>(
 ) {
     let (kp, vp, qp) = (smem.k_pipe(), smem.v_pipe(), smem.q_pipe());
     let (mut kst, mut vst, mut qst) = (PipeState::start(), PipeState::start(), PipeState::start());
-    let units = Units { tiles: g0.tiles(), total: g0.tiles() * steps.count() };
+    let units = units_of(g0, steps);
     let mut ready = 0; // steps whose K/V may be read
     if loads == Loads::QK {
         prefetch_tensormap(p.q_map);
     }
     loop {
         let u = if loads == Loads::QK {
-            let u = units.of_ticket(atom_add_relaxed_gpu_u32((p.sched + 8) as *mut u32, 1), steps.epoch(), ctas);
+            let u = claim(p, units, steps, ctas);
             if qp.acquire(qst, b, u).is_err() {
                 trap();
             }
@@ -734,9 +750,8 @@ unsafe fn finish_tile<const D: u32>(
 /// One thread of such a CTA, once per launch; `p` as for [`run_cta`].
 #[inline(always)]
 pub unsafe fn forfeit<const D: u32, S: KvSteps>(p: &AttnParams, steps: &S, ctas: u32) {
-    let g = Geometry::new(p, D);
-    let units = Units { tiles: g.tiles(), total: g.tiles() * steps.count() };
-    while units.of_ticket(atom_add_relaxed_gpu_u32((p.sched + 8) as *mut u32, 1), steps.epoch(), ctas) != Units::END {}
+    let units = units_of(&Geometry::new(p, D), steps);
+    while claim(p, units, steps, ctas) != Units::END {}
 }
 
 /// Run one attention CTA, one of `ctas` claiming units of work (every thread calls it): thread 0

@@ -9,10 +9,10 @@
 //! NVLink; all-reduce: it is pushed into the owner's inbox); the owner computes its own block
 //! last and adds what arrived. A small all-reduce goes one shot instead
 //! ([`GemmRsOptions::one_shot`]): every rank pushes its partial of every tile to every other
-//! rank and sums every tile itself, so no tile waits for a second hop. Helper threads in the producer warpgroup do all the waiting and
-//! copying, so the tensor cores never wait on NVLink. The unfused path (our GEMM into a partial
-//! buffer, then a pull-and-sum kernel) is the reference: the same sums in the same order, the
-//! same bits.
+//! rank and sums every tile itself, so no tile waits for a second hop. Helper threads in the
+//! producer warpgroup do all the waiting and copying, so the tensor cores never wait on
+//! NVLink. The unfused path (our GEMM into a partial buffer, then a pull-and-sum kernel) is the
+//! reference: the same sums in the same order, the same bits.
 //!
 //! **Several nodes** (`device/src/kernels/gemm_rs_nodes.rs`, still one launch): inside each node
 //! the same NVLink protocol gathers each block's partials at its *collector* there (the rank with

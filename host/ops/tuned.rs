@@ -22,7 +22,8 @@ pub struct AgGemmEntry {
     pub path: Path,
 }
 
-/// Where a GEMM-shaped table line was measured: the op, world size, node count and shape.
+/// Where a GEMM-shaped table line was measured: the op, world size, node count, shape and,
+/// across nodes, the transport (such a line applies over that transport only).
 #[derive(Deserialize)]
 struct GemmAt {
     op: String,
@@ -31,6 +32,14 @@ struct GemmAt {
     m: usize,
     n: usize,
     k: usize,
+    #[serde(default)]
+    transport: Option<String>,
+}
+
+/// A line of a GEMM-shaped table.
+trait Measured {
+    /// Where it was measured.
+    fn at(&self) -> &GemmAt;
 }
 
 /// A table line's `path`.
@@ -46,12 +55,15 @@ fn path_of(name: &str) -> Path {
 struct Line {
     #[serde(flatten)]
     at: GemmAt,
-    /// Several nodes: the transport measured over (the entry applies over that one only).
-    #[serde(default)]
-    transport: Option<String>,
     push_ctas: u32,
     chunk_rows: u32,
     path: String,
+}
+
+impl Measured for Line {
+    fn at(&self) -> &GemmAt {
+        &self.at
+    }
 }
 
 const AG_GEMM_TABLE: &str = include_str!("tuned/ag_gemm.jsonl");
@@ -80,36 +92,26 @@ fn distance(a: GemmShape, m: usize, n: usize, k: usize) -> f64 {
 
 /// The entry of `table` measured on `world`'s size and node count nearest to `shape`, if closer
 /// than a factor of two in every dimension (4096^3's split, a quarter of the tiles, says nothing
-/// about 8192^3's waves). `at`: where a line was measured, None where it does not apply here.
-fn nearest_shape<L, E: Copy>(
+/// about 8192^3's waves). Lines measured over a transport apply over that transport only
+/// (`transport`: this communicator's, or None to take none of them).
+fn nearest<L: Measured, E: Copy>(
     table: &[(L, E)],
     shape: GemmShape,
     world: &World,
-    at: impl Fn(&L) -> Option<&GemmAt>,
+    transport: Option<&str>,
 ) -> Option<E> {
     table
         .iter()
-        .filter_map(|(l, e)| {
-            let a = at(l)?;
-            (a.world == world.world_size && a.nodes == world.nodes).then(|| (distance(shape, a.m, a.n, a.k), *e))
+        .filter(|(l, _)| {
+            let a = l.at();
+            a.world == world.world_size
+                && a.nodes == world.nodes
+                && a.transport.as_deref().is_none_or(|t| Some(t) == transport)
         })
+        .map(|(l, e)| (distance(shape, l.at().m, l.at().n, l.at().k), *e))
         .filter(|(d, _)| *d < std::f64::consts::LN_2 - 1e-9)
         .min_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, e)| e)
-}
-
-fn nearest(
-    table: &[(Line, AgGemmEntry)],
-    shape: GemmShape,
-    world: &World,
-    transport: Option<&str>,
-) -> Option<AgGemmEntry> {
-    nearest_shape(table, shape, world, |l| over(&l.transport, transport).then_some(&l.at))
-}
-
-/// Whether a line measured over `measured` (None: any, as on one node) applies over `here`.
-fn over(measured: &Option<String>, here: Option<&str>) -> bool {
-    measured.as_deref().is_none_or(|t| Some(t) == here)
 }
 
 /// The measured choice for the nearest AllGather + GEMM shape on this world, if any; entries
@@ -170,14 +172,17 @@ pub struct GemmRsEntry {
 struct GemmRsLine {
     #[serde(flatten)]
     at: GemmAt,
-    /// Several nodes: the transport measured over (the entry applies over that one only).
-    #[serde(default)]
-    transport: Option<String>,
     lead: Option<u32>,
     one_shot: Option<bool>,
     inter_reduce: Option<u32>,
     group: Option<u32>,
     path: String,
+}
+
+impl Measured for GemmRsLine {
+    fn at(&self) -> &GemmAt {
+        &self.at
+    }
 }
 
 const GEMM_RS_TABLE: &str = include_str!("tuned/gemm_rs.jsonl");
@@ -193,18 +198,6 @@ fn parse_gemm_rs(text: &str, op: &str) -> Vec<(GemmRsLine, GemmRsEntry)> {
             (l, e)
         })
         .collect()
-}
-
-/// The entry of a GEMM + ReduceScatter / AllReduce table nearest to `shape` on this world;
-/// entries measured over a transport apply over that transport only (`transport`: this
-/// communicator's, or None to take none of them).
-fn nearest_gemm_rs(
-    table: &[(GemmRsLine, GemmRsEntry)],
-    shape: GemmShape,
-    world: &World,
-    transport: Option<&str>,
-) -> Option<GemmRsEntry> {
-    nearest_shape(table, shape, world, |l| over(&l.transport, transport).then_some(&l.at))
 }
 
 /// The measured choice for the nearest shape of `collective` on this world, if any; entries
@@ -223,7 +216,7 @@ pub fn gemm_rs(
         Collective::ReduceScatter => RS.get_or_init(|| parse_gemm_rs(GEMM_RS_TABLE, op)),
         Collective::AllReduce => AR.get_or_init(|| parse_gemm_rs(GEMM_RS_TABLE, op)),
     };
-    nearest_gemm_rs(table, shape, world, transport)
+    nearest(table, shape, world, transport)
 }
 
 /// A measured MoE dispatch + grouped GEMM choice.
@@ -353,14 +346,14 @@ mod tests {
         let (ar, rs) = (parse_gemm_rs(text, "gemm_ar"), parse_gemm_rs(text, "gemm_rs"));
         let s = |m, n, k| GemmShape { m, n, k };
         let nic = Some("emulated-nic");
-        assert_eq!(nearest_gemm_rs(&ar, s(1024, 4096, 4096), &world(2, 1), None).unwrap().one_shot, Some(true));
-        assert_eq!(nearest_gemm_rs(&ar, s(8192, 8192, 8192), &world(2, 2), nic).unwrap().inter_reduce, Some(64));
-        assert!(nearest_gemm_rs(&ar, s(8192, 8192, 8192), &world(2, 2), Some("verbs")).is_none(), "other transport");
-        assert!(nearest_gemm_rs(&ar, s(8192, 8192, 8192), &world(2, 2), None).is_none(), "transport unknown");
-        assert!(nearest_gemm_rs(&ar, s(8192, 8192, 8192), &world(2, 1), nic).is_none(), "other node count");
-        let small = nearest_gemm_rs(&rs, s(600, 4096, 4096), &world(2, 1), nic).unwrap();
+        assert_eq!(nearest(&ar, s(1024, 4096, 4096), &world(2, 1), None).unwrap().one_shot, Some(true));
+        assert_eq!(nearest(&ar, s(8192, 8192, 8192), &world(2, 2), nic).unwrap().inter_reduce, Some(64));
+        assert!(nearest(&ar, s(8192, 8192, 8192), &world(2, 2), Some("verbs")).is_none(), "other transport");
+        assert!(nearest(&ar, s(8192, 8192, 8192), &world(2, 2), None).is_none(), "transport unknown");
+        assert!(nearest(&ar, s(8192, 8192, 8192), &world(2, 1), nic).is_none(), "other node count");
+        let small = nearest(&rs, s(600, 4096, 4096), &world(2, 1), nic).unwrap();
         assert_eq!((small.lead, small.path), (Some(7), Path::Unfused));
-        assert!(nearest_gemm_rs(&rs, s(1024, 4096, 4096), &world(2, 1), None).is_none(), "twice as large is too far");
+        assert!(nearest(&rs, s(1024, 4096, 4096), &world(2, 1), None).is_none(), "twice as large is too far");
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! lies (this rank's own, then the receive slots in turn); comm CTAs pass each step's K/V on to
 //! the next rank while the attention CTAs work on it, then claim attention units themselves
 //! (units come from a ticket counter, so their SMs are not idle for the rest of the launch:
-//! measured on 2 x H200, the four SMs were up to 3% of the ring's rate). A slot is rewritten only after its reader
-//! said it is done (`free`), and read only after its writer said it landed (`data`).
+//! measured on 2 x H200, the four SMs were up to 3% of the ring's rate). A slot is rewritten
+//! only after its reader said it is done (`free`), and read only after its writer said it
+//! landed (`data`).
 use crate::abi::*;
 use crate::arch::*;
 use crate::attention::{forfeit, run_cta, KvSteps};
