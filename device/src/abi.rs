@@ -1519,7 +1519,10 @@ abi_struct! {
     /// Flags (`u32` words of each rank's `flags`, never reset, each raised to the launch epoch):
     /// [`RingAttnParams::READY`] is raised by rank `r + 1` when it enters the launch;
     /// `data(s)` by rank `r - 1` when step `s`'s K/V landed in slot `s % 2`; `free(s)` by rank
-    /// `r + 1` when it finished reading its slot of step `s`.
+    /// `r + 1` when it finished reading its slot of step `s` and, if it passes that K/V on
+    /// ([`RingAttnParams::forwards`]), finished sending it too; `landed(s)` by rank `r + 1` on
+    /// another node when what this rank sent in step `s` arrived there (the proxy reads the
+    /// slot until then, so the slot is not free before).
     pub struct RingAttnParams [328] {
         /// The attention (Q, O, LSE maps, shape, mask, running output); its K/V maps are unused.
         pub attn: AttnParams,
@@ -1548,8 +1551,9 @@ abi_struct! {
         pub flags_heap_off: u64,
         /// Device address of the launch counter (`u64`, the epoch's source).
         pub launches: u64,
-        /// Device address of `2 * world` `u32` counters: parts (one consumer warpgroup's rows of a
-        /// tile) done with step `s`, then comm CTAs done sending step `s`.
+        /// Device address of `3 * world` `u32` counters: parts (one consumer warpgroup's rows of a
+        /// tile) done with step `s`, then comm CTAs done sending step `s`, then the two halves of
+        /// a forwarded slot's release (read, sent) for step `s`.
         pub counters: u64,
         /// Bytes of K and V together (one slot).
         pub kv_bytes: u64,
@@ -1583,9 +1587,23 @@ impl RingAttnParams {
     pub const fn free(&self, s: u32) -> u32 {
         1 + self.world + s
     }
+    /// Flag word of rank `r + 1` (on another node) having received what this rank sent in step
+    /// `s`.
+    pub const fn landed(&self, s: u32) -> u32 {
+        1 + 2 * self.world + s
+    }
     /// Flag words per rank.
     pub const fn flag_words(world: u32) -> u32 {
-        1 + 2 * world
+        1 + 3 * world
+    }
+    /// Counter words per rank (see `counters`).
+    pub const fn counter_words(world: u32) -> u32 {
+        3 * world
+    }
+    /// Whether step `s`'s K/V, read from a receive slot, is also passed on to rank `r + 1`: then
+    /// the slot is free only once both the reading and the sending are done.
+    pub const fn forwards(&self, s: u32) -> bool {
+        s >= 1 && s + 1 < self.world
     }
     /// The rank whose K/V this rank holds in step `s`.
     pub const fn source(&self, s: u32) -> u32 {

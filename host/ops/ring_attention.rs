@@ -139,12 +139,12 @@ impl<'a> RingAttention<'a> {
         if comm_ctas >= sms {
             return Err(invalid("comm_ctas", format!("{comm_ctas} leaves no attention CTA on {sms} SMs")));
         }
+        // `comm_ctas` stays out: it only splits this rank's own sends (the receiver counts no
+        // senders), and its default differs by rank across nodes (4 to a peer over NVLink, 1
+        // for the proxy's single WRITE).
         comm.agree(
             "shape",
-            &format!(
-                "ring_attention {shape:?} {layout:?} causal {} zigzag {zigzag} scale {scale} comm_ctas {comm_ctas}",
-                opts.causal
-            ),
+            &format!("ring_attention {shape:?} {layout:?} causal {} zigzag {zigzag} scale {scale}", opts.causal),
         )?;
 
         let kv_bytes = 2 * 2 * shape.kv_elements();
@@ -161,7 +161,7 @@ impl<'a> RingAttention<'a> {
         tiles.extend(kv(slots.addr() + kv_bytes as u64));
         let maps = gpu.upload_tensor_maps(&tiles)?;
         let launches = gpu.upload(&[0u64])?;
-        let counters = gpu.upload(&vec![0u32; 2 * world.world_size as usize])?;
+        let counters = gpu.upload(&vec![0u32; RingAttnParams::counter_words(world.world_size) as usize])?;
         let o_acc = gpu.alloc::<f32>(shape.q_elements())?;
         let lse_acc = gpu.alloc::<f32>(shape.lse_elements())?;
         let diag = DiagBuffers::new(gpu)?;

@@ -88,8 +88,30 @@ impl KvSteps for RingSteps<'_> {
         // last of the step's parts tells the previous rank that our slot is free.
         // The count is among this GPU's CTAs; `raise` publishes to the previous rank itself.
         if s > 0 && last_arriver_gpu((self.p.counters as *mut u32).add(s as usize), parts, self.epoch) {
-            raise(self.p, self.p.prev_flags, self.p.prev, self.p.free(s), self.epoch, &self.b);
+            release(self.p, s, self.epoch, &self.b);
         }
+    }
+}
+
+/// One half of giving the slot of step `s` back to the previous rank: its reading (the last
+/// attention part) or, when that K/V is passed on ([`RingAttnParams::forwards`]), its sending
+/// (the last comm CTA's copy, or the next node's word that the proxy's WRITE arrived). The
+/// second half raises `free(s)`: before it, the previous rank could overwrite a slot that the
+/// copy or the proxy still reads.
+#[inline(always)]
+unsafe fn release(p: &RingAttnParams, s: u32, epoch: u32, b: &Bound<'_>) {
+    let gate = (p.counters as *mut u32).add((2 * p.world + s) as usize);
+    if !p.forwards(s) || last_arriver_gpu(gate, 2, epoch) {
+        raise(p, p.prev_flags, p.prev, p.free(s), epoch, b);
+    }
+}
+
+/// Step `s`'s K/V landed here: a previous rank on another node that sent it from a receive slot
+/// waits for this before giving that slot back (see [`release`]).
+#[inline(always)]
+unsafe fn acknowledge(p: &RingAttnParams, s: u32, epoch: u32, b: &Bound<'_>) {
+    if p.prev_flags == 0 && s >= 2 {
+        raise(p, 0, p.prev, p.landed(s - 1), epoch, b);
     }
 }
 
@@ -113,6 +135,9 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
             if s > 0 {
                 failed |= b.flag(flags.add(RingAttnParams::data(s) as usize), epoch, s).is_err();
                 fence_proxy_async_global();
+                if idx == 0 && !failed {
+                    acknowledge(p, s, epoch, b);
+                }
             }
             // ... and the next rank no longer reads the slot: it entered this launch (for the
             // first use of each slot), or it finished the step that last read it.
@@ -137,6 +162,9 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
             let counter = (p.counters as *mut u32).add((p.world + s) as usize);
             if tid == 0 && !failed && last_arriver(counter, ctas, epoch) {
                 signal((p.next_flags as *mut u32).add(RingAttnParams::data(s + 1) as usize), epoch);
+                if p.forwards(s) {
+                    release(p, s, epoch, b);
+                }
             }
         } else if idx == 0 && tid == 0 && !failed {
             let cmd = FifoCmd {
@@ -149,6 +177,22 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
                 ..Default::default()
             };
             failed |= fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(p.next, WAIT_FLAG)).is_err();
+            // The proxy reads the slot until the WRITE is done: the next rank says when it landed.
+            if p.forwards(s) && !failed {
+                failed |= b.flag(flags.add(p.landed(s) as usize), epoch, p.next).is_err();
+                if !failed {
+                    release(p, s, epoch, b);
+                }
+            }
+        }
+    }
+    // The last step's K/V is not passed on, so the loop above did not wait for it; the previous
+    // rank on another node still needs to hear that it landed.
+    let last = p.world - 1;
+    if idx == 0 && tid == 0 && !failed && p.prev_flags == 0 && last >= 2 {
+        failed |= b.flag(flags.add(RingAttnParams::data(last) as usize), epoch, last).is_err();
+        if !failed {
+            acknowledge(p, last, epoch, b);
         }
     }
     // The shared memory goes to the attention role next, unless a timed-out copy may still land
