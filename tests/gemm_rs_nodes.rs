@@ -62,7 +62,7 @@ fn every_final_block_sums_every_rank_once() {
                         );
                     }
                     assert!(slots.insert((r, qi, map.node()), node.clone()).is_none());
-                    // Sent first, finalised last, in collected order.
+                    // Sent in collected order, the other nodes' blocks first.
                     let sent = b < map.sent_blocks(all_reduce);
                     assert_eq!(sent, map.dests(qi, all_reduce) > 0, "world {world}/{lw} rank {r} qi {qi}");
                     for k in 0..map.dests(qi, all_reduce) {
@@ -78,8 +78,26 @@ fn every_final_block_sums_every_rank_once() {
             for r in 0..world {
                 let map = p(r).node_map();
                 let finals = map.finals(all_reduce);
-                for b in map.nodes - finals..map.nodes {
-                    let qi = map.collected_node(b);
+                // The finalised blocks, in their order, are the last `finals` collected ones.
+                let order: BTreeSet<u32> = (0..finals).map(|b| map.finalised_node(b)).collect();
+                let last: BTreeSet<u32> = (map.nodes - finals..map.nodes).map(|b| map.collected_node(b)).collect();
+                assert_eq!((order.len() as u32, &order), (finals, &last), "world {world}/{lw} rank {r}");
+                // Finalised in the order the other nodes' partials finish arriving: the last
+                // position at which some other node's pair sends a block never goes down.
+                let arrives = |qi: u32| {
+                    (0..map.nodes)
+                        .filter(|&m| m != map.node())
+                        .map(|m| {
+                            let pm = p(map.pair(m)).node_map();
+                            (0..pm.sent_blocks(all_reduce)).position(|k| pm.collected_node(k) == qi).unwrap_or(0)
+                        })
+                        .max()
+                        .unwrap_or(0)
+                };
+                let times: Vec<usize> = (0..finals).map(|b| arrives(map.finalised_node(b))).collect();
+                assert!(times.windows(2).all(|w| w[0] <= w[1]), "world {world}/{lw} rank {r}: {times:?}");
+                for b in 0..finals {
+                    let qi = map.finalised_node(b);
                     let mut got = BTreeSet::new();
                     for m in 0..map.nodes {
                         let s = slots
@@ -99,11 +117,7 @@ fn every_final_block_sums_every_rank_once() {
                         assert!(cm.collects(q) && cm.finals(true) == cm.nodes);
                     }
                 } else {
-                    assert_eq!(
-                        map.pair(map.collected_node(map.nodes - 1)),
-                        r,
-                        "the reduce-scatter finalises its own block"
-                    );
+                    assert_eq!(map.pair(map.finalised_node(0)), r, "the reduce-scatter finalises its own block");
                 }
             }
         }

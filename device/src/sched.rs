@@ -262,6 +262,11 @@ impl TileScheduler for RowOrder {
 /// positions after any rank sent one (`lead * (world - 1)` before the last rounds), while the
 /// sends, and the NVLink traffic they make, spread over the whole launch instead of crowding into
 /// its first part. `lead >= per_owner()` sends everything first.
+///
+/// Walked by persistent CTAs at a fixed stride ([`OwnerTiles::rotated`]), the round slots of a
+/// later round turn by one per wave: with a stride that is a multiple of `world` (132 CTAs at
+/// world 4) a CTA would otherwise meet the same slot in every round, and a quarter of the CTAs
+/// would take every own tile (its pulls and sums) while the rest only send.
 #[derive(Clone, Copy, Debug)]
 pub struct OwnerTiles {
     /// Rows per owner block.
@@ -278,6 +283,8 @@ pub struct OwnerTiles {
     pub rank: u32,
     /// Rounds of sends before the first own tile (at most `per_owner()`).
     pub lead: u32,
+    /// The walkers' stride (CTAs), for turning the round slots; 0: no turning.
+    pub stride: u32,
 }
 
 /// Where an [`OwnerTiles`] tile sits.
@@ -317,7 +324,16 @@ impl OwnerTiles {
             world,
             rank,
             lead: if lead < per { lead } else { per },
+            stride: 0,
         }
+    }
+
+    /// The same walk with the slots of the rounds after the first `lead` turned by one per wave
+    /// of `ctas` walkers (see the type's docs). Only with a lead: with none, an own tile shares
+    /// its round with the others' sends of it and must stay the round's last.
+    #[inline(always)]
+    pub const fn rotated(self, ctas: u32) -> Self {
+        Self { stride: if self.lead == 0 { 0 } else { ctas }, ..self }
     }
 
     /// The owner and the local index (grouped order within the owner's block) of the tile at
@@ -337,7 +353,11 @@ impl OwnerTiles {
             if x >= mixed {
                 return (self.rank, self.per_owner() - self.lead + (x - mixed));
             }
-            (self.lead + div_nz(x, self.world), rem_nz(x, self.world))
+            let round = div_nz(x, self.world);
+            let slot = rem_nz(x, self.world);
+            // One turn per wave, the same for the whole round (so it stays a permutation).
+            let turn = if self.stride == 0 { 0 } else { rem_nz(div_nz(round * self.world, self.stride), self.world) };
+            (self.lead + round, wrap(slot + turn, self.world))
         };
         if o < others {
             (rem_nz(self.rank + 1 + o, self.world), round)
@@ -448,6 +468,15 @@ impl NodeMap {
     pub const fn collected_node(&self, b: u32) -> u32 {
         wrap(self.node + 1 + b, self.nodes)
     }
+    /// The `b`-th (0..finals) block this rank finalises, as a node index `qi`: its own node's
+    /// first, then the others in [`NodeMap::collected_node`]'s order. That is the order the
+    /// other nodes' partials arrive in (each pair sends the blocks of the nodes after its own
+    /// first, so this node's block comes first from the next node), and finalising a block whose
+    /// partials are all in never waits behind one whose partials are still on the wire.
+    #[inline(always)]
+    pub const fn finalised_node(&self, b: u32) -> u32 {
+        wrap(self.node + b, self.nodes)
+    }
     /// How many ranks this rank's node partial of its `qi`-th collected block goes to:
     /// reduce-scatter, the block's owner (none for its own block); all-reduce, the block's
     /// collector on every other node.
@@ -481,9 +510,9 @@ impl NodeMap {
             self.nodes - 1
         }
     }
-    /// How many of its collected blocks, the last ones of [`NodeMap::collected_node`]'s order,
-    /// this rank finalises (sums every node's partial of): all for the all-reduce, its own for
-    /// the reduce-scatter.
+    /// How many of its collected blocks this rank finalises (sums every node's partial of), in
+    /// [`NodeMap::finalised_node`]'s order: all for the all-reduce, its own for the
+    /// reduce-scatter.
     #[inline(always)]
     pub const fn finals(&self, all_reduce: bool) -> u32 {
         if all_reduce {
@@ -1009,11 +1038,12 @@ mod tests {
         for &(rows, n, world) in &[(1000u32, 1544u32, 2u32), (128, 256, 4), (4096, 8, 4), (300, 700, 3), (640, 256, 1)]
         {
             let per = OwnerTiles::new(rows, n, (128, 256), 8, world, 0, 0).per_owner();
-            for lead in [0, 1, 3, per - 1, per, per + 5] {
+            for (lead, stride) in [0, 1, 3, per - 1, per, per + 5].into_iter().flat_map(|l| [(l, 0), (l, 3), (l, 132)])
+            {
                 // pos[rank][owner][local]: where `rank` walks that tile.
                 let mut pos = vec![vec![vec![u32::MAX; per as usize]; world as usize]; world as usize];
                 for rank in 0..world {
-                    let s = OwnerTiles::new(rows, n, (128, 256), 8, world, rank, lead);
+                    let s = OwnerTiles::new(rows, n, (128, 256), 8, world, rank, lead).rotated(stride);
                     assert_eq!((s.per_owner(), s.count()), (per, world * per));
                     let mut seen = vec![false; (world * per) as usize];
                     for i in 0..s.count() {
@@ -1042,6 +1072,29 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn turned_owner_tiles_share_own_tiles_among_the_walkers() {
+        // 16384 x 8192 over 4 owners: 1024 tiles each; 132 CTAs, a multiple of the world.
+        let (world, ctas) = (4u32, 132u32);
+        for lead in [1u32, 33, 512] {
+            for (stride, balanced) in [(0u32, false), (ctas, true)] {
+                let s = OwnerTiles::new(4096, 8192, (128, 256), 8, world, 1, lead).rotated(stride);
+                let head = lead * (world - 1);
+                let mixed_end = head + (s.per_owner() - lead) * world;
+                let mut own = vec![0u32; ctas as usize];
+                let mut walked = vec![0u32; ctas as usize];
+                for i in head..mixed_end {
+                    walked[(i % ctas) as usize] += 1;
+                    let t = s.tile(i);
+                    own[(i % ctas) as usize] += (s.locate(t.m, t.n).owner == 1) as u32;
+                }
+                // Turned: every CTA's share of own tiles is about a quarter of what it walks.
+                let fair = own.iter().zip(&walked).all(|(&o, &w)| o.abs_diff(w / world) <= 1);
+                assert_eq!(fair, balanced, "lead {lead} stride {stride}: own tiles per CTA {own:?}");
             }
         }
     }

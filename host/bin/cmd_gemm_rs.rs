@@ -30,7 +30,8 @@ pub struct CheckArgs {
     #[arg(long)]
     pub f32: bool,
     /// Rounds of sends before each rank's first own tile, or `all` (default: the tuned table's,
-    /// else every send first; one node, two-phase form).
+    /// else every send first, two waves for a reduce-scatter over more than two ranks; one node,
+    /// two-phase form).
     #[arg(long, value_parser = crate::args::lead)]
     pub lead: Option<u32>,
     /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.

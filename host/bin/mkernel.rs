@@ -288,7 +288,8 @@ pub struct RsBenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = args::layout, default_value = "kn")]
     layouts: Vec<BLayout>,
     /// Rounds of sends before each rank's first own tile, or `all` (default: the tuned table's,
-    /// else every send first; one node, two-phase form).
+    /// else every send first, two waves for a reduce-scatter over more than two ranks; one node,
+    /// two-phase form).
     #[arg(long, value_parser = crate::args::lead)]
     lead: Option<u32>,
     /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.
@@ -324,9 +325,10 @@ pub struct RsTuneArgs {
     #[arg(long, value_delimiter = ',', value_parser = args::shape,
           default_value = "512x4096x4096,1024x4096x4096,2048x4096x4096,4096x4096x4096,8192x8192x8192,16384x4096x8192,16384x8192x8192,32768x4096x8192")]
     shapes: Vec<GemmShape>,
-    /// One node: leads to try besides the default (every send first): rounds of sends before the
-    /// first own tile, or `all`.
-    #[arg(long, value_delimiter = ',', value_parser = args::lead, default_value = "0,66,132")]
+    /// One node: leads to try besides the default (every send first; two waves for a
+    /// reduce-scatter over more than two ranks): rounds of sends before the first own tile, or
+    /// `all`.
+    #[arg(long, value_delimiter = ',', value_parser = args::lead, default_value = "0,1,33,66,132,all")]
     leads: Vec<u32>,
     /// Several nodes: inter-reduce CTA counts to try besides the default.
     #[arg(long = "inter-reduce", value_delimiter = ',', default_value = "16,32,64,96",

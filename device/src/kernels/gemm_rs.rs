@@ -269,11 +269,10 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         let (base, count, me) = self.sources(q);
         // One node: my own block, sources' local ranks offset by my node's first rank (0).
         let (block, first_rank) = if NODES { (q, 0) } else { (p.rank, p.rank - p.local_rank) };
-        let mut k = 0u32;
-        for s in 0..count {
-            if s == me {
-                continue;
-            }
+        // Sources from the next rank on, so that owners starting a tile together do not all
+        // read from the same source first.
+        for k in 0..count - 1 {
+            let s = rem_nz(me + 1 + k, count);
             let _ = self.wait_flag(p.part_flag(base + s, slot, cwg), slot);
             let src = peer(&self.table().staging, s - first_rank) + p.outbox_offset(block, slot, cwg);
             mbarrier_arrive_expect_tx(h.loaded(), HALF_TILE_BYTES);
@@ -282,7 +281,6 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
             bulk_store(p.staging + p.slot_offset(base + s, slot, cwg), c, HALF_TILE_BYTES);
             bulk_commit_group();
             bulk_wait_group_read::<0>();
-            k += 1;
         }
         // Written through the async proxy, read by the consumers' ordinary loads.
         bulk_wait_group::<0>();
@@ -671,7 +669,8 @@ unsafe fn one_node<const TRANS_B: u32, const ONE_SHOT: bool>(p: &GemmRsParams) {
     // One-shot: every rank walks the same order (rank 0's), so the partials of a tile are
     // produced at about the same time everywhere and no sum waits long for one.
     let walker = if ONE_SHOT { 0 } else { p.rank };
-    let tiles = OwnerTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, walker, p.lead);
+    let tiles =
+        OwnerTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, walker, p.lead).rotated(g.roles.compute);
     compute::<TRANS_B, false, ONE_SHOT, _>(p, tiles, &tiles);
 }
 

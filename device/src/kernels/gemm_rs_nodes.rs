@@ -194,7 +194,7 @@ unsafe fn inter_reduce(p: &GemmRsParams, epoch: u32, idx: u32, ctas: u32) {
     let finals = map.finals(all_reduce);
     let mut k = idx;
     while k < finals * items {
-        let qi = map.collected_node(map.nodes - finals + div_nz(k, items));
+        let qi = map.finalised_node(div_nz(k, items));
         let item = rem_nz(k, items);
         let (tm, tn) = grid.coords(item / 2);
         let half = item % 2;
