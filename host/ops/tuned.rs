@@ -3,7 +3,8 @@
 //! measured shape is near.
 //!
 //! A table entry applies to the same op, world size and node count, at the measured shape
-//! nearest to the asked one if it is closer than a factor of two in every dimension.
+//! nearest to the asked one if it is closer than a factor of two in every dimension; of lines
+//! equally near, the last one (the newest measurement) wins.
 use super::gemm_rs::Collective;
 use super::Path;
 use crate::comm::world::World;
@@ -102,6 +103,7 @@ fn nearest<L: Measured, E: Copy>(
 ) -> Option<E> {
     table
         .iter()
+        .rev()
         .filter(|(l, _)| {
             let a = l.at();
             a.world == world.world_size
@@ -267,6 +269,7 @@ fn nearest_moe(table: &[(MoeLine, MoeEntry)], c: [usize; 5], world: &World) -> O
     let d = |x: usize, y: usize| ((x.max(1) as f64) / (y.max(1) as f64)).ln().abs();
     table
         .iter()
+        .rev()
         .filter(|(l, _)| l.world == world.world_size && l.nodes == world.nodes)
         .map(|(l, e)| {
             let dist = [l.tokens, l.hidden, l.inter, l.experts, l.top_k]
