@@ -41,6 +41,8 @@ fn one_node_two_gpus() {
         &["--shape", "2000x1544x1032", "--layout", "kn", "--f32", "--chunk-rows", "48", "--push-ctas", "3"],
     );
     check(2, 1, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2", "--graph"]);
+    // Pushes fanned out (each piece loaded once for every peer), with ragged chunks.
+    check(2, 1, &g, &["--shape", "2000x1544x1032", "--layout", "nk", "--fan", "--chunk-rows", "48"]);
 }
 
 #[test]
@@ -65,4 +67,8 @@ fn four_gpus_one_node_and_two_nodes() {
     check(4, 1, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--in-place", "--rounds", "2"]);
     check(4, 2, &g, &["--shape", "4000x8x72", "--layout", "nk"]);
     check(4, 2, &g, &["--shape", "4000x1544x1032", "--layout", "kn", "--in-place", "--graph"]);
+    // Pushes fanned out to the three peers at once; several nodes: to the node's other rank.
+    check(4, 1, &g, &["--shape", "4000x1544x1032", "--layout", "kn", "--fan", "--chunk-rows", "48"]);
+    check(4, 1, &g, &["--shape", "8192x4096x4096", "--layout", "nk", "--fan", "--in-place", "--graph"]);
+    check(4, 2, &g, &["--shape", "4000x1544x1032", "--layout", "nk", "--fan", "--f32"]);
 }

@@ -432,7 +432,7 @@ abi_struct! {
         pub local_world: u32,
         /// The grid: `intra_comm` copy CTAs, and one inter-send CTA with several nodes.
         pub roles: RoleSplit,
-        /// How intra-comm CTAs move bytes: [`COPY_LSU`] or [`COPY_BULK`].
+        /// How intra-comm CTAs move bytes: [`COPY_LSU`], [`COPY_BULK`] or [`COPY_FAN`].
         pub copy_mode: u32,
         /// 1: `input` is this rank's slice of `output` (nothing to copy locally).
         pub in_place: u32,
@@ -447,7 +447,7 @@ abi_struct! {
     /// needs. Flags (u32 epochs, see [`AgGemmParams::ready_flag`] / [`AgGemmParams::data_flag`]):
     /// `ready[s]` = rank s entered this launch (its `gathered` may be overwritten), then
     /// `data[s][c]` = chunk c of rank s's shard is in this rank's `gathered`.
-    pub struct AgGemmParams [376] {
+    pub struct AgGemmParams [384] {
         /// The GEMM over `gathered`; its `roles` split the grid into compute, intra-comm (push,
         /// then `fwd_ctas` forward) and inter-send CTAs.
         pub gemm: GemmParams,
@@ -505,6 +505,11 @@ abi_struct! {
         /// k-blocks ([`AgGemmParams::tiled_rows`]);
         /// the push CTAs' local copy then covers only the shard's rows outside such tiles.
         pub tiles_copy_local: u32,
+        /// 1: a push item is a chunk for every other local rank at once, each piece loaded once
+        /// and stored to all of them (`comm::nvlink::copy_fan`); 0: one item per chunk and rank.
+        pub fan: u32,
+        /// Padding up to the asserted size; always 0.
+        pub _pad: u32,
     }
 }
 
@@ -971,6 +976,9 @@ pub const COPY_LSU: u32 = 0;
 /// NVLink copy by TMA bulk copies (global -> shared -> peer global) issued by one thread,
 /// through a ring of shared-memory stages (see `kernels_info::allgather`).
 pub const COPY_BULK: u32 = 1;
+/// NVLink copy by TMA bulk copies as [`COPY_BULK`], each piece loaded once and stored to every
+/// local rank (one bulk group per piece) instead of one rank after another.
+pub const COPY_FAN: u32 = 2;
 
 abi_struct! {
     /// FIFO exercise: every thread of the grid pushes `per_thread` commands whose fields encode

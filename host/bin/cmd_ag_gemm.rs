@@ -56,6 +56,9 @@ pub struct Knobs {
     /// Which path `launch` runs.
     #[arg(long, value_enum, default_value_t = PathArg::Auto)]
     pub path: PathArg,
+    /// Push CTAs copy each chunk to every other local rank at once, each piece loaded once.
+    #[arg(long)]
+    pub fan: bool,
 }
 
 /// `--path`.
@@ -75,6 +78,7 @@ impl Knobs {
             push_ctas: self.push_ctas,
             chunk_rows: self.chunk_rows,
             fwd_ctas: self.fwd_ctas,
+            fan: self.fan,
             path: match self.path {
                 PathArg::Auto => PathChoice::Auto,
                 PathArg::Fused => PathChoice::Fused,

@@ -67,6 +67,7 @@ impl From<CopyArg> for NvlinkCopy {
         match c {
             CopyArg::Bulk => NvlinkCopy::Bulk,
             CopyArg::Lsu => NvlinkCopy::Lsu,
+            CopyArg::Fan => NvlinkCopy::Fan,
         }
     }
 }

@@ -359,6 +359,8 @@ pub enum CopyArg {
     Bulk,
     /// 16-byte vector loads and stores from every thread.
     Lsu,
+    /// Bulk copies, each piece loaded once and stored to every local rank at once.
+    Fan,
 }
 
 #[derive(Subcommand, Debug)]

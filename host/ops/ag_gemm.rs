@@ -66,6 +66,11 @@ pub struct AgGemmOptions {
     pub group_m: u32,
     /// Bound on every device-side wait.
     pub timeout: Duration,
+    /// Each push CTA copies a chunk to every other local rank at once, loading each piece once
+    /// (`AgGemmParams::fan`), instead of one rank at a time. Off by default: on 4x H200 it made
+    /// no difference at the default push CTAs (overlap 1.051-1.079 against 1.057-1.081), and 4
+    /// push CTAs still could not keep up with it (1.126-1.132 at 16384x4096x8192).
+    pub fan: bool,
 }
 
 impl Default for AgGemmOptions {
@@ -77,6 +82,7 @@ impl Default for AgGemmOptions {
             path: PathChoice::Auto,
             group_m: 8,
             timeout: Duration::from_secs(10),
+            fan: false,
         }
     }
 }
@@ -317,6 +323,7 @@ impl<'a> AgGemm<'a> {
         // Several nodes: the proxy sends from that copy, so the push CTAs make all of it first.
         params.local_copy_last = (world.nodes == 1) as u32;
         params.tiles_copy_local = tiles_copy_local(&world, in_place) as u32;
+        params.fan = opts.fan as u32;
         let kernel = b_layout.pick(kernels::AG_GEMM_KN, kernels::AG_GEMM_NK);
 
         // The unfused path gathers into the same buffer (in place) and multiplies from it.

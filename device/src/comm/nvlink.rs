@@ -3,7 +3,8 @@
 //!   of shared-memory stages (the fastest way: ~40 GB/s per CTA, one issuing thread);
 //! - [`lsu_copy`]: 16-byte vector loads and stores from `nthreads` threads (ragged tails, or
 //!   where no shared memory is free);
-//! - [`copy_block`]: the whole CTA copies a range, bulk for the 16-byte multiple, LSU for the rest.
+//! - [`copy_block`]: the whole CTA copies a range, bulk for the 16-byte multiple, LSU for the rest;
+//!   [`copy_fan`]: the same to several places at once, each piece loaded once.
 use crate::arch::*;
 use crate::kernels_info::allgather::{BULK_AHEAD, BULK_CHUNK, BULK_STAGES};
 use crate::pipeline::Pipeline;
@@ -56,20 +57,6 @@ impl BulkRing {
             self.pipe.inval();
         }
         !self.broken
-    }
-
-    /// Copy bytes `start..end` of `src` to the same offsets of `dst` (both 16-byte aligned, the
-    /// length a multiple of 16) and wait until the writes are done. False when a wait timed out
-    /// (reported through `b`).
-    ///
-    /// # Safety
-    /// Both ranges are valid global memory (`dst` may be a peer's, mapped here).
-    #[inline(always)]
-    pub unsafe fn copy(&mut self, src: u64, dst: u64, start: u64, end: u64, b: &Bound<'_>, tag: u32) -> bool {
-        let count = (end - start).div_ceil(BULK_CHUNK as u64) as u32;
-        let off = |i: u32| start + i as u64 * BULK_CHUNK as u64;
-        let len = |i: u32| (end - off(i)).min(BULK_CHUNK as u64) as u32;
-        self.gather(count, |i| Some((src + off(i), len(i))), |i, stage| bulk_store(dst + off(i), stage, len(i)), b, tag)
     }
 
     /// Move `count` pieces through the ring: piece i is read from where `load(i)` says (an
@@ -194,6 +181,28 @@ pub unsafe fn lsu_copy(src: *const u8, dst: *mut u8, start: u64, end: u64, tid: 
 pub unsafe fn copy_block(
     src: u64,
     dst: u64,
+    range: (u64, u64),
+    bulk: bool,
+    ring: Option<&mut BulkRing>,
+    b: &Bound<'_>,
+    tag: u32,
+    threads: (u32, u32),
+) -> bool {
+    copy_fan(src, (1, |_| dst), range, bulk, ring, b, tag, threads)
+}
+
+/// [`copy_block`] to `places.0` places at once, place `k` starting at `places.1(k)`: with bulk
+/// copies each piece is loaded into shared memory once and stored to every place (one bulk group
+/// per piece), so `src` is read once however many copies are made, and every place's stores are
+/// in flight together.
+///
+/// # Safety
+/// As [`copy_block`], for every place.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn copy_fan(
+    src: u64,
+    (n, dst): (u32, impl Fn(u32) -> u64),
     (start, end): (u64, u64),
     bulk: bool,
     ring: Option<&mut BulkRing>,
@@ -201,13 +210,23 @@ pub unsafe fn copy_block(
     tag: u32,
     (tid, nthreads): (u32, u32),
 ) -> bool {
-    let use_bulk = bulk && ((src + start) | (dst + start)).is_multiple_of(VEC);
-    let lsu_from = if use_bulk { start + (end - start) / VEC * VEC } else { start };
+    let aligned = (src + start).is_multiple_of(VEC) && (0..n).all(|k| (dst(k) + start).is_multiple_of(VEC));
+    let lsu_from = if bulk && aligned { start + (end - start) / VEC * VEC } else { start };
     let mut ok = true;
-    if let (true, Some(r)) = (use_bulk, ring) {
-        ok = r.copy(src, dst, start, lsu_from, b, tag);
+    if let (true, Some(r)) = (bulk && aligned, ring) {
+        let count = (lsu_from - start).div_ceil(BULK_CHUNK as u64) as u32;
+        let off = |i: u32| start + i as u64 * BULK_CHUNK as u64;
+        let len = |i: u32| (lsu_from - off(i)).min(BULK_CHUNK as u64) as u32;
+        let store = |i: u32, stage: u32| {
+            for k in 0..n {
+                bulk_store(dst(k) + off(i), stage, len(i));
+            }
+        };
+        ok = r.gather(count, |i| Some((src + off(i), len(i))), store, b, tag);
     }
-    lsu_copy(src as *const u8, dst as *mut u8, lsu_from, end, tid, nthreads);
+    for k in 0..n {
+        lsu_copy(src as *const u8, dst(k) as *mut u8, lsu_from, end, tid, nthreads);
+    }
     sync_threads();
     ok
 }

@@ -17,7 +17,7 @@
 //! back-to-back launches and CUDA-graph replays need no reset.
 use crate::abi::*;
 use crate::arch::*;
-use crate::comm::nvlink::{copy_block, BulkRing};
+use crate::comm::nvlink::{copy_block, copy_fan, BulkRing};
 use crate::comm::signal::{launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
 use crate::gemm::engine::store_c_cta;
@@ -158,13 +158,39 @@ impl Mover<'_> {
     }
 }
 
+impl Mover<'_> {
+    /// Chunk `chunk` of this rank's shard into every other local rank's `gathered` at once
+    /// ([`copy_fan`]: each piece loaded once), then the chunk's flag raised on each.
+    #[inline(always)]
+    unsafe fn fan(&mut self, chunk: u32) {
+        let p = self.p;
+        for k in 1..p.local_world {
+            self.wait_ready(rem_nz(p.local_rank + k, p.local_world));
+        }
+        sync_threads(); // nobody writes into a peer before thread 0 saw it ready
+        let peer = |k: u32| rem_nz(p.local_rank + 1 + k, p.local_world);
+        let places = (p.local_world - 1, |k| pick(&p.peer_gathered, peer(k)) + p.shard_offset(p.rank));
+        let ring = if self.failed { None } else { self.ring.as_mut() };
+        let tb = (self.tid, block_dim_x());
+        let ok = copy_fan(p.shard_src, places, p.chunk_bytes_range(chunk), true, ring, &self.b, chunk, tb);
+        if self.tid == 0 && ok && !self.failed {
+            for k in 0..places.0 {
+                let flags = pick(&p.peer_flags, peer(k)) as *mut u32;
+                signal(flags.add(p.data_flag(p.rank, chunk) as usize), self.epoch);
+            }
+        }
+        self.failed |= !ok;
+    }
+}
+
 /// Push CTA `idx` of `ctas`: one item per chunk and other local rank, chunk-major, starting with
-/// the next rank; and, unless in place, one local copy per chunk into this rank's own
-/// `gathered`: after all pushes (`local_copy_last`), or before each chunk's pushes.
+/// the next rank (with `fan`, one item per chunk for all of them); and, unless in place, one
+/// local copy per chunk into this rank's own `gathered`: after all pushes (`local_copy_last`),
+/// or before each chunk's pushes.
 #[inline(always)]
 unsafe fn push(p: &AgGemmParams, mv: &mut Mover, idx: u32, ctas: u32) {
     let own = (p.in_place == 0) as u32;
-    let peers = p.local_world - 1;
+    let peers = if p.fan != 0 { (p.local_world > 1) as u32 } else { p.local_world - 1 };
     let per_chunk = own + peers;
     let mut i = idx;
     while i < p.chunks * per_chunk {
@@ -177,10 +203,14 @@ unsafe fn push(p: &AgGemmParams, mv: &mut Mover, idx: u32, ctas: u32) {
         } else {
             (div_nz(i, per_chunk), rem_nz(i, per_chunk) + 1 - own)
         };
-        // j = 0: the local copy; j = 1..: the j-th rank after this one.
-        let peer = rem_nz(p.local_rank + j, p.local_world);
-        // Read from the caller's shard, not from our own copy of it: no wait on the local copy.
-        mv.run(Item { from: p.shard_src, src_rank: p.rank, chunk: c, peer });
+        // j = 0: the local copy; j = 1..: the j-th rank after this one (with `fan`, all of them).
+        if j > 0 && p.fan != 0 {
+            mv.fan(c);
+        } else {
+            let peer = rem_nz(p.local_rank + j, p.local_world);
+            // Read from the caller's shard, not from our own copy of it: no wait on the local copy.
+            mv.run(Item { from: p.shard_src, src_rank: p.rank, chunk: c, peer });
+        }
         i += ctas;
     }
 }

@@ -16,7 +16,7 @@
 //! ([`launch_epoch`]), flags carry epochs, and the per-peer completion counters only grow.
 use crate::abi::*;
 use crate::arch::*;
-use crate::comm::nvlink::{copy_block, BulkRing};
+use crate::comm::nvlink::{copy_block, copy_fan, BulkRing};
 use crate::comm::signal::{last_arriver, launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
 use crate::sched::Role;
@@ -31,7 +31,7 @@ unsafe fn intra(p: &AllGatherParams, idx: u32, epoch: u32, b: &Bound) {
     // SAFETY: this CTA has the intra-comm role, so there is at least one.
     core::hint::assert_unchecked(ctas != 0);
     let (tid, nthreads) = (thread_idx_x(), block_dim_x());
-    let bulk = p.copy_mode == COPY_BULK;
+    let (bulk, fan) = (p.copy_mode != COPY_LSU, p.copy_mode == COPY_FAN);
     let mut ring = if bulk && tid == 0 { Some(BulkRing::new(dyn_smem_base())) } else { None };
     // Each local peer's shard is split into `ctas` contiguous pieces: 64 KiB multiples when the
     // shard is large enough, else 16-byte multiples.
@@ -42,6 +42,28 @@ unsafe fn intra(p: &AllGatherParams, idx: u32, epoch: u32, b: &Bound) {
     let dst_off = p.rank as u64 * p.shard_bytes;
     // Set by thread 0 when a wait timed out (already reported): it raises no further flags.
     let mut failed = false;
+    if fan {
+        // Every local rank at once: wait until each entered the launch, then one load of each
+        // piece, a store to each (this rank's own output first, unless the shard is in it).
+        for lr in 0..p.local_world {
+            if tid == 0 && !failed && lr != p.local_rank {
+                let rank = p.rank - p.local_rank + lr;
+                failed = b.flag((p.flags as *const u32).add((p.world + rank) as usize), epoch, rank).is_err();
+            }
+        }
+        sync_threads(); // nobody copies into a peer before it is ready
+        let first = (p.in_place != 0) as u32;
+        let place = |k: u32| crate::sched::rem_nz(p.local_rank + first + k, p.local_world);
+        let places = (p.local_world - first, |k| pick(&p.peer_output, place(k)) + dst_off);
+        let ring = if failed { None } else { ring.as_mut() };
+        failed |= !copy_fan(p.input, places, (start, end), true, ring, b, p.rank, (tid, nthreads));
+        for k in 0..places.0 {
+            if tid == 0 && !failed && last_arriver((p.counters as *mut u32).add(place(k) as usize), ctas, epoch) {
+                signal((pick(&p.peer_flags, place(k)) as *mut u32).add(p.rank as usize), epoch);
+            }
+        }
+        return;
+    }
     for lp in 0..p.local_world {
         // Start with a different peer in each CTA to spread NVLink traffic.
         let peer = crate::sched::rem_nz(lp + p.local_rank + idx, p.local_world);
