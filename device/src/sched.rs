@@ -1035,7 +1035,8 @@ mod tests {
 
     #[test]
     fn owner_tiles_visit_every_tile_once_own_tiles_after_their_partials() {
-        for &(rows, n, world) in &[(1000u32, 1544u32, 2u32), (128, 256, 4), (4096, 8, 4), (300, 700, 3), (640, 256, 1)]
+        for &(rows, n, world) in
+            &[(1000u32, 1544u32, 2u32), (128, 256, 4), (4096, 8, 4), (300, 700, 3), (640, 256, 1), (512, 2048, 8)]
         {
             let per = OwnerTiles::new(rows, n, (128, 256), 8, world, 0, 0).per_owner();
             for (lead, stride) in [0, 1, 3, per - 1, per, per + 5].into_iter().flat_map(|l| [(l, 0), (l, 3), (l, 132)])
@@ -1078,23 +1079,27 @@ mod tests {
 
     #[test]
     fn turned_owner_tiles_share_own_tiles_among_the_walkers() {
-        // 16384 x 8192 over 4 owners: 1024 tiles each; 132 CTAs, a multiple of the world.
-        let (world, ctas) = (4u32, 132u32);
-        for lead in [1u32, 33, 512] {
-            for (stride, balanced) in [(0u32, false), (ctas, true)] {
-                let s = OwnerTiles::new(4096, 8192, (128, 256), 8, world, 1, lead).rotated(stride);
-                let head = lead * (world - 1);
-                let mixed_end = head + (s.per_owner() - lead) * world;
-                let mut own = vec![0u32; ctas as usize];
-                let mut walked = vec![0u32; ctas as usize];
-                for i in head..mixed_end {
-                    walked[(i % ctas) as usize] += 1;
-                    let t = s.tile(i);
-                    own[(i % ctas) as usize] += (s.locate(t.m, t.n).owner == 1) as u32;
+        // 16384 x 8192 over 4 owners (1024 tiles each) on 132 CTAs and over 8 (512 each) on 128:
+        // CTA counts that are multiples of the world. (132 CTAs over 8 owners, half a round per
+        // wave, leave a few CTAs with none or twice their share: the turn is per round and a
+        // round then straddles a wave.)
+        for (world, ctas, rows) in [(4u32, 132u32, 4096u32), (8, 128, 2048)] {
+            for lead in [1u32, 33, 256] {
+                for (stride, balanced) in [(0u32, false), (ctas, true)] {
+                    let s = OwnerTiles::new(rows, 8192, (128, 256), 8, world, 1, lead).rotated(stride);
+                    let head = lead * (world - 1);
+                    let mixed_end = head + (s.per_owner() - lead) * world;
+                    let mut own = vec![0u32; ctas as usize];
+                    let mut walked = vec![0u32; ctas as usize];
+                    for i in head..mixed_end {
+                        walked[(i % ctas) as usize] += 1;
+                        let t = s.tile(i);
+                        own[(i % ctas) as usize] += (s.locate(t.m, t.n).owner == 1) as u32;
+                    }
+                    // Turned: every CTA's share of own tiles is about a quarter of what it walks.
+                    let fair = own.iter().zip(&walked).all(|(&o, &w)| o.abs_diff(w / world) <= 1);
+                    assert_eq!(fair, balanced, "world {world} lead {lead} stride {stride}: own tiles per CTA {own:?}");
                 }
-                // Turned: every CTA's share of own tiles is about a quarter of what it walks.
-                let fair = own.iter().zip(&walked).all(|(&o, &w)| o.abs_diff(w / world) <= 1);
-                assert_eq!(fair, balanced, "lead {lead} stride {stride}: own tiles per CTA {own:?}");
             }
         }
     }
