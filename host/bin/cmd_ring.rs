@@ -216,8 +216,7 @@ pub fn bench(
                 // other, and the last step's attention can start only when its K/V is in: the
                 // ring takes at least (W - 1) link times plus one step, and at least the blocks'
                 // own time.
-                let kv_bytes = 2 * 2 * s.kv_elements() as u64;
-                let link_ms = NicModel::cx7().transfer_time(kv_bytes).as_secs_f64() * 1e3;
+                let link_ms = NicModel::cx7().transfer_time(ring.step_bytes()).as_secs_f64() * 1e3;
                 let bound = blocks_ms.max((blocks - 1) as f64 * link_ms + blocks_ms / blocks as f64);
                 record = record.with("modelled_link_ms", link_ms).with("ring_vs_model", ms / bound);
             }

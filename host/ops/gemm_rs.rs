@@ -872,6 +872,18 @@ mod tests {
     }
 
     #[test]
+    fn default_lead_spreads_the_reduce_scatter_over_two_waves_above_two_ranks() {
+        let (ar, rs) = (Collective::AllReduce, Collective::ReduceScatter);
+        // Two waves of 132 CTAs in rounds of `world` tiles.
+        assert_eq!(default_lead(rs, 4, 132), 66);
+        assert_eq!(default_lead(rs, 8, 132), 33);
+        assert_eq!(default_lead(rs, 4, 1), 1, "at least one round");
+        // Every send first at world 2 and for the all-reduce.
+        assert_eq!(default_lead(rs, 2, 132), u32::MAX);
+        assert_eq!(default_lead(ar, 4, 132), u32::MAX);
+    }
+
+    #[test]
     fn one_shot_rules() {
         let (ar, rs) = (Collective::AllReduce, Collective::ReduceScatter);
         let small = GemmShape { m: 1024, n: 4096, k: 4096 };

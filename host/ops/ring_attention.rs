@@ -251,6 +251,11 @@ impl<'a> RingAttention<'a> {
         (self.params.attn_ctas, self.params.comm_ctas)
     }
 
+    /// Bytes of K and V one step passes on to the next rank (one receive slot).
+    pub fn step_bytes(&self) -> u64 {
+        self.params.kv_bytes
+    }
+
     /// Enqueue one ring attention on `gpu`'s stream (asynchronous). Every rank launches.
     pub fn launch(&self, gpu: &Gpu) -> Result<()> {
         let p = &self.params;

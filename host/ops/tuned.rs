@@ -331,6 +331,14 @@ mod tests {
         assert_eq!(nearest(&nodes, big, &world(2, 2), Some("emulated-nic")).unwrap().chunk_rows, 32);
         assert!(nearest(&nodes, big, &world(2, 2), Some("verbs")).is_none(), "measured over another transport");
         assert!(nearest(&nodes, big, &world(2, 2), None).is_none(), "transport unknown");
+        // Of two lines for the same shape, the later (newer) one wins.
+        let twice = parse(concat!(
+            r#"{"op":"ag_gemm","world":4,"nodes":1,"m":8192,"n":8192,"k":8192,"push_ctas":4,"chunk_rows":128,"path":"fused"}"#,
+            "\n",
+            r#"{"op":"ag_gemm","world":4,"nodes":1,"m":8192,"n":8192,"k":8192,"push_ctas":6,"chunk_rows":64,"path":"fused"}"#,
+            "\n"
+        ));
+        assert_eq!(nearest(&twice, big, &world(4, 1), None).unwrap().push_ctas, 6);
     }
 
     #[test]
@@ -371,6 +379,10 @@ mod tests {
         assert_eq!(nearest_moe(&t, [3000, 7168, 2048, 200, 8], &world(2, 1)).unwrap().run_records, 64);
         assert!(nearest_moe(&t, [4096, 7168, 2048, 8, 2], &world(2, 1)).is_none(), "too far");
         assert!(nearest_moe(&t, [4096, 7168, 2048, 256, 8], &world(4, 1)).is_none(), "other world");
+        // The embedded table measured the Mixtral-like config at world 4 twice: the newer line
+        // (12 pull CTAs, 16 records per run) wins.
+        let mixtral = nearest_moe(moe_table(), [8192, 4096, 14336, 8, 2], &world(4, 1)).unwrap();
+        assert_eq!((mixtral.pull_ctas, mixtral.run_records), (12, 16));
     }
 
     #[test]
