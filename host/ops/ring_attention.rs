@@ -34,7 +34,6 @@
 use super::attention::{base_params, resolve_scale, tensor_map, AttentionShape, AttnLayout, Side};
 use crate::abi::{RingAttnParams, SeqPos};
 use crate::comm::communicator::{Communicator, HeapRegion};
-use crate::comm::world::World;
 use crate::error::{invalid, need_len, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
@@ -99,7 +98,6 @@ impl<'a> RingAttention<'a> {
         opts: RingOptions,
     ) -> Result<Self> {
         let world = comm.world().clone();
-        supported_layout(&world)?;
         shape.validate()?;
         if shape.seq_q != shape.seq_k {
             return Err(invalid(
@@ -364,39 +362,9 @@ pub fn shard_position(x: usize, shard: usize, (world, rank): (usize, usize), zig
     SeqPos::shard(rank as u32, world as u32, chunk as u32, zigzag).at(x as u32) as usize
 }
 
-/// Rings of three or more ranks whose every hop crosses nodes (one rank per node) are refused:
-/// there each rank's sender waits for the next node to say that the K/V it forwarded from a
-/// receive slot landed before it moves on, and the next node says so only once its own sender
-/// moved on, so the waits close a cycle around the ring (found in review, not yet run on GPUs;
-/// issue 12). A ring with at least one NVLink hop, or of two ranks, never waits that way.
-fn supported_layout(world: &World) -> Result<()> {
-    if world.nodes > 1 && world.local_world_size == 1 && world.world_size > 2 {
-        return Err(invalid(
-            "world",
-            format!(
-                "{} nodes of one rank each: ring attention across nodes needs two or more ranks per node, \
-                 or a world of two",
-                world.nodes
-            ),
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rings_whose_every_hop_crosses_nodes_are_refused() {
-        for (w, nodes, ok) in [(2, 2, true), (4, 2, true), (8, 2, true), (3, 3, false), (4, 4, false), (4, 1, true)] {
-            let e = supported_layout(&World::test(0, w, nodes));
-            assert_eq!(e.is_ok(), ok, "{w} ranks on {nodes} nodes");
-            if let Err(e) = e {
-                assert!(e.to_string().starts_with("invalid argument `world`"), "{e}");
-            }
-        }
-    }
 
     #[test]
     fn zigzag_round_trips_and_balances_chunks() {

@@ -59,6 +59,24 @@ impl BulkRing {
         !self.broken
     }
 
+    /// Every thread of a CTA that is done copying and runs something else in the same shared
+    /// memory next: the thread that holds the ring retires it ([`BulkRing::retire`]) and says
+    /// through the shared word `word` (outside the ring) whether the memory may be reused;
+    /// every thread returns that.
+    ///
+    /// # Safety
+    /// Every thread of the CTA calls it (block barriers); exactly one passes a ring.
+    #[inline(always)]
+    pub unsafe fn hand_over(ring: Option<BulkRing>, word: u32) -> bool {
+        if let Some(r) = ring {
+            st_shared_u32(word, r.retire() as u32);
+        }
+        sync_threads();
+        let clean = ld_shared_u32(word) != 0;
+        sync_threads(); // every thread has read the word before the memory is reused
+        clean
+    }
+
     /// Move `count` pieces through the ring: piece i is read from where `load(i)` says (an
     /// address and a length of at most `BULK_CHUNK` bytes, a multiple of 16) into a stage, then
     /// `store(i, stage)` issues the bulk stores that read it (to as many places as it likes;

@@ -115,12 +115,24 @@ unsafe fn acknowledge(p: &RingAttnParams, s: u32, epoch: u32, b: &Bound<'_>) {
     }
 }
 
+/// Wait until the next rank (on another node) says the K/V sent from the slot of step `s`
+/// landed, then give the slot back ([`release`]). Thread 0 of comm CTA 0; false when the wait
+/// gave up (reported).
+#[inline(always)]
+unsafe fn landed_then_release(p: &RingAttnParams, s: u32, epoch: u32, b: &Bound<'_>) -> bool {
+    let ok = b.flag((p.flags as *const u32).add(p.landed(s) as usize), epoch, p.next).is_ok();
+    if ok {
+        release(p, s, epoch, b);
+    }
+    ok
+}
+
 /// Comm CTA `idx` of `ctas`: for each step but the last, wait until the K/V in hand is here and
 /// the next rank's slot is free, then send it there (a share of it per CTA over NVLink; all of it
-/// in one proxy WRITE to another node), and raise the next rank's `data` flag. Returns (thread
-/// 0) whether the copy ring gave its shared memory back cleanly.
+/// in one proxy WRITE to another node), and raise the next rank's `data` flag. Returns thread
+/// 0's copy ring, for [`BulkRing::hand_over`].
 #[inline(always)]
-unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_>) -> bool {
+unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_>) -> Option<BulkRing> {
     let tid = thread_idx_x();
     let flags = p.flags as *const u32;
     let mut ring = if tid == 0 { Some(BulkRing::new(dyn_smem_base())) } else { None };
@@ -128,6 +140,11 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
     if idx == 0 && tid == 0 {
         raise(p, p.prev_flags, p.prev, RingAttnParams::READY, epoch, b);
     }
+    // Proxy sends only: the step whose forwarded slot waits for the next node's `landed` word.
+    // The wait comes one step late, after this step's own arrival was acknowledged: the next
+    // node acknowledges only once its sender reaches that step, so waiting at once, on a ring
+    // whose every hop crosses nodes, would close a cycle of waits around it.
+    let mut unlanded = None;
     for s in 0..p.world - 1 {
         let slot = (s + 1) % 2;
         if tid == 0 && !failed {
@@ -138,6 +155,9 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
                 if idx == 0 && !failed {
                     acknowledge(p, s, epoch, b);
                 }
+            }
+            if let Some(q) = unlanded.take().filter(|_| !failed) {
+                failed |= !landed_then_release(p, q, epoch, b);
             }
             // ... and the next rank no longer reads the slot: it entered this launch (for the
             // first use of each slot), or it finished the step that last read it.
@@ -177,17 +197,15 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
                 ..Default::default()
             };
             failed |= fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(p.next, WAIT_FLAG)).is_err();
-            // The proxy reads the slot until the WRITE is done: the next rank says when it landed.
-            if p.forwards(s) && !failed {
-                failed |= b.flag(flags.add(p.landed(s) as usize), epoch, p.next).is_err();
-                if !failed {
-                    release(p, s, epoch, b);
-                }
+            // The proxy reads the slot until the WRITE is done: the next rank says when it landed
+            // (waited for in the next step, or below).
+            if p.forwards(s) {
+                unlanded = Some(s);
             }
         }
     }
     // The last step's K/V is not passed on, so the loop above did not wait for it; the previous
-    // rank on another node still needs to hear that it landed.
+    // rank on another node still needs to hear that it landed. Then the last forwarded slot.
     let last = p.world - 1;
     if idx == 0 && tid == 0 && !failed && p.prev_flags == 0 && last >= 2 {
         failed |= b.flag(flags.add(RingAttnParams::data(last) as usize), epoch, last).is_err();
@@ -195,9 +213,11 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
             acknowledge(p, last, epoch, b);
         }
     }
-    // The shared memory goes to the attention role next, unless a timed-out copy may still land
-    // in it.
-    ring.is_none_or(|r| r.retire())
+    if let Some(q) = unlanded.filter(|_| !failed) {
+        // A wait that gives up has reported; the slot is then never given back.
+        landed_then_release(p, q, epoch, b);
+    }
+    ring
 }
 
 #[inline(always)]
@@ -218,17 +238,11 @@ unsafe fn ring_attention<const D: u32>(p: &RingAttnParams) {
     let mut join = true;
     if cta >= p.attn_ctas {
         let role = if p.next_slots != 0 { Role::IntraComm } else { Role::InterSend };
-        let clean = send(p, epoch, cta - p.attn_ctas, p.comm_ctas, &bound(role));
+        let ring = send(p, epoch, cta - p.attn_ctas, p.comm_ctas, &bound(role));
         // Every send of this CTA is done: it claims attention units like the others (every CTA
         // of the launch draws tickets, so the counter's per-launch count includes it), unless
         // its shared memory may still take a stray copy.
-        let verdict = epoch_slot + 4;
-        if tid == 0 {
-            st_shared_u32(verdict, clean as u32);
-        }
-        sync_threads();
-        join = ld_shared_u32(verdict) != 0;
-        sync_threads(); // everyone read the verdict before the attention role reuses the memory
+        join = BulkRing::hand_over(ring, epoch_slot + 4);
     }
     let steps = RingSteps { p, epoch, b: bound(Role::Compute) };
     if join {
