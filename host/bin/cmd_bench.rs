@@ -5,8 +5,9 @@ use crate::{CopyArg, RanksArgs};
 use anyhow::Context;
 use mkernel::bench::{self, harness, Record, RunInfo, Timing};
 use mkernel::comm::communicator::{CommOptions, Communicator};
+use mkernel::comm::world::World;
 use mkernel::gemm::{BLayout, GemmShape};
-use mkernel::ops::allgather::{AllGather, AllGatherOptions};
+use mkernel::ops::allgather::{AllGather, AllGatherOptions, NvlinkCopy};
 use mkernel::Gpu;
 use std::path::Path;
 
@@ -95,6 +96,11 @@ pub fn attention(
     finish(&records, None, json)
 }
 
+/// The way the all-gather copies for `copy` on this world (`auto` resolved), for the records.
+fn opts_copy(copy: CopyArg, world: &World) -> NvlinkCopy {
+    NvlinkCopy::from(copy).resolve(world.local_world_size)
+}
+
 /// `bench allgather`, as ranks: the GPU-driven all-gather, and (one node) the copy engine moving
 /// the same shard into a peer.
 pub fn allgather(
@@ -125,7 +131,7 @@ pub fn allgather(
             run.record("all_gather", total.to_string(), "-", "mkernel", ms)
                 .with_bytes(busbw)
                 .with("intra_ctas", intra_ctas)
-                .with("copy", format!("{copy:?}").to_lowercase())
+                .with("copy", format!("{:?}", opts_copy(copy, &world)).to_lowercase())
                 .with("in_place", in_place),
         );
         // The copy engine pushing this rank's shard into the next local rank's output: the bytes

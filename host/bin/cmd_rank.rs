@@ -68,6 +68,7 @@ impl From<CopyArg> for NvlinkCopy {
             CopyArg::Bulk => NvlinkCopy::Bulk,
             CopyArg::Lsu => NvlinkCopy::Lsu,
             CopyArg::Fan => NvlinkCopy::Fan,
+            CopyArg::Auto => NvlinkCopy::Auto,
         }
     }
 }

@@ -177,7 +177,7 @@ enum BenchCmd {
         #[arg(long = "intra-ctas", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
         intra_ctas: u32,
         /// How those CTAs copy.
-        #[arg(long, value_enum, default_value_t = CopyArg::Bulk)]
+        #[arg(long, value_enum, default_value_t = CopyArg::Auto)]
         copy: CopyArg,
         /// Gather in place (the shard already sits in the output).
         #[arg(long = "in-place")]
@@ -361,6 +361,8 @@ pub enum CopyArg {
     Lsu,
     /// Bulk copies, each piece loaded once and stored to every local rank at once.
     Fan,
+    /// `fan` above two ranks per node, `bulk` otherwise.
+    Auto,
 }
 
 #[derive(Subcommand, Debug)]
@@ -448,7 +450,7 @@ pub enum RankCheckCmd {
         #[arg(long = "intra-ctas", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
         intra_ctas: u32,
         /// How they copy.
-        #[arg(long, value_enum, default_value_t = CopyArg::Bulk)]
+        #[arg(long, value_enum, default_value_t = CopyArg::Auto)]
         copy: CopyArg,
         /// Gather in place.
         #[arg(long = "in-place")]

@@ -20,6 +20,26 @@ pub enum NvlinkCopy {
     /// 4x H200 (256 MiB, 16 CTAs, one call): at world 4 291 / 306 GB/s per GPU (out of place /
     /// in place) against bulk's 257 / 278; at world 2 265 / 317 against 317 / 313.
     Fan,
+    /// `Fan` above two ranks per node, `Bulk` otherwise (the measurements above).
+    Auto,
+}
+
+impl NvlinkCopy {
+    /// The way a node of `local_world` ranks copies (resolves [`NvlinkCopy::Auto`]).
+    ///
+    /// ```
+    /// use mkernel::ops::allgather::NvlinkCopy;
+    /// assert_eq!(NvlinkCopy::Auto.resolve(4), NvlinkCopy::Fan);
+    /// assert_eq!(NvlinkCopy::Auto.resolve(2), NvlinkCopy::Bulk);
+    /// assert_eq!(NvlinkCopy::Lsu.resolve(8), NvlinkCopy::Lsu);
+    /// ```
+    pub fn resolve(self, local_world: u32) -> NvlinkCopy {
+        match self {
+            NvlinkCopy::Auto if local_world > 2 => NvlinkCopy::Fan,
+            NvlinkCopy::Auto => NvlinkCopy::Bulk,
+            c => c,
+        }
+    }
 }
 
 /// Tuning settings.
@@ -42,7 +62,7 @@ impl Default for AllGatherOptions {
     fn default() -> Self {
         Self {
             intra_ctas: 16,
-            copy: NvlinkCopy::Bulk,
+            copy: NvlinkCopy::Auto,
             in_place: false,
             chunk_bytes: 1 << 20,
             timeout: Duration::from_secs(10),
@@ -176,9 +196,9 @@ impl<'c> AllGather<'c> {
                 inter_send: (world.nodes > 1) as u32,
                 inter_reduce: 0,
             },
-            copy_mode: match opts.copy {
+            copy_mode: match opts.copy.resolve(world.local_world_size) {
                 NvlinkCopy::Lsu => COPY_LSU,
-                NvlinkCopy::Bulk => COPY_BULK,
+                NvlinkCopy::Bulk | NvlinkCopy::Auto => COPY_BULK,
                 NvlinkCopy::Fan => COPY_FAN,
             },
             in_place: opts.in_place as u32,
