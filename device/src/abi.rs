@@ -447,7 +447,7 @@ abi_struct! {
     /// needs. Flags (u32 epochs, see [`AgGemmParams::ready_flag`] / [`AgGemmParams::data_flag`]):
     /// `ready[s]` = rank s entered this launch (its `gathered` may be overwritten), then
     /// `data[s][c]` = chunk c of rank s's shard is in this rank's `gathered`.
-    pub struct AgGemmParams [384] {
+    pub struct AgGemmParams [400] {
         /// The GEMM over `gathered`; its `roles` split the grid into compute, intra-comm (push,
         /// then `fwd_ctas` forward) and inter-send CTAs.
         pub gemm: GemmParams,
@@ -468,6 +468,9 @@ abi_struct! {
         pub row_order: u64,
         /// Launch counter (device `u64`): gives each launch its epoch.
         pub launches: u64,
+        /// Two device `u32`, zero between launches, from which the compute CTAs (and with `join`
+        /// the intra-comm CTAs) claim tiles (`sched::Claimed`).
+        pub tile_counters: u64,
         /// The communicator's FIFO (the inter-send CTA pushes into it).
         pub fifo: FifoParams,
         /// Heap offsets of `gathered` and `flags` (what FIFO commands carry).
@@ -508,8 +511,16 @@ abi_struct! {
         /// 1: a push item is a chunk for every other local rank at once, each piece loaded once
         /// and stored to all of them (`comm::nvlink::copy_fan`); 0: one item per chunk and rank.
         pub fan: u32,
-        /// Padding up to the asserted size; always 0.
-        pub _pad: u32,
+        /// 1: intra-comm CTAs claim tiles too once their copies are done (the compute CTAs
+        /// alone would leave their SMs idle for the rest of the launch); 0: they stop.
+        pub join: u32,
+        /// K-blocks before a tile's last load at which its producer claims the next tile
+        /// (`sched::TileScheduler::claim_ahead`).
+        pub claim_ahead: u32,
+        /// 1: the compute CTAs (and with `join` the intra-comm ones) claim tiles from
+        /// `tile_counters`; 0: compute CTA `i` walks tiles `i, i + compute, ...` (`join` must be
+        /// 0).
+        pub dynamic: u32,
     }
 }
 

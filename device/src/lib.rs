@@ -96,8 +96,12 @@ pub mod kernels_info {
             64 * tile_n * 2
         }
         /// Bytes after the barriers: 16 of scratch words (`scratch_off`), then the epilogue
-        /// handoff barriers, four of 8 bytes per consumer warpgroup (`handoff_off`).
-        const TAIL_BYTES: u32 = 16 + 2 * 4 * 8;
+        /// handoff barriers, four of 8 bytes per consumer warpgroup (`handoff_off`), then the
+        /// ring that publishes claimed tiles (`tile_ring_off`).
+        const TAIL_BYTES: u32 = 16 + 2 * 4 * 8 + TILE_RING_BYTES;
+        /// The ring through which a dynamic walk's producer thread hands the positions it
+        /// claims to the rest of the CTA: a two-slot pipeline's barriers and a word per slot.
+        pub const TILE_RING_BYTES: u32 = 2 * 2 * 8 + 2 * 4;
         const LIMIT: u32 = 227 * 1024;
 
         // The layout of the engine's dynamic shared memory for a ring of `stages` and tiles
@@ -135,9 +139,13 @@ pub mod kernels_info {
         pub(crate) const fn handoff_off(stages: u32, tile_n: u32) -> u32 {
             scratch_off(stages, tile_n) + 16
         }
+        /// The claimed-tile ring (`gemm::feed`).
+        pub(crate) const fn tile_ring_off(stages: u32, tile_n: u32) -> u32 {
+            handoff_off(stages, tile_n) + 2 * 4 * 8
+        }
         /// Dynamic shared memory of the engine with a ring of `stages` and `tile_n`-wide tiles.
         pub const fn smem_bytes(stages: u32, tile_n: u32) -> u32 {
-            handoff_off(stages, tile_n) + 2 * 4 * 8
+            tile_ring_off(stages, tile_n) + TILE_RING_BYTES
         }
         /// Dynamic shared memory of the deep ring of `tile_n`-wide tiles.
         pub const fn deep_smem_bytes(tile_n: u32) -> u32 {

@@ -100,6 +100,65 @@ pub trait TileScheduler {
     /// Whether a unit may have no k-blocks at all (the engine then skips it: no loads, no
     /// epilogue). Constant, so schedulers that never do pay nothing.
     const MAY_BE_EMPTY: bool = false;
+    /// Whether CTAs take schedule positions from a counter in global memory ([`Claimed`])
+    /// instead of walking `first, first + ctas, ...`. Constant: static walks pay nothing.
+    const DYNAMIC: bool = false;
+    /// With [`TileScheduler::DYNAMIC`]: the counter pair (see [`Claimed`]), or null when this
+    /// launch walks statically after all (each CTA `first, first + ctas, ...`, published through
+    /// the same ring).
+    #[inline(always)]
+    fn counters(&self) -> *mut u32 {
+        core::ptr::null_mut()
+    }
+    /// With [`TileScheduler::DYNAMIC`]: how many k-blocks before a tile's last load the
+    /// producer draws its next position (0: at the tile boundary). Early, the draw's round trip
+    /// to L2 overlaps the tile's last loads instead of delaying the next tile's first.
+    #[inline(always)]
+    fn claim_ahead(&self) -> u32 {
+        0
+    }
+}
+
+/// A scheduler whose positions go to whichever CTA asks first: `counters[0]` is the next
+/// position, `counters[1]` the CTAs done drawing (`gemm::feed`). Both are zero between launches
+/// (the last CTA done puts them back), so launches of other kinds in between (a fused op's
+/// communication alone) and CUDA-graph replays need nothing. Tiles then start in schedule order
+/// however long earlier ones took, and CTAs that had other work first (a fused kernel's comm
+/// CTAs, once their copies are out) join wherever the walk is.
+#[derive(Clone, Copy, Debug)]
+pub struct Claimed<S> {
+    /// The order of the tiles.
+    pub inner: S,
+    /// Two `u32` in global memory, zero before the first launch; null: every CTA walks
+    /// `first, first + ctas, ...` instead (a launch-time choice, the code being the same).
+    pub counters: *mut u32,
+    /// See [`TileScheduler::claim_ahead`].
+    pub ahead: u32,
+}
+
+impl<S: TileScheduler> TileScheduler for Claimed<S> {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        self.inner.count()
+    }
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        self.inner.tile(index)
+    }
+    #[inline(always)]
+    fn k_range(&self, index: u32, k_blocks: u32) -> (u32, u32) {
+        self.inner.k_range(index, k_blocks)
+    }
+    const MAY_BE_EMPTY: bool = S::MAY_BE_EMPTY;
+    const DYNAMIC: bool = true;
+    #[inline(always)]
+    fn counters(&self) -> *mut u32 {
+        self.counters
+    }
+    #[inline(always)]
+    fn claim_ahead(&self) -> u32 {
+        self.ahead
+    }
 }
 
 /// How a split-K style scheduler cuts its tiles: the partial slot a unit fills, and how many

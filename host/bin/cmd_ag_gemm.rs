@@ -59,6 +59,17 @@ pub struct Knobs {
     /// Push CTAs copy each chunk to every other local rank at once, each piece loaded once.
     #[arg(long)]
     pub fan: bool,
+    /// Compute CTAs claim tiles from a counter (true) or walk fixed shares (false) (default:
+    /// with several nodes).
+    #[arg(long)]
+    pub dynamic: Option<bool>,
+    /// With a dynamic walk, push CTAs claim tiles too after their copies (default: true).
+    #[arg(long)]
+    pub join: Option<bool>,
+    /// K-blocks before a tile's last load at which its CTA claims the next tile (0: at the
+    /// tile boundary).
+    #[arg(long = "claim-ahead", default_value_t = 4)]
+    pub claim_ahead: u32,
 }
 
 /// `--path`.
@@ -79,6 +90,9 @@ impl Knobs {
             chunk_rows: self.chunk_rows,
             fwd_ctas: self.fwd_ctas,
             fan: self.fan,
+            dynamic: self.dynamic,
+            join: self.join,
+            claim_ahead: self.claim_ahead,
             path: match self.path {
                 PathArg::Auto => PathChoice::Auto,
                 PathArg::Fused => PathChoice::Fused,

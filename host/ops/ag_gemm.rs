@@ -71,6 +71,16 @@ pub struct AgGemmOptions {
     /// no difference at the default push CTAs (overlap 1.051-1.079 against 1.057-1.081), and 4
     /// push CTAs still could not keep up with it (1.126-1.132 at 16384x4096x8192).
     pub fan: bool,
+    /// Compute CTAs claim tiles from a counter in schedule order (`AgGemmParams::dynamic`)
+    /// instead of each walking a fixed share; `None`: with several nodes only (measured on 4x
+    /// H200, docs/PERF.md "Dynamic tile claiming").
+    pub dynamic: Option<bool>,
+    /// With `dynamic`, push and forward CTAs claim tiles too once their copies are out
+    /// (`AgGemmParams::join`); `None`: whenever `dynamic`.
+    pub join: Option<bool>,
+    /// K-blocks before a tile's last load at which the tile's CTA claims its next tile
+    /// (`AgGemmParams::claim_ahead`; 0: at the tile boundary).
+    pub claim_ahead: u32,
 }
 
 impl Default for AgGemmOptions {
@@ -83,6 +93,9 @@ impl Default for AgGemmOptions {
             group_m: 8,
             timeout: Duration::from_secs(10),
             fan: false,
+            dynamic: None,
+            join: None,
+            claim_ahead: 4,
         }
     }
 }
@@ -122,6 +135,7 @@ pub struct AgGemm<'a> {
     _flags: HeapRegion<'a>,
     _row_order: DeviceBuffer<u32>,
     _launches: DeviceBuffer<u64>,
+    _tile_counters: DeviceBuffer<u32>,
     _maps: DeviceBuffer<TensorMap>,
     _local_map: Option<DeviceBuffer<TensorMap>>,
     diag: DiagBuffers,
@@ -250,6 +264,7 @@ impl<'a> AgGemm<'a> {
         let order = row_order(shape.m as u32, shard_rows as u32, split.chunk_rows, &world);
         let row_order_buf = gpu.upload(&order)?;
         let launches = gpu.upload(&[0u64])?;
+        let tile_counters = gpu.upload(&[0u32; 2])?;
         let diag = DiagBuffers::new(gpu)?;
         let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout, ..Default::default() }
             .whole_tiles();
@@ -281,6 +296,7 @@ impl<'a> AgGemm<'a> {
             },
             row_order: row_order_buf.addr(),
             launches: launches.addr(),
+            tile_counters: tile_counters.addr(),
             fifo: comm.fifo_params(),
             gathered_heap_off: gathered.offset(),
             flags_heap_off: flags.offset(),
@@ -324,6 +340,9 @@ impl<'a> AgGemm<'a> {
         params.local_copy_last = (world.nodes == 1) as u32;
         params.tiles_copy_local = tiles_copy_local(&world, in_place) as u32;
         params.fan = opts.fan as u32;
+        let (dynamic, join) = walk(&opts, &world);
+        (params.dynamic, params.join) = (dynamic as u32, join as u32);
+        params.claim_ahead = opts.claim_ahead;
         let kernel = b_layout.pick(kernels::AG_GEMM_KN, kernels::AG_GEMM_NK);
 
         // The unfused path gathers into the same buffer (in place) and multiplies from it.
@@ -345,6 +364,7 @@ impl<'a> AgGemm<'a> {
             _flags: flags,
             _row_order: row_order_buf,
             _launches: launches,
+            _tile_counters: tile_counters,
             _maps: maps,
             _local_map: local_map,
             diag,
@@ -404,6 +424,7 @@ impl<'a> AgGemm<'a> {
         let mut p = self.params;
         p.gemm.roles.compute = 0;
         p.comm_only = 1;
+        p.join = 0;
         p.tiles_copy_local = 0; // no compute tiles: the push CTAs make the whole local copy
         self.launch_fused(gpu, &p)
     }
@@ -453,6 +474,14 @@ impl<'a> AgGemm<'a> {
         }
         Ok(())
     }
+}
+
+/// The tile walk (drawn from the counter?) and whether the push CTAs join it: the options, else
+/// drawn and joined across nodes only (docs/PERF.md, "Dynamic tile claiming": on one node the
+/// static walk was 0.6-2% faster, across two emulated nodes joining up to 3.6%).
+fn walk(opts: &AgGemmOptions, world: &World) -> (bool, bool) {
+    let dynamic = opts.dynamic.unwrap_or(world.nodes > 1);
+    (dynamic, dynamic && opts.join.unwrap_or(true))
 }
 
 /// Whether the compute tiles write the local shard into the gathered A themselves (see
@@ -521,6 +550,20 @@ impl super::TwoPathOp for AgGemm<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tiles_are_drawn_and_joined_across_nodes_by_default() {
+        let opts = AgGemmOptions::default();
+        assert_eq!(walk(&opts, &World::test(0, 4, 1)), (false, false));
+        assert_eq!(walk(&opts, &World::test(0, 4, 2)), (true, true));
+        let no_join = AgGemmOptions { join: Some(false), ..Default::default() };
+        assert_eq!(walk(&no_join, &World::test(0, 4, 2)), (true, false));
+        let drawn = AgGemmOptions { dynamic: Some(true), ..Default::default() };
+        assert_eq!(walk(&drawn, &World::test(0, 4, 1)), (true, true));
+        // Joining needs drawn tiles.
+        let static_join = AgGemmOptions { dynamic: Some(false), join: Some(true), ..Default::default() };
+        assert_eq!(walk(&static_join, &World::test(0, 4, 2)), (false, false));
+    }
 
     #[test]
     fn row_order_is_a_permutation_local_first_then_node_then_other_nodes() {

@@ -8,11 +8,12 @@
 //! [`Handoff`](super::epilogue::Handoff)). Registers move from the producer to the consumers with
 //! `setmaxnreg`.
 use super::epilogue::{Epilogue, StoreC};
+use super::feed::Feed;
 use super::mainloop::{load_b_k_block, load_k_block, mma_k_block, Acc256, Accumulators, Smem};
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
 use crate::pipeline::PipeState;
-use crate::sched::{rem_nz, InputGate, TileIter, TileScheduler};
+use crate::sched::{rem_nz, InputGate, TileScheduler};
 use crate::sync::Bound;
 use crate::tile::{swizzle128, SW128_ROW_BYTES};
 
@@ -42,9 +43,11 @@ impl Operands {
     }
 }
 
-/// Run this compute CTA, one of the grid's first `ctas` (roles put compute CTAs first, so its
-/// index is `blockIdx.x`): it takes the scheduler's tiles `idx, idx + ctas, ...`. Every thread of
-/// the CTA (`THREADS`) calls it. A shared-memory barrier that never completes is
+/// Run this compute CTA, one of `ctas` walking the scheduler's tiles: a static walk takes tiles
+/// `idx, idx + ctas, ...` (the grid's first `ctas` CTAs: roles put compute CTAs first, so `idx`
+/// is `blockIdx.x`); a dynamic one ([`TileScheduler::DYNAMIC`]) draws them, and every one of the
+/// `ctas` drawing CTAs runs this (or [`Feed::forfeit`]). Every thread of the CTA (`THREADS`)
+/// calls it. A shared-memory barrier that never completes is
 /// a bug or a dead device: the wait reports through `b` and the CTA traps, ending the grid.
 ///
 /// `STAGES` is the depth of the shared-memory ring: `STAGES` of `kernels_info::gemm` for
@@ -77,18 +80,22 @@ pub unsafe fn compute_cta<
     let wg = tid / 128;
     const { assert!(!(G::GATHER && E::HELPER), "gathering producers leave no helper threads") };
     const { assert!(!(G::GATHER && G::WRITES_A), "gathering producers leave no writer thread") };
+    const { assert!(!(G::GATHER && S::DYNAMIC), "gathering producers take static walks") };
     if tid == 0 {
         // A gathered A adds one `cp.async` arrival per producer thread to every fill; the A
         // writer is one more reader of every stage.
         let readers = EMPTY_ARRIVALS + G::WRITES_A as u32;
         smem.pipeline().init_counts(if G::GATHER { 1 + 128 } else { 1 }, readers);
         epi.init(&smem);
+        // A dynamic walk's positions are read by every consumer warp, the A writer and the
+        // epilogue's helpers.
+        Feed::init::<S>(smem.tile_ring(), EMPTY_ARRIVALS + G::WRITES_A as u32 + 2 * E::HELPER as u32);
     }
     sync_threads();
-    // The tile walk starts at `blockIdx.x`, read in each branch after `setmaxnreg`: a value live
+    // A static walk starts at `blockIdx.x`, read in each branch after `setmaxnreg`: a value live
     // across it must fit the producer's 40 (or 56) registers in one branch and costs a consumer
     // register in the other.
-    let tiles = || TileIter::new(block_idx_x_here(), ctas, sched.count());
+    let tiles = || Feed::of(sched, smem.tile_ring(), block_idx_x_here(), ctas);
     if wg == 0 {
         if G::WIDE_PRODUCER {
             setmaxnreg_dec::<56>();
@@ -103,8 +110,10 @@ pub unsafe fn compute_cta<
             write_a::<STAGES, A, S, G>((ops, sched, gate), &smem, tiles(), &b);
         } else if E::HELPER && (tid == 32 || tid == 64) {
             let cwg = tid / 32 - 1;
-            for (n, i) in tiles().enumerate() {
-                epi.help(&smem, sched.tile(i), n as u32, cwg);
+            let (mut feed, mut n) = (tiles(), 0);
+            while let Some(i) = feed.consume(&b, false) {
+                epi.help(&smem, sched.tile(i), n, cwg);
+                n += 1;
             }
             epi.help_finish(cwg);
         }
@@ -142,7 +151,7 @@ unsafe fn produce<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
     sched: &S,
     gate: &G,
     smem: &Smem<STAGES, A>,
-    tiles: TileIter,
+    mut tiles: Feed,
     b: &Bound<'_>,
 ) {
     prefetch_tensormap(ops.a_map);
@@ -151,7 +160,7 @@ unsafe fn produce<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
     let k_blocks = ops.k.div_ceil(TILE_K);
     let tx_bytes = stage_tx_bytes(ops.a_rows, A::N, TRANS_B == 1);
     let mut st = PipeState::start();
-    for i in tiles {
+    while let Some(i) = tiles.produce(sched, b) {
         let (kb0, kb1) = sched.k_range(i, k_blocks);
         if S::MAY_BE_EMPTY && kb0 == kb1 {
             continue;
@@ -170,6 +179,9 @@ unsafe fn produce<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
             pipe.expect(st, tx_bytes);
             load_k_block::<TRANS_B, STAGES, A>(smem, a_map, ops.b_map, st.slot, pipe.full(st.slot), origin, b_row0, kb);
             st.advance();
+            if S::DYNAMIC && kb + sched.claim_ahead() == kb1 {
+                tiles.claim(sched);
+            }
         }
     }
 }
@@ -188,13 +200,13 @@ const A_WRITER: u32 = 96;
 unsafe fn write_a<const STAGES: u32, A: Accumulators, S: TileScheduler, G: InputGate>(
     (ops, sched, gate): (&Operands, &S, &G),
     smem: &Smem<STAGES, A>,
-    tiles: TileIter,
+    mut tiles: Feed,
     b: &Bound<'_>,
 ) {
     let pipe = smem.pipeline();
     let k_blocks = ops.k.div_ceil(TILE_K);
     let mut st = PipeState::start();
-    for i in tiles {
+    while let Some(i) = tiles.consume(b, false) {
         let (kb0, kb1) = sched.k_range(i, k_blocks);
         let to = gate.a_copy(sched.tile(i), TILE_M);
         for kb in kb0..kb1 {
@@ -227,7 +239,7 @@ unsafe fn produce_gathered<const TRANS_B: u32, const STAGES: u32, A: Accumulator
     sched: &S,
     gate: &G,
     smem: &Smem<STAGES, A>,
-    tiles: TileIter,
+    mut tiles: Feed,
     b: &Bound<'_>,
     t: u32,
 ) {
@@ -244,7 +256,8 @@ unsafe fn produce_gathered<const TRANS_B: u32, const STAGES: u32, A: Accumulator
     let at = swizzle128(r0, piece * 16);
     let any = gate.a_any();
     let mut st = PipeState::start();
-    for i in tiles {
+    // A static walk (asserted in `compute_cta`): every thread knows it without the ring.
+    while let Some(i) = tiles.produce(sched, b) {
         let (kb0, kb1) = sched.k_range(i, k_blocks);
         if S::MAY_BE_EMPTY && kb0 == kb1 {
             continue;
@@ -293,7 +306,7 @@ unsafe fn consume<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
     sched: &S,
     epi: &E,
     smem: &Smem<STAGES, A>,
-    tiles: TileIter,
+    mut tiles: Feed,
     b: &Bound<'_>,
     cwg: u32,
     t: u32,
@@ -305,7 +318,7 @@ unsafe fn consume<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
     let mut st = PipeState::start();
     let mut acc = A::ZERO;
     let mut n = 0u32;
-    for i in tiles {
+    while let Some(i) = tiles.consume(b, true) {
         let (kb0, kb1) = sched.k_range(i, k_blocks);
         let tile = sched.tile(i);
         let mut prev = st;

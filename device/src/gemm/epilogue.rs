@@ -356,7 +356,10 @@ pub unsafe fn stage_bf16<A: Accumulators>(c: u32, acc: &A, cwg: u32, t: u32) {
 pub unsafe fn write_bf16<A: Accumulators>(c: u32, acc: &A, t: u32) {
     let w = t / 32;
     let l = t % 32;
-    let row = 16 * w + l / 4;
+    // Opaque: the two dozen swizzled addresses below are then computed here, per tile, instead
+    // of being hoisted out of the tile loop and held in registers across the mainloop, where
+    // the accumulators need them.
+    let (c, row) = (opaque_u32(c), opaque_u32(16 * w + l / 4));
     macro_rules! put {
         ($j:expr) => {{
             let col = 8 * $j + 2 * (l % 4);

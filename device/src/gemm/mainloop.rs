@@ -113,6 +113,11 @@ impl<const STAGES: u32, A: Accumulators> Smem<STAGES, A> {
     pub const fn handoff(&self) -> u32 {
         self.base + handoff_off(STAGES, A::N)
     }
+    /// The ring of claimed tiles (a dynamic walk's, `feed`).
+    #[inline(always)]
+    pub const fn tile_ring(&self) -> u32 {
+        self.base + tile_ring_off(STAGES, A::N)
+    }
 }
 
 /// Producer: load k-block `kb` of the tile whose A rows start at row `m0` of `a_map` and whose

@@ -6,11 +6,13 @@
 //! - [`epilogue`]: what happens to a finished accumulator tile ([`Epilogue`]: store it locally;
 //!   fused kernels add their own);
 //! - [`engine`]: the persistent warp-specialised loop that joins them through the
-//!   [`crate::pipeline`] ring, walking the tiles a [`crate::sched::TileScheduler`] hands it.
+//!   [`crate::pipeline`] ring, walking the tiles a [`crate::sched::TileScheduler`] hands it
+//!   ([`feed`]: a static walk, or positions claimed from a ticket counter).
 //!
 //! A kernel is then a few lines: pick a scheduler and an epilogue, give other roles to other CTAs.
 pub mod engine;
 pub mod epilogue;
+pub mod feed;
 pub mod mainloop;
 
 pub use crate::kernels_info::gemm::*;

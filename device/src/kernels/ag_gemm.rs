@@ -21,8 +21,9 @@ use crate::comm::nvlink::{copy_block, copy_fan, BulkRing};
 use crate::comm::signal::{launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
 use crate::gemm::engine::store_c_cta;
+use crate::gemm::feed::Feed;
 use crate::gemm::*;
-use crate::sched::{div_nz, rem_nz, ACopy, GaveUp, InputGate, Role, RowOrder, Tile, TileGrid};
+use crate::sched::{div_nz, rem_nz, ACopy, Claimed, GaveUp, InputGate, Role, RowOrder, Tile, TileGrid, TileScheduler};
 use crate::sync::Bound;
 
 /// The compute CTAs' input gate: a tile waits for the arrival flags of exactly the chunks of rows
@@ -65,6 +66,9 @@ impl InputGate for ArrivalGate<'_> {
     }
 
     const WRITES_A: bool = true;
+    // The producer thread draws its tiles from the counter, and the gate's row walk needs
+    // registers of its own; the consumers fit 224.
+    const WIDE_PRODUCER: bool = true;
 
     #[inline(always)]
     fn a_copy(&self, tile: Tile, tile_m: u32) -> Option<ACopy> {
@@ -305,6 +309,57 @@ unsafe fn wait_all(p: &AgGemmParams, epoch: u32, b: &Bound) {
     }
 }
 
+/// The CTAs that claim tiles: the compute CTAs, and with `join` the intra-comm ones.
+#[inline(always)]
+fn claiming_ctas(p: &AgGemmParams) -> u32 {
+    let roles = p.gemm.roles;
+    roles.compute + if p.join != 0 { roles.intra_comm } else { 0 }
+}
+
+/// Run the GEMM engine on tiles claimed in `row_order`'s grouped raster (local rows first, then
+/// arrival order), each waiting for exactly the chunks of rows it reads.
+#[inline(always)]
+unsafe fn compute<const TRANS_B: u32>(p: &AgGemmParams, epoch: u32, b: Bound<'_>) {
+    let g = &p.gemm;
+    let sched = schedule(p);
+    let gate = ArrivalGate { p, epoch };
+    store_c_cta::<TRANS_B, _, _>(g, &sched, &gate, claiming_ctas(p), b);
+}
+
+/// The tiles in `row_order`'s grouped raster ([`RowOrder`]), claimed from `tile_counters`.
+#[inline(always)]
+fn schedule(p: &AgGemmParams) -> Claimed<Rows<'_>> {
+    let counters = if p.dynamic != 0 { p.tile_counters as *mut u32 } else { core::ptr::null_mut() };
+    Claimed { inner: Rows(p), counters, ahead: p.claim_ahead }
+}
+
+/// [`RowOrder`] over the launch's grid, rebuilt from the parameters at each use: the grid's
+/// derived values held from the start would cost the producer thread a register it lacks.
+#[derive(Clone, Copy)]
+struct Rows<'a>(&'a AgGemmParams);
+
+impl Rows<'_> {
+    #[inline(always)]
+    fn order(&self) -> RowOrder {
+        let g = &self.0.gemm;
+        RowOrder { grid: TileGrid::new(g.m, g.n, TILE_M, TILE_N, g.group_m), rows: self.0.row_order as *const u32 }
+    }
+}
+
+impl TileScheduler for Rows<'_> {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        self.order().count()
+    }
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        self.order().tile(index)
+    }
+}
+
+// The ring's verdict word lies past the bulk-copy ring, in the engine's scratch words.
+const _: () = assert!(crate::kernels_info::allgather::BULK_SMEM_BYTES <= SCRATCH_OFF);
+
 #[inline(always)]
 unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
     let tid = thread_idx_x();
@@ -314,13 +369,7 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
     let bound =
         |role: Role| Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: role as u32 };
     match roles.role_of(block_idx_x()) {
-        Some((Role::Compute, _)) => {
-            let g = &p.gemm;
-            let grid = TileGrid::new(g.m, g.n, TILE_M, TILE_N, g.group_m);
-            let sched = RowOrder { grid, rows: p.row_order as *const u32 };
-            let gate = ArrivalGate { p, epoch };
-            store_c_cta::<TRANS_B, _, _>(g, &sched, &gate, roles.compute, bound(Role::Compute));
-        }
+        Some((Role::Compute, _)) => compute::<TRANS_B>(p, epoch, bound(Role::Compute)),
         Some((Role::IntraComm, idx)) => {
             let ring = if tid == 0 { Some(BulkRing::new(ring_base())) } else { None };
             let b = bound(Role::IntraComm);
@@ -343,6 +392,15 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
                 }
             } else {
                 forward(p, &mut mv, idx - push_ctas, p.fwd_ctas);
+            }
+            if p.join != 0 {
+                // Copies done: claim tiles like the compute CTAs, unless a timed-out copy may
+                // still land in the shared memory.
+                if BulkRing::hand_over(mv.ring.take(), dyn_smem_base() + SCRATCH_OFF) {
+                    compute::<TRANS_B>(p, epoch, bound(Role::Compute));
+                } else if tid == 0 {
+                    Feed::forfeit(&schedule(p), claiming_ctas(p));
+                }
             }
         }
         Some((Role::InterSend, _)) if tid == 0 => inter_send(p, epoch, &bound(Role::InterSend)),
