@@ -3,7 +3,8 @@
 //! outputs; the fused result bit for bit against the unfused path (our GEMM, then a pull-and-sum
 //! kernel) and within the precision contract of an f64 host reference on sampled rows; rounds
 //! with new inputs and no barrier; 100 launches back to back; CUDA-graph replays; the tile walk's
-//! lead at its extremes; the all-reduce in both forms (one shot and two phases). Layouts: 1 node x 2 and, with four GPUs, 1 x 4; ranks sharing one GPU
+//! lead at its extremes; the all-reduce in both forms (one shot and two phases); the
+//! reduce-scatter with its partials pushed as well as pulled. Layouts: 1 node x 2 and, with four GPUs, 1 x 4; ranks sharing one GPU
 //! where only one exists. Several nodes (emulated: FIFO, proxy and emulated NIC between groups
 //! of ranks of this host): 2 x 1, 2 x 2 and 3 x 1 with every rank on GPU 0 (their kernels
 //! time-slice, so shapes stay small), 2 x 1 on two GPUs, 2 x 2 and 4 x 1 on four.
@@ -162,5 +163,33 @@ fn four_gpus_as_two_and_four_nodes() {
         check_nodes(op, 4, 2, &g, &["--shape", "4000x1544x2048", "--layout", "nk", "--group", "2", "--graph"]);
         check_nodes(op, 4, 2, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
         check_nodes(op, 4, 4, &g, &["--shape", "4000x1544x1024", "--layout", "kn", "--back-to-back", "20"]);
+    }
+}
+
+/// The reduce-scatter whose sources push their partials into the owners' inboxes (`--push on`)
+/// instead of the owners pulling them: 1 x 2, and 1 x 4 with four GPUs; two ranks sharing one
+/// GPU where only one exists.
+#[test]
+fn reduce_scatter_pushed() {
+    if gpu_or_skip("reduce_scatter_pushed").is_none() {
+        return;
+    }
+    if !gpus_or_skip("reduce_scatter_pushed (two GPUs)", 2) {
+        check("gemm-rs", 2, &[0, 0], &["--shape", "512x264x128", "--rounds", "2", "--push", "on"]);
+        return;
+    }
+    let layouts: &[(u32, &[u32])] = &[(2, &[0, 1]), (4, &[0, 1, 2, 3])];
+    for &(w, g) in layouts {
+        if w == 4 && !gpus_or_skip("reduce_scatter_pushed (four GPUs)", 4) {
+            continue;
+        }
+        let awkward = format!("{}x8x{}", 1000 * w, 72 * w);
+        let rs = |extra: &[&str]| check("gemm-rs", w, g, &[extra, &["--push", "on"]].concat());
+        rs(&["--shape", &awkward, "--layout", "kn"]);
+        rs(&["--shape", &awkward, "--layout", "nk", "--f32"]);
+        rs(&["--shape", "4000x1544x2048", "--layout", "nk", "--graph"]);
+        rs(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
+        rs(&["--shape", "4000x1544x1024", "--lead", "0", "--back-to-back", "20"]);
+        rs(&["--shape", "4000x1544x1024", "--lead", "all"]);
     }
 }

@@ -654,7 +654,7 @@ abi_struct! {
     /// (raised over NVLink, or by a FIFO SIGNAL from another node); a node-partial slot that the
     /// last launch sent from is rewritten only after its destinations' `ready`, which implies
     /// they received it. Flags: see the index functions.
-    pub struct GemmRsParams [232] {
+    pub struct GemmRsParams [240] {
         /// This rank's partial GEMM `A_r @ B_r` (`k` = K/W; compute CTAs only; `roles` also
         /// counts the inter-send and inter-reduce CTAs of several nodes).
         pub gemm: GemmParams,
@@ -702,6 +702,11 @@ abi_struct! {
         /// every other rank and sums every tile itself, so only partials cross NVLink and no
         /// tile waits for a second hop (see `kernels::gemm_rs`). 0: two phases.
         pub one_shot: u32,
+        /// 1: the reduce-scatter's sources push their partials into the owner's inbox, as the
+        /// all-reduce's do, instead of owners pulling them from the sources' outboxes.
+        pub push: u32,
+        /// Padding up to the asserted size; always 0.
+        pub _pad: u32,
     }
 }
 
@@ -780,11 +785,11 @@ impl GemmRsParams {
     /// Whether owners pull the partials (reduce-scatter) rather than sources pushing them
     /// (all-reduce): see `kernels::gemm_rs`.
     pub const fn pulls(&self) -> bool {
-        Self::owners_pull(self.all_reduce != 0)
+        Self::owners_pull(self.all_reduce != 0, self.push != 0)
     }
     /// The rule behind [`Self::pulls`], for the host before the parameters exist.
-    pub const fn owners_pull(all_reduce: bool) -> bool {
-        !all_reduce
+    pub const fn owners_pull(all_reduce: bool, push: bool) -> bool {
+        !all_reduce && !push
     }
     /// Byte offset in `staging`, after the inbox, of my partial of block q's tile `slot`, half
     /// `half`, waiting for q's collector (one node: q itself) to pull it (when [`Self::pulls`]).

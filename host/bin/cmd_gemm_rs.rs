@@ -37,6 +37,9 @@ pub struct CheckArgs {
     /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.
     #[arg(long = "one-shot", value_parser = clap::builder::BoolishValueParser::new())]
     pub one_shot: Option<bool>,
+    /// Reduce-scatter on one node: sources push their partials (on) or owners pull them (off).
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+    pub push: Option<bool>,
     #[command(flatten)]
     pub inter: NodeKnobs,
     #[command(flatten)]
@@ -91,6 +94,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         path: PathChoice::Fused,
         lead: a.lead,
         one_shot: a.one_shot,
+        push: a.push,
         timeout,
         ..Default::default()
     });
@@ -250,6 +254,7 @@ pub fn bench(
                     .with("group", op.group())
                     .with("lead", op.lead())
                     .with("one_shot", op.one_shot())
+                    .with("push", op.push())
                     .with("default_path", op.describe_path());
                 records.push(match model_ms {
                     Some(mm) => r.with("modelled_inter_node_ms", mm).with("overlap_vs_model", t / ms[2].max(mm)),

@@ -295,6 +295,9 @@ pub struct RsBenchArgs {
     /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.
     #[arg(long = "one-shot", value_parser = clap::builder::BoolishValueParser::new())]
     one_shot: Option<bool>,
+    /// Reduce-scatter on one node: sources push their partials (on) or owners pull them (off).
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+    push: Option<bool>,
     #[command(flatten)]
     inter: cmd_gemm_rs::NodeKnobs,
     #[command(flatten)]
@@ -312,6 +315,7 @@ impl RsBenchArgs {
         let opts = self.inter.options(mkernel::ops::gemm_rs::GemmRsOptions {
             lead: self.lead,
             one_shot: self.one_shot,
+            push: self.push,
             ..Default::default()
         });
         cmd_gemm_rs::bench(collective, &self.shapes, &self.layouts, opts, &self.ranks, self.timing.timing(), json)

@@ -88,6 +88,10 @@ pub struct GemmRsOptions {
     /// owner, then copied to the others). None: the tuned table's, else one shot up to
     /// [`ONE_SHOT_MAX_BYTES`] of partial (`M x N` bf16), two phases above.
     pub one_shot: Option<bool>,
+    /// Reduce-scatter on one node: sources push their partials into the owner's inbox over
+    /// NVLink, as the all-reduce's do, instead of owners pulling them. None: [`pushes`]' rule
+    /// (above two ranks).
+    pub push: Option<bool>,
     /// Several nodes: CTAs pushing node partials into the FIFO (None: [`DEFAULT_INTER_SEND`]).
     pub inter_send: Option<u32>,
     /// Several nodes: CTAs adding the node partials (None: the tuned table's for this transport
@@ -111,6 +115,7 @@ impl Default for GemmRsOptions {
             group_m: 8,
             lead: None,
             one_shot: None,
+            push: None,
             inter_send: None,
             inter_reduce: None,
             group: None,
@@ -177,6 +182,19 @@ pub fn one_shot(opts: &GemmRsOptions, collective: Collective, shape: GemmShape, 
         }
         Some(v) => Ok(v),
         None => Ok(possible && shape.m * shape.n * 2 <= ONE_SHOT_MAX_BYTES),
+    }
+}
+
+/// Whether the reduce-scatter's sources push their partials: the option, else above two ranks
+/// (4 x H200, docs/PERF.md "Pushed partials": pushing was 2.5-4.5% faster at world 4 and 6%
+/// slower at world 2). Errors name the option and the rule: the all-reduce always pushes, and
+/// several nodes collect by pulling.
+pub fn pushes(opts: &GemmRsOptions, collective: Collective, world: &World) -> Result<bool> {
+    let possible = collective == Collective::ReduceScatter && world.nodes <= 1;
+    match opts.push {
+        Some(true) if !possible => Err(invalid("push", "applies to the reduce-scatter on one node")),
+        Some(v) => Ok(v && possible),
+        None => Ok(possible && world.world_size > 2),
     }
 }
 
@@ -318,14 +336,20 @@ struct Sizes {
 }
 
 impl Sizes {
-    fn of(collective: Collective, shape: GemmShape, world: &World, out_f32: bool, one_shot: bool) -> Sizes {
+    fn of(
+        collective: Collective,
+        shape: GemmShape,
+        world: &World,
+        out_f32: bool,
+        (one_shot, push): (bool, bool),
+    ) -> Sizes {
         let w = world.world_size.max(1);
         let nodes = world.nodes.max(1);
         let rows = shape.m / w as usize;
         let all_reduce = collective == Collective::AllReduce;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
         let inbox_tiles = GemmRsParams::inbox_tiles_of(w, per_owner, one_shot);
-        let pulls = GemmRsParams::owners_pull(all_reduce);
+        let pulls = GemmRsParams::owners_pull(all_reduce, push);
         let nodebox = if nodes > 1 { GemmRsParams::nodebox_bytes(nodes, per_owner) } else { 0 };
         let es = if out_f32 { 4 } else { 2 };
         Sizes {
@@ -423,6 +447,7 @@ impl<'a> GemmRs<'a> {
         };
         let one_shot = one_shot(&opts, collective, shape, &world)?;
         form_takes_lead(one_shot, asked_lead)?;
+        let push = pushes(&opts, collective, &world)?;
         let rows = shape.m / w;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
         let roles = role_split(&opts, collective, world.nodes, w as u32 * per_owner, gpu.info().sm_count)?;
@@ -432,7 +457,7 @@ impl<'a> GemmRs<'a> {
         comm.agree(
             "shape",
             &format!(
-                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}, one shot {one_shot}{}",
+                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}, one shot {one_shot}, push {push}{}",
                 collective.op_name(),
                 shape.m,
                 shape.n,
@@ -446,7 +471,7 @@ impl<'a> GemmRs<'a> {
         )?;
 
         let es = if opts.out_f32 { 4 } else { 2 };
-        let sizes = Sizes::of(collective, shape, &world, opts.out_f32, one_shot);
+        let sizes = Sizes::of(collective, shape, &world, opts.out_f32, (one_shot, push));
         let out = comm.alloc(sizes.out)?;
         let staging = comm.alloc(sizes.staging)?;
         let flags = comm.alloc(sizes.flags)?;
@@ -520,6 +545,8 @@ impl<'a> GemmRs<'a> {
             flags_heap_off: flags.offset(),
             group,
             one_shot: one_shot as u32,
+            push: push as u32,
+            _pad: 0,
         };
         let kernel = match (world.nodes > 1, one_shot, b_layout) {
             (false, false, BLayout::KN) => kernels::GEMM_RS_KN,
@@ -567,7 +594,8 @@ impl<'a> GemmRs<'a> {
         let world = comm.world();
         let w = world.world_size;
         // The unfused path's buffers do not depend on the fused path's form.
-        let sizes = Sizes::of(collective, GemmShape { k: local.k * w as usize, ..local }, world, out_f32, false);
+        let sizes =
+            Sizes::of(collective, GemmShape { k: local.k * w as usize, ..local }, world, out_f32, (false, false));
         let partials = [comm.alloc(sizes.partial)?, comm.alloc(sizes.partial)?];
         let nodebufs =
             if world.nodes > 1 { vec![comm.alloc(sizes.nodebuf)?, comm.alloc(sizes.nodebuf)?] } else { vec![] };
@@ -701,12 +729,18 @@ impl<'a> GemmRs<'a> {
         // The form is a one-node knob: no transport needed.
         let (opts, _) = with_tuned(opts, collective, shape, world, None);
         let one_shot = one_shot(&opts, collective, shape, world).unwrap_or(false);
-        Sizes::of(collective, shape, world, opts.out_f32, one_shot).total()
+        let push = pushes(&opts, collective, world).unwrap_or(false);
+        Sizes::of(collective, shape, world, opts.out_f32, (one_shot, push)).total()
     }
 
     /// Whether the fused all-reduce runs one shot ([`GemmRsOptions::one_shot`]).
     pub fn one_shot(&self) -> bool {
         self.params.one_shot != 0
+    }
+
+    /// Whether the fused reduce-scatter's sources push their partials ([`GemmRsOptions::push`]).
+    pub fn push(&self) -> bool {
+        self.params.push != 0
     }
 
     /// Rounds of sends before the first own tile, as launched (the option or its default, at
@@ -884,6 +918,31 @@ mod tests {
     }
 
     #[test]
+    fn push_rules() {
+        let (ar, rs) = (Collective::AllReduce, Collective::ReduceScatter);
+        let (node, nodes) = (World::test(0, 4, 1), World::test(0, 4, 2));
+        let on = GemmRsOptions { push: Some(true), ..Default::default() };
+        assert!(pushes(&on, rs, &node).unwrap());
+        let def = GemmRsOptions::default();
+        assert!(pushes(&def, rs, &node).unwrap(), "push by default above two ranks");
+        assert!(!pushes(&def, rs, &World::test(0, 2, 1)).unwrap(), "pull at two");
+        assert!(!pushes(&def, rs, &nodes).unwrap(), "pull across nodes");
+        for (c, w) in [(ar, &node), (rs, &nodes)] {
+            let e = pushes(&on, c, w).unwrap_err().to_string();
+            assert!(e.starts_with("invalid argument `push`"), "{e}");
+        }
+        // A pushed reduce-scatter needs no outbox: half the staging.
+        let shape = GemmShape { m: 4000, n: 1544, k: 2048 };
+        let (pushed, pulled) =
+            (Sizes::of(rs, shape, &node, false, (false, true)), Sizes::of(rs, shape, &node, false, (false, false)));
+        assert_eq!(2 * pushed.staging, pulled.staging);
+        assert!(GemmRs::heap_bytes(rs, shape, &node, &on) >= pushed.total());
+        // Off is off everywhere.
+        let off = GemmRsOptions { push: Some(false), ..Default::default() };
+        assert!(!pushes(&off, ar, &nodes).unwrap());
+    }
+
+    #[test]
     fn one_shot_rules() {
         let (ar, rs) = (Collective::AllReduce, Collective::ReduceScatter);
         let small = GemmShape { m: 1024, n: 4096, k: 4096 };
@@ -900,7 +959,8 @@ mod tests {
             assert!(one_shot(&on, c, small, &w).unwrap_err().to_string().contains("`one_shot`"));
         }
         // One shot: the inbox holds every source's partial of every tile, not of one block.
-        let (one, two) = (Sizes::of(ar, small, &node, false, true), Sizes::of(ar, small, &node, false, false));
+        let (one, two) =
+            (Sizes::of(ar, small, &node, false, (true, false)), Sizes::of(ar, small, &node, false, (false, false)));
         assert_eq!(one.staging, 2 * two.staging);
         assert!(GemmRs::heap_bytes(ar, small, &node, &def) >= one.total());
     }
@@ -911,7 +971,7 @@ mod tests {
         for (w, nodes) in [(2, 1), (2, 2), (4, 2), (4, 4)] {
             for c in [Collective::ReduceScatter, Collective::AllReduce] {
                 let wd = World::test(0, w, nodes);
-                let s = Sizes::of(c, shape, &wd, false, false);
+                let s = Sizes::of(c, shape, &wd, false, (false, false));
                 let total =
                     GemmRs::heap_bytes(c, shape, &wd, &GemmRsOptions { one_shot: Some(false), ..Default::default() });
                 let partials = 2 * shape.m * shape.n * 2;

@@ -7,12 +7,14 @@
 //!   move the data, wait for the copies and raise flags, under the consumers' next mainloop;
 //! - a tile owned by another rank: the consumers round it to bf16 into their staging tile in the
 //!   accumulators' own layout (thread t's j-th 16 bytes at `(j * 128 + t) * 16`: conflict-free,
-//!   one contiguous half tile). Reduce-scatter: the helper bulk-copies it into this rank's own
-//!   outbox and flags the owner, who pulls it over NVLink. All-reduce: the helper pushes it into
-//!   the owner's inbox slot for this source over NVLink, then flags it. (Measured on 2 x H200:
-//!   NVLink writes from a GEMM's SMs slow the GEMM by 4-11%, reads of the same bytes by half as
-//!   much; the all-reduce pushes because pulling would crowd both of its phases' traffic into
-//!   the second half of the launch.)
+//!   one contiguous half tile). Reduce-scatter ([`GemmRsParams::pulls`]): the helper bulk-copies
+//!   it into this rank's own outbox and flags the owner, who pulls it over NVLink. All-reduce,
+//!   and a reduce-scatter with `push`: the helper pushes it into the owner's inbox slot for this
+//!   source over NVLink, then flags it. (Measured on 2 x H200: NVLink writes from a GEMM's SMs
+//!   slow the GEMM by 4-11%, reads of the same bytes by half as much; the all-reduce pushes
+//!   because pulling would crowd both of its phases' traffic into the second half of the launch.
+//!   On 4 x H200 the reduce-scatter's owners pull three partials per own tile, one load at a
+//!   time per helper, and pushing was 2.5-5% faster.)
 //! - an own tile: while the consumers still multiply, the helper waits for every other source's
 //!   flag and pulls the partials into the inbox (or, pushed, pulls them into L2); the consumers
 //!   then sum the partials in fp32, this rank's first and then the others in rank order (every
