@@ -1,4 +1,5 @@
-# The fused-op tables of docs/PERF.md from one call's JSON lines: python3 summarize.py DIR [PREFIX], e.g. . call5-
+# The fused-op tables of docs/PERF.md from one device call's JSON lines (bench ag-gemm / gemm-rs / gemm-ar
+# and torch_baselines.py multi): python3 scripts/summarize-fused.py DIR [PREFIX], e.g. DIR call5-
 import json,sys,os
 d=sys.argv[1]; pre=sys.argv[2] if len(sys.argv) > 2 else ""
 def load(f):
@@ -21,6 +22,7 @@ for w in (4,2):
       print("| shape | fused | unfused | GEMM alone | comm alone | overlap | vs model | NCCL+cuBLAS | async-TP | knobs |")
       print("|---|---|---|---|---|---|---|---|---|---|")
       for sh in ['16384x8192x8192','16384x4096x8192','32768x4096x8192','8192x8192x8192','2048x4096x4096']:
+        if (sh,'mkernel-fused') not in R: continue
         f=R[(sh,'mkernel-fused')]; fu=f['ms']; un=R[(sh,'mkernel-unfused')]['ms']; g=R[(sh,'gemm-alone')]['ms']
         tt=T.get((op,sh),{})
         if op=='ag_gemm':
