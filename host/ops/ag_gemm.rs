@@ -76,7 +76,8 @@ pub struct AgGemmOptions {
     /// H200, docs/PERF.md "Dynamic tile claiming").
     pub dynamic: Option<bool>,
     /// With `dynamic`, push and forward CTAs claim tiles too once their copies are out
-    /// (`AgGemmParams::join`); `None`: whenever `dynamic`.
+    /// (`AgGemmParams::join`); `None`: whenever `dynamic`; `Some(true)` on a static walk is a
+    /// typed error.
     pub join: Option<bool>,
     /// K-blocks before a tile's last load at which the tile's CTA claims its next tile
     /// (`AgGemmParams::claim_ahead`; 0: at the tile boundary).
@@ -340,7 +341,7 @@ impl<'a> AgGemm<'a> {
         params.local_copy_last = (world.nodes == 1) as u32;
         params.tiles_copy_local = tiles_copy_local(&world, in_place) as u32;
         params.fan = opts.fan as u32;
-        let (dynamic, join) = walk(&opts, &world);
+        let (dynamic, join) = walk(&opts, &world)?;
         (params.dynamic, params.join) = (dynamic as u32, join as u32);
         params.claim_ahead = opts.claim_ahead;
         let kernel = b_layout.pick(kernels::AG_GEMM_KN, kernels::AG_GEMM_NK);
@@ -479,9 +480,12 @@ impl<'a> AgGemm<'a> {
 /// The tile walk (drawn from the counter?) and whether the push CTAs join it: the options, else
 /// drawn and joined across nodes only (docs/PERF.md, "Dynamic tile claiming": on one node the
 /// static walk was 0.6-2% faster, across two emulated nodes joining up to 3.6%).
-fn walk(opts: &AgGemmOptions, world: &World) -> (bool, bool) {
+fn walk(opts: &AgGemmOptions, world: &World) -> Result<(bool, bool)> {
     let dynamic = opts.dynamic.unwrap_or(world.nodes > 1);
-    (dynamic, dynamic && opts.join.unwrap_or(true))
+    if opts.join == Some(true) && !dynamic {
+        return Err(invalid("join", "needs the drawn tile walk (dynamic): a static walk has fixed shares"));
+    }
+    Ok((dynamic, dynamic && opts.join.unwrap_or(true)))
 }
 
 /// Whether the compute tiles write the local shard into the gathered A themselves (see
@@ -554,15 +558,18 @@ mod tests {
     #[test]
     fn tiles_are_drawn_and_joined_across_nodes_by_default() {
         let opts = AgGemmOptions::default();
-        assert_eq!(walk(&opts, &World::test(0, 4, 1)), (false, false));
-        assert_eq!(walk(&opts, &World::test(0, 4, 2)), (true, true));
+        assert_eq!(walk(&opts, &World::test(0, 4, 1)).unwrap(), (false, false));
+        assert_eq!(walk(&opts, &World::test(0, 4, 2)).unwrap(), (true, true));
         let no_join = AgGemmOptions { join: Some(false), ..Default::default() };
-        assert_eq!(walk(&no_join, &World::test(0, 4, 2)), (true, false));
+        assert_eq!(walk(&no_join, &World::test(0, 4, 2)).unwrap(), (true, false));
         let drawn = AgGemmOptions { dynamic: Some(true), ..Default::default() };
-        assert_eq!(walk(&drawn, &World::test(0, 4, 1)), (true, true));
-        // Joining needs drawn tiles.
-        let static_join = AgGemmOptions { dynamic: Some(false), join: Some(true), ..Default::default() };
-        assert_eq!(walk(&static_join, &World::test(0, 4, 2)), (false, false));
+        assert_eq!(walk(&drawn, &World::test(0, 4, 1)).unwrap(), (true, true));
+        // Joining needs drawn tiles: asked for on a static walk, a typed error.
+        for (dynamic, nodes) in [(Some(false), 2), (None, 1)] {
+            let static_join = AgGemmOptions { dynamic, join: Some(true), ..Default::default() };
+            let e = walk(&static_join, &World::test(0, 4, nodes)).unwrap_err().to_string();
+            assert!(e.starts_with("invalid argument `join`"), "{e}");
+        }
     }
 
     #[test]
