@@ -369,13 +369,13 @@ pub fn tune(
     push: &[u32],
     chunk_rows: &[u32],
     ranks: &RanksArgs,
-    timing: Timing,
+    (timing, rounds): (Timing, u32),
     out: &FsPath,
 ) -> anyhow::Result<()> {
     let Some((world, gpu, comm)) = ag_rank(ranks, shapes)? else { return Ok(()) };
     let w = world.world_size as usize;
     let mut lines = Vec::new();
-    let bar = harness::progress((shapes.len() * push.len() * chunk_rows.len()) as u64, "tune ag-gemm");
+    let bar = harness::progress((shapes.len() * push.len() * chunk_rows.len()) as u64 * rounds as u64, "tune ag-gemm");
     for &s in shapes {
         ensure!(s.m % w == 0, "--shapes: M = {} must be a multiple of the world size {w}", s.m);
         let mut rng = Rng::new(0x7e57 ^ world.rank as u64);
@@ -383,15 +383,20 @@ pub fn tune(
         let b: DeviceBuffer<bf16> = gpu.upload(&rng.bf16_vec(s.k * s.n))?;
         let c = gpu.alloc::<bf16>(s.m * s.n)?;
         let mut sweep = Sweep::new();
-        for &p in push {
-            for &cr in chunk_rows {
-                let opts = AgGemmOptions { push_ctas: Some(p), chunk_rows: Some(cr), ..Default::default() };
-                let op = AgGemm::new(&comm, &gpu, s, BLayout::KN, AgInput::Buffer(&a), &b, Output::Bf16(&c), opts)?;
-                let [f, u] = sweep.point(&gpu, &comm, timing, &op, (p, cr))?;
-                if world.rank == 0 {
-                    eprintln!("tune ag-gemm {} push {p} chunk {cr}: fused {f:.4} ms, unfused {u:.4} ms", s.label());
+        for round in 1..=rounds {
+            for &p in push {
+                for &cr in chunk_rows {
+                    let opts = AgGemmOptions { push_ctas: Some(p), chunk_rows: Some(cr), ..Default::default() };
+                    let op = AgGemm::new(&comm, &gpu, s, BLayout::KN, AgInput::Buffer(&a), &b, Output::Bf16(&c), opts)?;
+                    let [f, u] = sweep.point(&gpu, &comm, timing, &op, (p, cr))?;
+                    if world.rank == 0 {
+                        eprintln!(
+                            "tune ag-gemm {} push {p} chunk {cr} round {round}: fused {f:.4} ms, unfused {u:.4} ms",
+                            s.label()
+                        );
+                    }
+                    bar.inc(1);
                 }
-                bar.inc(1);
             }
         }
         let ((p, cr), fused_ms, unfused_ms, path) = sweep.result()?;

@@ -341,7 +341,7 @@ pub fn tune(
     shapes: &[GemmShape],
     knobs: &TuneKnobs,
     ranks: &RanksArgs,
-    timing: Timing,
+    (timing, rounds): (Timing, u32),
     out: &FsPath,
 ) -> anyhow::Result<()> {
     let elements = |_: &World| shapes.iter().map(GemmShape::operand_elements).collect();
@@ -355,7 +355,7 @@ pub fn tune(
     let w = world.world_size as usize;
     let points = tune_points(collective, world.nodes, knobs);
     let name = collective.op_name();
-    let bar = harness::progress((shapes.len() * points.len()) as u64, "tune");
+    let bar = harness::progress((shapes.len() * points.len()) as u64 * rounds as u64, "tune");
     let mut lines = Vec::new();
     for s in shapes {
         ensure!(s.m % w == 0 && s.k % (8 * w) == 0, "--shapes: M must be a multiple of {w} and K of {}", 8 * w);
@@ -365,30 +365,35 @@ pub fn tune(
         let a = gpu.upload(&rng.bf16_vec(s.m * s.k / w))?;
         let b = gpu.upload(&rng.bf16_vec(s.k / w * s.n))?;
         let mut sweep = crate::cmd_rank::Sweep::new();
+        // Per point: the knobs as it ran them (a null where the point left the default).
         let mut ran = Vec::new();
-        for (i, (opts, fields)) in points.iter().enumerate() {
-            let op = GemmRs::new(&comm, &gpu, collective, s, BLayout::KN, &a, &b, opts.clone())?;
-            let [f, u] = sweep.point(&gpu, &comm, timing, &op, (i as u32, 0))?;
-            if world.rank == 0 {
-                eprintln!("tune {name} {} {fields}: fused {f:.4} ms, unfused {u:.4} ms", s.label());
+        for round in 1..=rounds {
+            for (i, (opts, fields)) in points.iter().enumerate() {
+                let op = GemmRs::new(&comm, &gpu, collective, s, BLayout::KN, &a, &b, opts.clone())?;
+                let [f, u] = sweep.point(&gpu, &comm, timing, &op, (i as u32, 0))?;
+                if world.rank == 0 {
+                    eprintln!("tune {name} {} {fields} round {round}: fused {f:.4} ms, unfused {u:.4} ms", s.label());
+                }
+                if round == 1 {
+                    let lead = (!op.one_shot() && opts.lead.is_some()).then(|| op.lead());
+                    ran.push(if world.nodes > 1 {
+                        serde_json::json!({ "inter_reduce": op.roles().inter_reduce, "group": op.group(),
+                                            "transport": comm.transport() })
+                    } else {
+                        let one_shot = (collective == Collective::AllReduce).then(|| op.one_shot());
+                        serde_json::json!({ "lead": lead, "one_shot": one_shot })
+                    });
+                }
+                bar.inc(1);
             }
-            // The knobs as this point ran them (a null where the point left the default).
-            let lead = (!op.one_shot() && opts.lead.is_some()).then(|| op.lead());
-            let knobs = if world.nodes > 1 {
-                serde_json::json!({ "inter_reduce": op.roles().inter_reduce, "group": op.group(),
-                                    "transport": comm.transport() })
-            } else {
-                let one_shot = (collective == Collective::AllReduce).then(|| op.one_shot());
-                serde_json::json!({ "lead": lead, "one_shot": one_shot })
-            };
-            ran.push((f, u, knobs));
-            bar.inc(1);
         }
+        // Each point's medians over the rounds.
+        let med = |i: usize| sweep.medians((i as u32, 0)).context("a point was not timed");
         let ((best, _), best_ms, _, _) = sweep.result()?;
         // The defaults stay unless beaten clearly; so does the fused path.
-        let i = if best_ms < ran[0].0 * (1.0 - TUNE_MARGIN) { best as usize } else { 0 };
-        let fused_ms = ran[i].0;
-        let mut unfused: Vec<f64> = ran.iter().map(|r| r.1).collect();
+        let i = if best_ms < med(0)?.0 * (1.0 - TUNE_MARGIN) { best as usize } else { 0 };
+        let fused_ms = med(i)?.0;
+        let mut unfused = (0..points.len()).map(|i| med(i).map(|m| m.1)).collect::<anyhow::Result<Vec<f64>>>()?;
         unfused.sort_by(f64::total_cmp);
         let unfused_ms = unfused[unfused.len() / 2];
         let path = if unfused_ms < fused_ms * (1.0 - TUNE_MARGIN) { "unfused" } else { "fused" };
@@ -398,7 +403,7 @@ pub fn tune(
             "path": path, "fused_ms": fused_ms, "unfused_ms": unfused_ms,
             "gpu": gpu.info().name, "commit": harness::COMMIT,
         });
-        if let (Some(l), Some(k)) = (line.as_object_mut(), ran[i].2.as_object()) {
+        if let (Some(l), Some(k)) = (line.as_object_mut(), ran[i].as_object()) {
             l.extend(k.clone());
         }
         lines.push(line);

@@ -547,24 +547,29 @@ pub fn tune(
     pull: &[u32],
     runs: &[u32],
     ranks: &RanksArgs,
-    timing: Timing,
+    (timing, rounds): (Timing, u32),
     out: &FsPath,
 ) -> anyhow::Result<()> {
     let Some((world, gpu, comm)) = moe_rank(ranks, configs)? else { return Ok(()) };
     let mut lines = Vec::new();
-    let bar = harness::progress((configs.len() * pull.len() * runs.len()) as u64, "tune moe");
+    let bar = harness::progress((configs.len() * pull.len() * runs.len()) as u64 * rounds as u64, "tune moe");
     for c in configs {
         let inputs = BenchInputs::new(&gpu, &world, c)?;
         let mut sweep = Sweep::new();
-        for &p in pull {
-            for &r in runs {
-                let opts = MoeOptions { pull_ctas: Some(p), run_records: Some(r), ..Default::default() };
-                let op = inputs.op(&comm, &gpu, c, BLayout::KN, opts)?;
-                let [f, u] = sweep.point(&gpu, &comm, timing, &op, (p, r))?;
-                if world.rank == 0 {
-                    eprintln!("tune moe {} pull {p} run {r}: fused {f:.4} ms, unfused {u:.4} ms", c.label());
+        for round in 1..=rounds {
+            for &p in pull {
+                for &r in runs {
+                    let opts = MoeOptions { pull_ctas: Some(p), run_records: Some(r), ..Default::default() };
+                    let op = inputs.op(&comm, &gpu, c, BLayout::KN, opts)?;
+                    let [f, u] = sweep.point(&gpu, &comm, timing, &op, (p, r))?;
+                    if world.rank == 0 {
+                        eprintln!(
+                            "tune moe {} pull {p} run {r} round {round}: fused {f:.4} ms, unfused {u:.4} ms",
+                            c.label()
+                        );
+                    }
+                    bar.inc(1);
                 }
-                bar.inc(1);
             }
         }
         let ((p, r), fused_ms, unfused_ms, path) = sweep.result()?;

@@ -277,45 +277,82 @@ pub fn bench_rank(
 }
 
 /// A tuning sweep over two knobs of a two-path op: each point's fused and unfused times (the
-/// slowest rank's medians, interleaved), the fastest fused point, and the faster path there.
+/// slowest rank's medians, interleaved), taken once per round of the sweep; a point counts with
+/// the median of its rounds (single timings of one setting spread by up to 20% on a shared
+/// machine: a round whose window met a slow spell decided the table), the fastest fused point
+/// wins, and the faster path there.
 pub struct Sweep {
-    best: Option<(f64, u32, u32)>,
-    unfused_ms: f64,
+    /// Per point, in the order first timed.
+    points: Vec<SweepPoint>,
+}
+
+/// One point of a [`Sweep`]: its knobs and its rounds' times.
+struct SweepPoint {
+    knobs: (u32, u32),
+    fused: Vec<f64>,
+    unfused: Vec<f64>,
 }
 
 impl Sweep {
     /// An empty sweep.
     pub fn new() -> Self {
-        Self { best: None, unfused_ms: f64::INFINITY }
+        Self { points: Vec::new() }
     }
 
-    /// Time `op` at knobs `(a, b)` and keep it if it is the fastest fused point so far; returns
-    /// the fused and unfused times.
+    /// Time `op` at knobs `(a, b)` (one more sample if timed before); returns this round's fused
+    /// and unfused times.
     pub fn point(
         &mut self,
         gpu: &Gpu,
         comm: &Communicator,
         timing: Timing,
         op: &impl TwoPathOp,
-        (a, b): (u32, u32),
+        knobs: (u32, u32),
     ) -> anyhow::Result<[f64; 2]> {
         let mut fused = || op.launch_path(gpu, Path::Fused);
         let mut unfused = || op.launch_path(gpu, Path::Unfused);
         let ms = harness::time_each(gpu, &mut &*comm, timing, &mut [&mut fused, &mut unfused])?;
         op.wait(gpu)?;
-        self.unfused_ms = self.unfused_ms.min(ms[1]);
-        if self.best.is_none_or(|x| ms[0] < x.0) {
-            self.best = Some((ms[0], a, b));
-        }
+        self.record(knobs, ms[0], ms[1]);
         Ok([ms[0], ms[1]])
     }
 
-    /// The fastest fused point's knobs and time, the best unfused time and the faster path's name.
-    pub fn result(&self) -> anyhow::Result<((u32, u32), f64, f64, &'static str)> {
-        let (fused, a, b) = self.best.context("nothing to sweep")?;
-        let path = if fused <= self.unfused_ms { "fused" } else { "unfused" };
-        Ok(((a, b), fused, self.unfused_ms, path))
+    /// Add one round's times of the point `knobs`.
+    pub fn record(&mut self, knobs: (u32, u32), fused_ms: f64, unfused_ms: f64) {
+        match self.points.iter_mut().find(|p| p.knobs == knobs) {
+            Some(p) => {
+                p.fused.push(fused_ms);
+                p.unfused.push(unfused_ms);
+            }
+            None => self.points.push(SweepPoint { knobs, fused: vec![fused_ms], unfused: vec![unfused_ms] }),
+        }
     }
+
+    /// The median fused and unfused times of the point `knobs` over its rounds.
+    pub fn medians(&self, knobs: (u32, u32)) -> Option<(f64, f64)> {
+        self.points.iter().find(|p| p.knobs == knobs).map(|p| (median(&p.fused), median(&p.unfused)))
+    }
+
+    /// The fastest fused point's knobs and median time, the best unfused median (over the
+    /// points) and the faster path's name.
+    pub fn result(&self) -> anyhow::Result<((u32, u32), f64, f64, &'static str)> {
+        let (knobs, fused) = self
+            .points
+            .iter()
+            .map(|p| (p.knobs, median(&p.fused)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .context("nothing to sweep")?;
+        let unfused = self.points.iter().map(|p| median(&p.unfused)).fold(f64::INFINITY, f64::min);
+        let path = if fused <= unfused { "fused" } else { "unfused" };
+        Ok((knobs, fused, unfused, path))
+    }
+}
+
+/// The median of some samples (the upper one of an even count).
+fn median(samples: &[f64]) -> f64 {
+    let mut v = samples.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 /// Rank 0 of a tuning run: print the table's JSON lines and write them to `out`, to be appended
@@ -334,4 +371,31 @@ pub fn write_tune_table(
     std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
     eprintln!("tune: table written to {} (append it to host/ops/tuned/{table}.jsonl)", out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sweep_picks_by_the_median_of_each_points_rounds() {
+        let mut s = Sweep::new();
+        // Point (4, 128) has one slow round; (8, 64) one lucky one. Medians: 1.00 and 1.10.
+        for (f, u) in [(1.0, 2.0), (1.5, 2.1), (0.99, 1.9)] {
+            s.record((4, 128), f, u);
+        }
+        for (f, u) in [(1.1, 2.0), (0.9, 2.2), (1.2, 2.3)] {
+            s.record((8, 64), f, u);
+        }
+        assert_eq!(s.medians((4, 128)), Some((1.0, 2.0)));
+        assert_eq!(s.medians((8, 64)), Some((1.1, 2.2)));
+        assert_eq!(s.medians((1, 1)), None);
+        let (knobs, fused, unfused, path) = s.result().unwrap();
+        assert_eq!((knobs, fused, unfused, path), ((4, 128), 1.0, 2.0, "fused"));
+        // The unfused path wins where its best median beats the best fused one.
+        let mut t = Sweep::new();
+        t.record((1, 1), 3.0, 2.0);
+        assert_eq!(t.result().unwrap().3, "unfused");
+        assert!(Sweep::new().result().is_err());
+    }
 }

@@ -97,6 +97,23 @@ impl TimingArgs {
     }
 }
 
+/// Timing of a tuning sweep: each point's launches, and rounds of the whole sweep.
+#[derive(Args, Debug)]
+pub struct TuneTimingArgs {
+    #[command(flatten)]
+    timing: TimingArgs,
+    /// Rounds of the whole sweep, interleaved; each point counts with the median of its rounds
+    /// (single timings of one setting spread by up to 20% on a shared machine).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
+}
+
+impl TuneTimingArgs {
+    fn tune_timing(&self) -> (mkernel::bench::Timing, u32) {
+        (self.timing.timing(), self.rounds)
+    }
+}
+
 /// Where several ranks run: as ranks of an outer `mkernel launch`, or started by the command.
 #[derive(Args, Debug, Clone)]
 pub struct RanksArgs {
@@ -344,7 +361,7 @@ pub struct RsTuneArgs {
     #[command(flatten)]
     ranks: RanksArgs,
     #[command(flatten)]
-    timing: TimingArgs,
+    timing: TuneTimingArgs,
     /// Where the table goes (JSON lines; append it to host/ops/tuned/gemm_rs.jsonl).
     #[arg(long, default_value = "gemm_rs.jsonl")]
     out: PathBuf,
@@ -353,7 +370,7 @@ pub struct RsTuneArgs {
 impl RsTuneArgs {
     fn run(self, collective: mkernel::ops::gemm_rs::Collective) -> anyhow::Result<()> {
         let knobs = cmd_gemm_rs::TuneKnobs { leads: self.leads, inter_reduce: self.inter_reduce, groups: self.groups };
-        cmd_gemm_rs::tune(collective, &self.shapes, &knobs, &self.ranks, self.timing.timing(), &self.out)
+        cmd_gemm_rs::tune(collective, &self.shapes, &knobs, &self.ranks, self.timing.tune_timing(), &self.out)
     }
 }
 
@@ -388,7 +405,7 @@ enum TuneCmd {
         #[command(flatten)]
         ranks: RanksArgs,
         #[command(flatten)]
-        timing: TimingArgs,
+        timing: TuneTimingArgs,
         /// Where the table goes (JSON lines; append it to host/ops/tuned/ag_gemm.jsonl).
         #[arg(long, default_value = "ag_gemm.jsonl")]
         out: PathBuf,
@@ -416,7 +433,7 @@ enum TuneCmd {
         #[command(flatten)]
         ranks: RanksArgs,
         #[command(flatten)]
-        timing: TimingArgs,
+        timing: TuneTimingArgs,
         /// Where the table goes (JSON lines; append it to host/ops/tuned/moe.jsonl).
         #[arg(long, default_value = "moe.jsonl")]
         out: PathBuf,
@@ -501,12 +518,12 @@ fn main() -> ExitCode {
         Cmd::Launch(a) => cmd_rank::launch(a),
         Cmd::Bench(b) => bench(b),
         Cmd::Tune(TuneCmd::AgGemm { shapes, push_ctas, chunk_rows, ranks, timing, out }) => {
-            cmd_ag_gemm::tune(&shapes, &push_ctas, &chunk_rows, &ranks, timing.timing(), &out)
+            cmd_ag_gemm::tune(&shapes, &push_ctas, &chunk_rows, &ranks, timing.tune_timing(), &out)
         }
         Cmd::Tune(TuneCmd::GemmRs(a)) => a.run(mkernel::ops::gemm_rs::Collective::ReduceScatter),
         Cmd::Tune(TuneCmd::GemmAr(a)) => a.run(mkernel::ops::gemm_rs::Collective::AllReduce),
         Cmd::Tune(TuneCmd::Moe { configs, pull_ctas, run_records, ranks, timing, out }) => {
-            cmd_moe::tune(&configs, &pull_ctas, &run_records, &ranks, timing.timing(), &out)
+            cmd_moe::tune(&configs, &pull_ctas, &run_records, &ranks, timing.tune_timing(), &out)
         }
         Cmd::Plot(p) => plot::plot(&p.inputs, &p.out).map(|s| {
             quiet_on_closed_pipe();
