@@ -179,7 +179,7 @@ unsafe fn produce<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
             pipe.expect(st, tx_bytes);
             load_k_block::<TRANS_B, STAGES, A>(smem, a_map, ops.b_map, st.slot, pipe.full(st.slot), origin, b_row0, kb);
             st.advance();
-            if S::DYNAMIC && kb + sched.claim_ahead() == kb1 {
+            if S::DYNAMIC && kb1 - kb == sched.claim_ahead() {
                 tiles.claim(sched);
             }
         }

@@ -8,7 +8,7 @@
 //! consumer warps, and single threads such as an A writer or an epilogue's helpers.
 //!
 //! The counter pair is zero between launches: the last of the drawing CTAs to be done with it
-//! (to draw past the end, or to leave without drawing) puts both words back ([`Feed::retire`]).
+//! (to draw past the end, or to leave without drawing) puts both words back ([`retire`]).
 use crate::abi::WAIT_MBAR_FULL;
 use crate::arch::*;
 use crate::kernels_info::gemm::TILE_RING_BYTES;
@@ -112,9 +112,7 @@ impl Feed {
         mbarrier_arrive(pipe.full(st.slot));
         self.seq += 1;
         if i == END {
-            if !sched.counters().is_null() {
-                retire(sched.counters(), self.ctas);
-            }
+            retire(sched.counters(), self.ctas);
             None
         } else {
             Some(i)
@@ -172,10 +170,10 @@ impl Feed {
     /// shared memory cannot take the engine after a failed copy): count it done drawing.
     ///
     /// # Safety
-    /// Once per CTA and launch, instead of running the engine; the counters are valid.
+    /// Once per CTA and launch, instead of running the engine; the counters are valid or null.
     #[inline(always)]
     pub unsafe fn forfeit<S: TileScheduler>(sched: &S, ctas: u32) {
-        if S::DYNAMIC && !sched.counters().is_null() {
+        if S::DYNAMIC {
             retire(sched.counters(), ctas);
         }
     }
@@ -183,13 +181,14 @@ impl Feed {
 
 /// One of `ctas` drawing CTAs is done with `counters`: the last one puts both words back to zero
 /// for the next launch. Its acquire sees every other CTA's last draw, which came before that
-/// CTA's own count: nobody draws again this launch.
+/// CTA's own count: nobody draws again this launch. Null counters (a static walk through the
+/// ring) have nothing to put back.
 ///
 /// # Safety
-/// Once per CTA and launch; `counters` is the valid pair.
+/// Once per CTA and launch; `counters` is the valid pair, or null.
 #[inline(always)]
 unsafe fn retire(counters: *mut u32, ctas: u32) {
-    if atom_add_acq_rel_gpu_u32(counters.add(1), 1) == ctas - 1 {
+    if !counters.is_null() && atom_add_acq_rel_gpu_u32(counters.add(1), 1) == ctas - 1 {
         st_relaxed_gpu_u32(counters, 0);
         st_relaxed_gpu_u32(counters.add(1), 0);
     }

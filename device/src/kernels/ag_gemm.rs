@@ -160,9 +160,7 @@ impl Mover<'_> {
         }
         self.failed |= !ok;
     }
-}
 
-impl Mover<'_> {
     /// Chunk `chunk` of this rank's shard into every other local rank's `gathered` at once
     /// ([`copy_fan`]: each piece loaded once), then the chunk's flag raised on each.
     #[inline(always)]
