@@ -383,21 +383,15 @@ pub fn tune(
         let b: DeviceBuffer<bf16> = gpu.upload(&rng.bf16_vec(s.k * s.n))?;
         let c = gpu.alloc::<bf16>(s.m * s.n)?;
         let mut sweep = Sweep::new();
-        for round in 1..=rounds {
-            for &p in push {
-                for &cr in chunk_rows {
-                    let opts = AgGemmOptions { push_ctas: Some(p), chunk_rows: Some(cr), ..Default::default() };
-                    let op = AgGemm::new(&comm, &gpu, s, BLayout::KN, AgInput::Buffer(&a), &b, Output::Bf16(&c), opts)?;
-                    let [f, u] = sweep.point(&gpu, &comm, timing, &op, (p, cr))?;
-                    if world.rank == 0 {
-                        eprintln!(
-                            "tune ag-gemm {} push {p} chunk {cr} round {round}: fused {f:.4} ms, unfused {u:.4} ms",
-                            s.label()
-                        );
-                    }
-                    bar.inc(1);
-                }
+        for (round, (p, cr)) in Sweep::grid(rounds, push, chunk_rows) {
+            let opts = AgGemmOptions { push_ctas: Some(p), chunk_rows: Some(cr), ..Default::default() };
+            let op = AgGemm::new(&comm, &gpu, s, BLayout::KN, AgInput::Buffer(&a), &b, Output::Bf16(&c), opts)?;
+            let [f, u] = sweep.point(&gpu, &comm, timing, &op, (p, cr))?;
+            if world.rank == 0 {
+                let label = s.label();
+                eprintln!("tune ag-gemm {label} push {p} chunk {cr} round {round}: fused {f:.4} ms, unfused {u:.4} ms");
             }
+            bar.inc(1);
         }
         let ((p, cr), fused_ms, unfused_ms, path) = sweep.result()?;
         // Across nodes the entry holds over the transport it was measured over only.

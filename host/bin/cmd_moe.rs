@@ -556,21 +556,15 @@ pub fn tune(
     for c in configs {
         let inputs = BenchInputs::new(&gpu, &world, c)?;
         let mut sweep = Sweep::new();
-        for round in 1..=rounds {
-            for &p in pull {
-                for &r in runs {
-                    let opts = MoeOptions { pull_ctas: Some(p), run_records: Some(r), ..Default::default() };
-                    let op = inputs.op(&comm, &gpu, c, BLayout::KN, opts)?;
-                    let [f, u] = sweep.point(&gpu, &comm, timing, &op, (p, r))?;
-                    if world.rank == 0 {
-                        eprintln!(
-                            "tune moe {} pull {p} run {r} round {round}: fused {f:.4} ms, unfused {u:.4} ms",
-                            c.label()
-                        );
-                    }
-                    bar.inc(1);
-                }
+        for (round, (p, r)) in Sweep::grid(rounds, pull, runs) {
+            let opts = MoeOptions { pull_ctas: Some(p), run_records: Some(r), ..Default::default() };
+            let op = inputs.op(&comm, &gpu, c, BLayout::KN, opts)?;
+            let [f, u] = sweep.point(&gpu, &comm, timing, &op, (p, r))?;
+            if world.rank == 0 {
+                let label = c.label();
+                eprintln!("tune moe {label} pull {p} run {r} round {round}: fused {f:.4} ms, unfused {u:.4} ms");
             }
+            bar.inc(1);
         }
         let ((p, r), fused_ms, unfused_ms, path) = sweep.result()?;
         let s = c.shape;

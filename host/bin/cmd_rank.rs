@@ -299,6 +299,12 @@ impl Sweep {
         Self { points: Vec::new() }
     }
 
+    /// The points of a sweep over knobs `a` x `b`, `rounds` times, rounds outermost (so each
+    /// point's rounds are spread over the whole sweep): `(round, (a, b))`, rounds from 1.
+    pub fn grid<'k>(rounds: u32, a: &'k [u32], b: &'k [u32]) -> impl Iterator<Item = (u32, (u32, u32))> + 'k {
+        (1..=rounds).flat_map(move |r| a.iter().flat_map(move |&x| b.iter().map(move |&y| (r, (x, y)))))
+    }
+
     /// Time `op` at knobs `(a, b)` (one more sample if timed before); returns this round's fused
     /// and unfused times.
     pub fn point(
@@ -393,6 +399,8 @@ mod tests {
         let (knobs, fused, unfused, path) = s.result().unwrap();
         assert_eq!((knobs, fused, unfused, path), ((4, 128), 1.0, 2.0, "fused"));
         // The unfused path wins where its best median beats the best fused one.
+        let grid: Vec<_> = Sweep::grid(2, &[4, 8], &[128]).collect();
+        assert_eq!(grid, [(1, (4, 128)), (1, (8, 128)), (2, (4, 128)), (2, (8, 128))]);
         let mut t = Sweep::new();
         t.record((1, 1), 3.0, 2.0);
         assert_eq!(t.result().unwrap().3, "unfused");

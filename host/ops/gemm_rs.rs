@@ -176,25 +176,27 @@ pub fn with_tuned(
 /// [`ONE_SHOT_MAX_BYTES`]. Errors name the option and the rule.
 pub fn one_shot(opts: &GemmRsOptions, collective: Collective, shape: GemmShape, world: &World) -> Result<bool> {
     let possible = collective == Collective::AllReduce && world.nodes <= 1 && world.world_size > 1;
-    match opts.one_shot {
-        Some(true) if !possible => {
-            Err(invalid("one_shot", "applies to the all-reduce of two or more ranks on one node"))
-        }
-        Some(v) => Ok(v),
-        None => Ok(possible && shape.m * shape.n * 2 <= ONE_SHOT_MAX_BYTES),
-    }
+    let rule = "applies to the all-reduce of two or more ranks on one node";
+    form_switch(("one_shot", opts.one_shot, rule), possible, shape.m * shape.n * 2 <= ONE_SHOT_MAX_BYTES)
 }
 
 /// Whether the reduce-scatter's sources push their partials: the option, else above two ranks
-/// (4 x H200, docs/PERF.md "Pushed partials": pushing was 2.5-4.5% faster at world 4 and 6%
+/// (4 x H200, docs/PERF.md "Pushed partials": pushing was 2.5-5% faster at world 4 and 2-6%
 /// slower at world 2). Errors name the option and the rule: the all-reduce always pushes, and
 /// several nodes collect by pulling.
 pub fn pushes(opts: &GemmRsOptions, collective: Collective, world: &World) -> Result<bool> {
     let possible = collective == Collective::ReduceScatter && world.nodes <= 1;
-    match opts.push {
-        Some(true) if !possible => Err(invalid("push", "applies to the reduce-scatter on one node")),
-        Some(v) => Ok(v && possible),
-        None => Ok(possible && world.world_size > 2),
+    form_switch(("push", opts.push, "applies to the reduce-scatter on one node"), possible, world.world_size > 2)
+}
+
+/// An on/off choice of the fused form that only some ops and layouts have: the asked value
+/// (`Some(true)` where it is not `possible` is a typed error naming the option and its `rule`),
+/// else `default` where possible.
+fn form_switch((name, asked, rule): (&'static str, Option<bool>, &str), possible: bool, default: bool) -> Result<bool> {
+    match asked {
+        Some(true) if !possible => Err(invalid(name, rule)),
+        Some(v) => Ok(v),
+        None => Ok(possible && default),
     }
 }
 
