@@ -232,9 +232,10 @@ proptest! {
     #[test]
     fn node_walks_cover_every_tile_and_collect_after_the_sends(
         rows in 1u32..1200, n in 1u32..2000, lw in 1u32..=4, nodes in 1u32..=4, group_m in 1u32..10,
+        lead in 0u32..80, stride in prop_oneof![Just(0u32), 1u32..200],
     ) {
         let world = lw * nodes;
-        let walk = |r| NodeTiles::new(rows, n, (TILE_M, TILE_N), group_m, world, r, lw);
+        let walk = |r| NodeTiles::new(rows, n, (TILE_M, TILE_N), group_m, world, r, lw, lead).rotated(stride);
         let per = walk(0).blocks.per_owner();
         let grid = TileGrid::new(rows, n, TILE_M, TILE_N, group_m);
         // pos[rank][block * per + local]: where `rank` walks that tile.
@@ -267,13 +268,30 @@ proptest! {
             }
         }
         if nodes == 1 {
-            // One node: every send first, then the own block, as OwnerTiles walks with that lead.
+            // One node: classes 3 and 4 alone, as OwnerTiles walks them with the same lead.
             for r in 0..world {
-                let (a, b) = (walk(r), OwnerTiles::new(rows, n, (TILE_M, TILE_N), group_m, world, r, per));
+                let b = OwnerTiles::new(rows, n, (TILE_M, TILE_N), group_m, world, r, lead).rotated(stride);
+                let a = walk(r);
                 for i in 0..a.count() {
                     prop_assert_eq!(a.tile(i), b.tile(i));
                 }
             }
+        }
+        // Every send first in each half: the four classes one after the other, each walked in
+        // rounds (tile i of each of its blocks, then tile i + 1).
+        for r in 0..world {
+            let s = NodeTiles::new(rows, n, (TILE_M, TILE_N), group_m, world, r, lw, per).rotated(stride);
+            let mut i = 0;
+            for (c, size) in s.class_sizes().into_iter().enumerate() {
+                let blocks: Vec<u32> = (0..size).map(|j| s.walk(i + j).0).collect();
+                for t in 0..per {
+                    for (j, &q) in blocks.iter().enumerate() {
+                        prop_assert_eq!(s.walk(i), (q, t), "class {} round {} block {}", c, t, j);
+                        i += 1;
+                    }
+                }
+            }
+            prop_assert_eq!(i, s.count());
         }
     }
 

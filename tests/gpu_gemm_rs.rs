@@ -114,6 +114,11 @@ fn two_nodes_of_two_ranks_sharing_one_gpu() {
         check_nodes(op, 4, 2, &g, &nk);
         let ragged = ["--shape", "2080x600x512", "--group", "3", "--inter-send", "2", "--back-to-back", "10"];
         check_nodes(op, 4, 2, &g, &ragged);
+        // The walk's lead at its extremes (sched::NodeTiles): a collected tile in the same round
+        // as its sends, one round after, and every send of each half first.
+        for lead in ["0", "1", "all"] {
+            check_nodes(op, 4, 2, &g, &["--shape", "2080x600x512", "--lead", lead, "--back-to-back", "5"]);
+        }
     }
 }
 
@@ -163,6 +168,12 @@ fn four_gpus_as_two_and_four_nodes() {
         check_nodes(op, 4, 2, &g, &["--shape", "4000x1544x2048", "--layout", "nk", "--group", "2", "--graph"]);
         check_nodes(op, 4, 2, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
         check_nodes(op, 4, 4, &g, &["--shape", "4000x1544x1024", "--layout", "kn", "--back-to-back", "20"]);
+        // The walk's lead at its extremes and in between (sched::NodeTiles; 56 tiles a block).
+        for lead in ["0", "1", "9", "all"] {
+            let walk = ["--shape", "4000x1544x2048", "--lead", lead, "--back-to-back", "10"];
+            check_nodes(op, 4, 2, &g, &walk);
+        }
+        check_nodes(op, 4, 4, &g, &["--shape", "4000x1544x1024", "--layout", "nk", "--lead", "1", "--graph"]);
     }
 }
 

@@ -686,7 +686,9 @@ abi_struct! {
         pub local_world: u32,
         /// 1: every rank gets the whole sum (all-reduce); 0: each its own block.
         pub all_reduce: u32,
-        /// Rounds of sends before the first own tile ([`crate::sched::OwnerTiles`]; one node).
+        /// Rounds of sends before the first collected tile: of an own tile on one node
+        /// ([`crate::sched::OwnerTiles`]), in each half of the walk over several nodes
+        /// ([`crate::sched::NodeTiles`]).
         pub lead: u32,
         /// Nodes (`world / local_world`).
         pub nodes: u32,

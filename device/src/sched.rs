@@ -309,23 +309,95 @@ impl TileScheduler for RowOrder {
     }
 }
 
+/// A walk in rounds over `sends` blocks whose tiles go to other ranks and `collects` blocks
+/// whose tiles wait for theirs, `per` tiles each (tile `i` being the same tile of every block):
+/// the first `lead` rounds send (tile `i` of every send block), each later round `i` sends tile
+/// `i` and collects tile `i - lead` of every collect block, and the last `lead` collect rounds
+/// close the walk. A collected tile thus comes `lead` rounds after the same tile's sends, on
+/// every rank that walks the same shape, while the sends and the traffic they make spread over
+/// the whole walk instead of crowding into its first part (`lead = per` sends everything first).
+///
+/// Walked by persistent CTAs at a fixed stride (`stride`, 0: none), the slots of a mixed round
+/// turn by one per wave: with a stride that is a multiple of the round's width, a CTA would
+/// otherwise meet the same slot in every round and a few CTAs would take every collect. Only with
+/// a lead: with none, a round's collects share it with the sends of the same tile and must stay
+/// its last slots.
+#[derive(Clone, Copy, Debug)]
+pub struct Rounds {
+    /// Blocks sent per round.
+    pub sends: u32,
+    /// Blocks collected per round.
+    pub collects: u32,
+    /// Tiles per block.
+    pub per: u32,
+    /// Rounds of sends before the first collect (at most `per`).
+    pub lead: u32,
+    /// The walkers' stride, for turning the slots of mixed rounds (0: no turning).
+    pub stride: u32,
+}
+
+/// What a [`Rounds`] walk does at a position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoundSlot {
+    /// A collect (else a send).
+    pub collect: bool,
+    /// Which of the round's send or collect blocks.
+    pub member: u32,
+    /// The tile within the block.
+    pub tile: u32,
+}
+
+impl Rounds {
+    /// The walk; `lead` is capped at `per`, and `stride` applies only with a lead.
+    #[inline(always)]
+    pub const fn new(sends: u32, collects: u32, per: u32, lead: u32, stride: u32) -> Self {
+        let lead = if lead < per { lead } else { per };
+        Self { sends, collects, per, lead, stride: if lead == 0 { 0 } else { stride } }
+    }
+
+    /// Positions in the walk.
+    #[inline(always)]
+    pub const fn count(&self) -> u32 {
+        (self.sends + self.collects) * self.per
+    }
+
+    /// The slot at position `index < count()`.
+    #[inline(always)]
+    pub const fn at(&self, index: u32) -> RoundSlot {
+        let (s, c) = (self.sends, self.collects);
+        let head = self.lead * s;
+        if index < head {
+            return RoundSlot { collect: false, member: rem_nz(index, s), tile: div_nz(index, s) };
+        }
+        let x = index - head;
+        let width = s + c;
+        let mixed = (self.per - self.lead) * width;
+        if x >= mixed {
+            let y = x - mixed;
+            return RoundSlot { collect: true, member: rem_nz(y, c), tile: self.per - self.lead + div_nz(y, c) };
+        }
+        let round = div_nz(x, width);
+        // One turn per wave, the same for the whole round (so it stays a permutation).
+        let turn = if self.stride == 0 { 0 } else { rem_nz(div_nz(round * width, self.stride), width) };
+        let o = wrap(rem_nz(x, width) + turn, width);
+        if o < s {
+            RoundSlot { collect: false, member: o, tile: self.lead + round }
+        } else {
+            RoundSlot { collect: true, member: o - s, tile: round }
+        }
+    }
+}
+
 /// The output of a GEMM whose rows are split into `world` blocks of `rows` rows, one per owner
 /// rank (reduce-scatter): each block is tiled on its own, so no tile spans two owners, and a
 /// tile's `m` is `owner * m_tiles + tile row within the block`.
 ///
-/// The walk goes in rounds over the blocks' tiles in grouped order (local index `i` is the same
-/// tile of every block). The first `lead` rounds send: local tile `i` of the blocks of ranks
-/// `rank + 1`, `rank + 2`, ... (every rank sends to a different owner at a time). Each later round
-/// `i` also ends with this rank's own tile `i - lead`, and the last `lead` own tiles close the
-/// walk. So an own tile, which waits for the others' partials of it, comes `lead` or more
-/// positions after any rank sent one (`lead * (world - 1)` before the last rounds), while the
-/// sends, and the NVLink traffic they make, spread over the whole launch instead of crowding into
-/// its first part. `lead >= per_owner()` sends everything first.
-///
-/// Walked by persistent CTAs at a fixed stride ([`OwnerTiles::rotated`]), the round slots of a
-/// later round turn by one per wave: with a stride that is a multiple of `world` (132 CTAs at
-/// world 4) a CTA would otherwise meet the same slot in every round, and a quarter of the CTAs
-/// would take every own tile (its pulls and sums) while the rest only send.
+/// The walk is a [`Rounds`] walk over the blocks' tiles in grouped order (local index `i` is the
+/// same tile of every block): the sends are local tile `i` of the blocks of ranks `rank + 1`,
+/// `rank + 2`, ... (every rank sends to a different owner at a time), the collect this rank's own
+/// tile, which waits for the others' partials of it. With a lead the slots turn per wave of the
+/// walkers ([`OwnerTiles::rotated`]): at world 4, 132 CTAs would otherwise leave every own tile
+/// (its pulls and sums) to a quarter of them.
 #[derive(Clone, Copy, Debug)]
 pub struct OwnerTiles {
     /// Rows per owner block.
@@ -400,28 +472,12 @@ impl OwnerTiles {
     #[inline(always)]
     pub const fn order(&self, index: u32) -> (u32, u32) {
         let others = self.world - 1;
-        if others == 0 {
-            return (self.rank, index);
-        }
-        let head = self.lead * others;
-        let (round, o) = if index < head {
-            (div_nz(index, others), rem_nz(index, others))
+        let r = Rounds { sends: others, collects: 1, per: self.per_owner(), lead: self.lead, stride: self.stride };
+        let at = r.at(index);
+        if at.collect {
+            (self.rank, at.tile)
         } else {
-            let x = index - head;
-            let mixed = (self.per_owner() - self.lead) * self.world;
-            if x >= mixed {
-                return (self.rank, self.per_owner() - self.lead + (x - mixed));
-            }
-            let round = div_nz(x, self.world);
-            let slot = rem_nz(x, self.world);
-            // One turn per wave, the same for the whole round (so it stays a permutation).
-            let turn = if self.stride == 0 { 0 } else { rem_nz(div_nz(round * self.world, self.stride), self.world) };
-            (self.lead + round, wrap(slot + turn, self.world))
-        };
-        if o < others {
-            (rem_nz(self.rank + 1 + o, self.world), round)
-        } else {
-            (self.rank, round - self.lead)
+            (rem_nz(self.rank + 1 + at.member, self.world), at.tile)
         }
     }
 
@@ -583,31 +639,41 @@ impl NodeMap {
 }
 
 /// The walk of a GEMM + ReduceScatter / AllReduce over several nodes: the [`OwnerTiles`]
-/// blocks (`blocks` gives their geometry; its `lead` is unused) in four classes, each class's
-/// blocks walked in rounds (tile `i` of each block of the class, then tile `i + 1`, ...: every
-/// rank sends to a different collector at a time), the classes one after the other:
+/// blocks (`blocks` gives their geometry; its `lead` is unused) in four classes:
 /// 1. blocks of other nodes collected by another rank of this node: partials over NVLink to
-///    that rank, which must then sum and send them on (the longest path, so first);
+///    that rank, which must then sum and send them on (the longest path);
 /// 2. blocks of other nodes this rank collects: sum the node's partials (sent by the others in
-///    class 1, at earlier positions of their walks) into a node partial for the inter-node link;
+///    class 1) into a node partial for the inter-node link;
 /// 3. blocks of this node's other ranks: partials over NVLink to their owner;
-/// 4. this rank's own block (its node's partials sent in class 3, earlier).
+/// 4. this rank's own block (its node's partials sent in class 3).
 ///
-/// A tile a rank collects therefore comes, in its walk, after every position at which the
-/// node's other ranks send it their partials (the classes have the same sizes on every rank),
-/// so no wait can close a cycle. One node: classes 3 and 4 alone, which is [`OwnerTiles`] with
-/// every send first.
+/// Two [`Rounds`] walks, one after the other, each with `lead` rounds of sends first: classes 1
+/// (sends) and 2 (collects), then classes 3 and 4. So node partials leave from the first waves
+/// on, and the inter-node link, the slowest path, is busy from early in the launch instead of
+/// from the end of class 1 (measured on 2 emulated nodes x 2 before the rounds: the first WRITE
+/// waited for a quarter of the walk). Every rank of a node walks the same class sizes, so a tile
+/// a rank collects comes, in its walk, after every position at which the node's other ranks send
+/// it their partials (`lead` rounds after, or later in the same round without a lead), and no
+/// wait can close a cycle. `lead = per` is the classes one after the other; one node is
+/// classes 3 and 4 alone, which is [`OwnerTiles`] with the same lead.
 #[derive(Clone, Copy, Debug)]
 pub struct NodeTiles {
     /// The blocks' geometry (and `locate`).
     pub blocks: OwnerTiles,
     /// Where this rank sits.
     pub map: NodeMap,
+    /// Rounds of sends before the first collect, in each of the two walks (at most a block's
+    /// tiles).
+    pub lead: u32,
+    /// The walkers' stride ([`Rounds::stride`]).
+    pub stride: u32,
 }
 
 impl NodeTiles {
-    /// The walk of rank `rank` of `world` ranks in nodes of `local_world` (which divides `world`).
+    /// The walk of rank `rank` of `world` ranks in nodes of `local_world` (which divides `world`),
+    /// `lead` rounds of sends first in each half.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub const fn new(
         rows: u32,
         n: u32,
@@ -616,9 +682,18 @@ impl NodeTiles {
         world: u32,
         rank: u32,
         local_world: u32,
+        lead: u32,
     ) -> Self {
         let blocks = OwnerTiles::new(rows, n, tile, group_m, world, rank, 0);
-        Self { blocks, map: NodeMap::new(rank, local_world, div_nz(world, local_world)) }
+        let per = blocks.per_owner();
+        let lead = if lead < per { lead } else { per };
+        Self { blocks, map: NodeMap::new(rank, local_world, div_nz(world, local_world)), lead, stride: 0 }
+    }
+
+    /// The same walk with the slots of mixed rounds turned per wave of `ctas` walkers.
+    #[inline(always)]
+    pub const fn rotated(self, ctas: u32) -> Self {
+        Self { stride: ctas, ..self }
     }
 
     /// Blocks in each class, in walk order.
@@ -626,6 +701,14 @@ impl NodeTiles {
     pub const fn class_sizes(&self) -> [u32; 4] {
         let (l, n) = (self.map.local_world, self.map.nodes);
         [(n - 1) * (l - 1), n - 1, l - 1, 1]
+    }
+
+    /// The two halves: classes 1 and 2 (other nodes' blocks), then 3 and 4 (this node's).
+    #[inline(always)]
+    pub const fn halves(&self) -> [Rounds; 2] {
+        let [s0, s1, s2, s3] = self.class_sizes();
+        let per = self.blocks.per_owner();
+        [Rounds::new(s0, s1, per, self.lead, self.stride), Rounds::new(s2, s3, per, self.lead, self.stride)]
     }
 
     /// Block `j` of class `c` (0-based classes, see the type's docs).
@@ -646,21 +729,9 @@ impl NodeTiles {
     /// rank) at walk position `index`.
     #[inline(always)]
     pub const fn walk(&self, index: u32) -> (u32, u32) {
-        let per = self.blocks.per_owner();
-        // Scalars, not an indexed array: a run-time index would put the sizes in local memory.
-        let [s0, s1, s2, _] = self.class_sizes();
-        let (e0, e1, e2) = (s0 * per, (s0 + s1) * per, (s0 + s1 + s2) * per);
-        let (c, start, size) = if index < e0 {
-            (0, 0, s0)
-        } else if index < e1 {
-            (1, e0, s1)
-        } else if index < e2 {
-            (2, e1, s2)
-        } else {
-            (3, e2, 1)
-        };
-        let x = index - start;
-        (self.member(c, rem_nz(x, size)), div_nz(x, size))
+        let [a, b] = self.halves();
+        let (first, at) = if index < a.count() { (0, a.at(index)) } else { (2, b.at(index - a.count())) };
+        (self.member(first + at.collect as u32, at.member), at.tile)
     }
 }
 

@@ -304,9 +304,10 @@ pub struct RsBenchArgs {
     /// B layouts: kn ([K/W, N], as torch_baselines.py) and/or nk.
     #[arg(long, value_delimiter = ',', value_parser = args::layout, default_value = "kn")]
     layouts: Vec<BLayout>,
-    /// Rounds of sends before each rank's first own tile, or `all` (default: the tuned table's,
-    /// else every send first, two waves for a reduce-scatter over more than two ranks; one node,
-    /// two-phase form).
+    /// Rounds of sends before each rank's first collected tile (one node: own tile; several
+    /// nodes: in each half of the walk), or `all` (default: the tuned table's, else every send
+    /// first, two waves for a reduce-scatter over more than two ranks, one wave of the first half
+    /// over several nodes; two-phase form).
     #[arg(long, value_parser = crate::args::lead)]
     lead: Option<u32>,
     /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.

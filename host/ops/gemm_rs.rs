@@ -77,11 +77,12 @@ pub struct GemmRsOptions {
     pub path: PathChoice,
     /// Tile rows walked together within an owner block (L2 reuse).
     pub group_m: u32,
-    /// Rounds of sends before this rank's first own tile (`sched::OwnerTiles`): an own tile
-    /// waits for the others' partials of it, sent `lead` tiles or more before it, and the sends
-    /// spread over the launch once own tiles begin. None: the tuned table's, else
-    /// [`default_lead`]. One node and the two-phase form only (several nodes walk by class, see
-    /// `sched::NodeTiles`; one shot walks one fixed order on every rank).
+    /// Rounds of sends before the first collected tile. One node (`sched::OwnerTiles`): an own
+    /// tile waits for the others' partials of it, sent `lead` rounds or more before it, and the
+    /// sends spread over the launch once own tiles begin. Several nodes (`sched::NodeTiles`):
+    /// the same in each half of the walk, the first half collecting the node partials that
+    /// cross the inter-node link, which so start early. None: the tuned table's (one node),
+    /// else [`default_lead`]. Two-phase form only (one shot walks one fixed order on every rank).
     pub lead: Option<u32>,
     /// All-reduce on one node: one shot (every rank pushes its partial of every tile to every
     /// other rank and sums every tile itself) instead of two phases (each block summed by its
@@ -200,17 +201,26 @@ fn form_switch((name, asked, rule): (&'static str, Option<bool>, &str), possible
     }
 }
 
-/// The lead without a tuned one: every send first, except for the reduce-scatter over more than
-/// two ranks, two waves of `ctas` walkers (`2 ctas / world` rounds). Measured: on 2 x H200
-/// spreading the sends gained nothing for the reduce-scatter and cost the all-reduce 6%. On
-/// 4 x H200 with every send first the owners pull three partials of every own tile in the last
-/// quarter of the launch, faster than NVLink delivers them (16384x8192x8192: 1.20 ms against
-/// GEMM alone 0.74 ms); with 66 rounds (two waves of 132) 0.95 ms, 33 rounds 0.97, 132 rounds
-/// 0.98, one round 1.61 (an own tile then waits for partials its peers are still computing).
-/// The all-reduce did as well with every send first as with any lead.
-pub fn default_lead(collective: Collective, world: u32, ctas: u32) -> u32 {
-    if collective == Collective::ReduceScatter && world > 2 {
-        (2 * ctas / world).max(1)
+/// The lead without a tuned one, for `ctas` walkers.
+///
+/// One node: every send first, except for the reduce-scatter over more than two ranks, two
+/// waves (`2 ctas / world` rounds). Measured: on 2 x H200 spreading the sends gained nothing for
+/// the reduce-scatter and cost the all-reduce 6%. On 4 x H200 with every send first the owners
+/// pull three partials of every own tile in the last quarter of the launch, faster than NVLink
+/// delivers them (16384x8192x8192: 1.20 ms against GEMM alone 0.74 ms); with 66 rounds (two waves
+/// of 132) 0.95 ms, 33 rounds 0.97, 132 rounds 0.98, one round 1.61 (an own tile then waits for
+/// partials its peers are still computing). The all-reduce did as well with every send first as
+/// with any lead.
+///
+/// Several nodes: one wave of the walk's first half (rounds of `(nodes - 1) x local_world`
+/// tiles), so a collected tile's partials were sent a wave before it, and the node partials
+/// start crossing the link after about two waves rather than after the first quarter of the walk
+/// (every send first).
+pub fn default_lead(collective: Collective, world: &World, ctas: u32) -> u32 {
+    if world.nodes > 1 {
+        (ctas / ((world.nodes - 1) * world.local_world_size)).max(1)
+    } else if collective == Collective::ReduceScatter && world.world_size > 2 {
+        (2 * ctas / world.world_size).max(1)
     } else {
         u32::MAX
     }
@@ -262,9 +272,6 @@ pub fn role_split(opts: &GemmRsOptions, collective: Collective, nodes: u32, tile
             }
         }
         return Ok(RoleSplit::compute_only(sms.min(tiles)));
-    }
-    if opts.lead.is_some() {
-        return Err(invalid("lead", "applies to one node only (several nodes walk by class, see sched::NodeTiles)"));
     }
     let inter_send = opts.inter_send.unwrap_or(DEFAULT_INTER_SEND);
     let inter_reduce = opts.inter_reduce.unwrap_or(default_inter_reduce(collective));
@@ -456,10 +463,17 @@ impl<'a> GemmRs<'a> {
         // The group size is protocol (readers wait for a group's last flag): ranks agree on it;
         // role counts are each rank's own business.
         let group = opts.group.unwrap_or(DEFAULT_GROUP).min(per_owner);
+        // One shot: one fixed walk (the lead only orders two-phase sends). Several nodes: the
+        // lead is protocol too (a node's ranks must walk the same rounds, see sched::NodeTiles).
+        let lead = if one_shot {
+            per_owner
+        } else {
+            opts.lead.unwrap_or(default_lead(collective, &world, roles.compute)).min(per_owner)
+        };
         comm.agree(
             "shape",
             &format!(
-                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}, one shot {one_shot}, push {push}{}",
+                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}, one shot {one_shot}, push {push}{}{}",
                 collective.op_name(),
                 shape.m,
                 shape.n,
@@ -468,7 +482,8 @@ impl<'a> GemmRs<'a> {
                 path.name(),
                 world.nodes,
                 // One shot blocks each tile on every rank's partial of it: the walks must match.
-                if one_shot { format!(", walk group_m {}", opts.group_m) } else { String::new() }
+                if one_shot { format!(", walk group_m {}", opts.group_m) } else { String::new() },
+                if world.nodes > 1 { format!(", lead {lead}") } else { String::new() }
             ),
         )?;
 
@@ -535,12 +550,7 @@ impl<'a> GemmRs<'a> {
             local_rank: world.local_rank,
             local_world: world.local_world_size,
             all_reduce: (collective == Collective::AllReduce) as u32,
-            // One shot: one fixed walk (the lead only orders two-phase sends).
-            lead: if one_shot {
-                per_owner
-            } else {
-                opts.lead.unwrap_or(default_lead(collective, w as u32, roles.compute)).min(per_owner)
-            },
+            lead,
             nodes: world.nodes,
             fifo: comm.fifo_params(),
             staging_heap_off: staging.offset(),
@@ -861,7 +871,6 @@ mod tests {
         assert!(err(GemmRsOptions { inter_reduce: Some(0), ..def.clone() }, 2).contains("`inter_reduce`"));
         assert!(err(GemmRsOptions { group: Some(0), ..def.clone() }, 2).contains("`group`"));
         assert!(err(GemmRsOptions { inter_reduce: Some(131), ..def.clone() }, 2).contains("no compute CTA"));
-        assert!(err(GemmRsOptions { lead: Some(1), ..def.clone() }, 2).contains("one node only"));
         assert!(err(GemmRsOptions { group: Some(4), ..def.clone() }, 1).contains("several nodes only"));
     }
 
@@ -908,15 +917,21 @@ mod tests {
     }
 
     #[test]
-    fn default_lead_spreads_the_reduce_scatter_over_two_waves_above_two_ranks() {
+    fn default_lead_rules() {
         let (ar, rs) = (Collective::AllReduce, Collective::ReduceScatter);
+        let one = |w| World::test(0, w, 1);
         // Two waves of 132 CTAs in rounds of `world` tiles.
-        assert_eq!(default_lead(rs, 4, 132), 66);
-        assert_eq!(default_lead(rs, 8, 132), 33);
-        assert_eq!(default_lead(rs, 4, 1), 1, "at least one round");
+        assert_eq!(default_lead(rs, &one(4), 132), 66);
+        assert_eq!(default_lead(rs, &one(8), 132), 33);
+        assert_eq!(default_lead(rs, &one(4), 1), 1, "at least one round");
         // Every send first at world 2 and for the all-reduce.
-        assert_eq!(default_lead(rs, 2, 132), u32::MAX);
-        assert_eq!(default_lead(ar, 4, 132), u32::MAX);
+        assert_eq!(default_lead(rs, &one(2), 132), u32::MAX);
+        assert_eq!(default_lead(ar, &one(4), 132), u32::MAX);
+        // Several nodes: one wave of the first half's rounds ((nodes - 1) x local ranks wide).
+        assert_eq!(default_lead(rs, &World::test(0, 4, 2), 115), 57);
+        assert_eq!(default_lead(ar, &World::test(0, 4, 2), 67), 33);
+        assert_eq!(default_lead(rs, &World::test(0, 16, 2), 115), 14);
+        assert_eq!(default_lead(rs, &World::test(0, 2, 2), 115), 115);
     }
 
     #[test]

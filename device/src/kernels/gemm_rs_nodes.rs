@@ -247,7 +247,8 @@ unsafe fn gemm_rs_nodes<const TRANS_B: u32>(p: &GemmRsParams) {
     match roles.role_of(block_idx_x()) {
         Some((Role::Compute, _)) => {
             let g = &p.gemm;
-            let walk = NodeTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, p.rank, p.local_world);
+            let walk = NodeTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, p.rank, p.local_world, p.lead)
+                .rotated(roles.compute);
             compute::<TRANS_B, true, false, _>(p, walk.blocks, &walk);
         }
         Some((Role::InterSend, idx)) if tid == 0 => inter_send(p, epoch, idx, roles.inter_send),
