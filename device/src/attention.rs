@@ -114,6 +114,9 @@ unsafe fn load_tile<const D: u32>(
 /// What changes from one step of a launch to the next: one step for plain attention; a ring's
 /// steps each bring another rank's K and V.
 pub trait KvSteps {
+    /// Exactly one step, known at compile time: no tile merges into a running output, so the
+    /// merge's code and registers drop out.
+    const ONE_STEP: bool = false;
     /// Steps of the launch (at least 1).
     fn count(&self) -> u32;
     /// This launch's epoch (1, 2, ...; read by the producer thread only).
@@ -158,6 +161,7 @@ pub struct OneStep<'a> {
 }
 
 impl KvSteps for OneStep<'_> {
+    const ONE_STEP: bool = true;
     #[inline(always)]
     fn count(&self) -> u32 {
         1
@@ -580,14 +584,14 @@ unsafe fn consume<const D: u32, S: KvSteps>(
         if t == 0 {
             steps.part_done(step, consumers(D) * tiles);
         }
-        let last = step + 1 == count;
+        let last = S::ONE_STEP || step + 1 == count;
         if step > 0 {
             if t == 0 && steps.before_merge(step, part, b).is_err() {
                 trap();
             }
             named_barrier_sync(1 + cwg, 128); // the running output is ready for everyone
         }
-        finish_tile::<D>(p, g, smem, qst.slot, &o, &stats, w, (step == 0, last), (cwg, t, row));
+        finish_tile::<D>(p, g, smem, qst.slot, &o, &stats, w, (S::ONE_STEP || step == 0, last), (cwg, t, row));
         if !last {
             named_barrier_sync(1 + cwg, 128); // every thread wrote its part
             if t == 0 {
@@ -639,8 +643,30 @@ unsafe fn finish_tile<const D: u32>(
     // Several steps: out = w * o + wp * previous, with lse the log-sum-exp of both.
     let (mut wp0, mut wp1) = (0f32, 0f32);
     let acc = (p.o_acc as *mut [f32; 2]).add((pair_row + row as usize) * D as usize / 2);
+    // This thread's elements of the previous running output (rows `row` and `row + 8` of
+    // columns `8j + 2 (t % 4)`, two per j; zero for rows past seq_q) and their log-sum-exp, all
+    // loads issued before any is used: one at a time (volatile accesses), each a round trip to
+    // L2, they held the warpgroup for the whole merge. Another CTA wrote them; the flag thread
+    // 0 acquired (`before_merge`) and the warpgroup's barrier order these loads after it.
+    let mut prev = [[0f32; 2]; 32];
     if !first {
         let lse_acc = (p.lse_acc as *const f32).add(pair_row + row as usize);
+        let prev0 = if live0 { ld_relaxed_gpu_f32(lse_acc) } else { f32::NEG_INFINITY };
+        let prev1 = if live1 { ld_relaxed_gpu_f32(lse_acc.add(8)) } else { f32::NEG_INFINITY };
+        macro_rules! fetch {
+            ($j:expr) => {
+                if $j < D / 8 {
+                    let col = (8 * $j + 2 * (t % 4)) as usize;
+                    if live0 {
+                        prev[2 * $j] = ld_relaxed_gpu_v2_f32(acc.add(col / 2));
+                    }
+                    if live1 {
+                        prev[2 * $j + 1] = ld_relaxed_gpu_v2_f32(acc.add(4 * D as usize + col / 2));
+                    }
+                }
+            };
+        }
+        unroll16!(fetch);
         let merge = |lse: f32, prev: f32| -> (f32, f32, f32) {
             let m = lse.max(prev);
             if m == f32::NEG_INFINITY {
@@ -651,33 +677,22 @@ unsafe fn finish_tile<const D: u32>(
             let inv = rcp_approx(a + c);
             (a * inv, c * inv, m + lg2_approx(a + c) * core::f32::consts::LN_2)
         };
-        // Volatile: written by another CTA (another SM's L1) since this SM may last have seen it.
-        let prev0 = if live0 { lse_acc.read_volatile() } else { f32::NEG_INFINITY };
-        let prev1 = if live1 { lse_acc.add(8).read_volatile() } else { f32::NEG_INFINITY };
         let (a0, c0, n0) = merge(lse0, prev0);
         let (a1, c1, n1) = merge(lse1, prev1);
         (w0, wp0, lse0) = (w0 * a0, c0, n0);
         (w1, wp1, lse1) = (w1 * a1, c1, n1);
     }
-    // Row r's pair of columns `col, col + 1` of the running output.
-    let prev = |r8: usize, col: u32| -> [f32; 2] {
-        if first {
-            [0.0; 2]
-        } else {
-            acc.add(r8 * 4 * D as usize + col as usize / 2).read_volatile()
-        }
-    };
     if !last {
         macro_rules! keep {
             ($j:expr) => {
                 if $j < D / 8 {
                     let col = 8 * $j + 2 * (t % 4);
                     if live0 {
-                        let q = prev(0, col);
+                        let q = prev[2 * $j];
                         *acc.add(col as usize / 2) = [o[4 * $j] * w0 + q[0] * wp0, o[4 * $j + 1] * w0 + q[1] * wp0];
                     }
                     if live1 {
-                        let q = prev(1, col);
+                        let q = prev[2 * $j + 1];
                         *acc.add(4 * D as usize + col as usize / 2) =
                             [o[4 * $j + 2] * w1 + q[0] * wp1, o[4 * $j + 3] * w1 + q[1] * wp1];
                     }
@@ -705,9 +720,8 @@ unsafe fn finish_tile<const D: u32>(
                 let col = 8 * $j + 2 * (t % 4);
                 let chunk = q_rows + (col / 64) * block_m(D) * SW128_ROW_BYTES;
                 let byte = (col % 64) * 2;
-                // Rows past seq_q have no running output (and are never stored).
-                let q0 = if first || !live0 { [0.0; 2] } else { prev(0, col) };
-                let q1 = if first || !live1 { [0.0; 2] } else { prev(1, col) };
+                // Rows past seq_q have no running output (and are never stored): zeros.
+                let (q0, q1) = (prev[2 * $j], prev[2 * $j + 1]);
                 let (x0, x1) = (o[4 * $j] * w0 + q0[0] * wp0, o[4 * $j + 1] * w0 + q0[1] * wp0);
                 let (y0, y1) = (o[4 * $j + 2] * w1 + q1[0] * wp1, o[4 * $j + 3] * w1 + q1[1] * wp1);
                 st_shared_u32(chunk + swizzle128(r, byte), pack_bf16x2(x0, x1));

@@ -52,6 +52,23 @@ ld_acquire!(/// Relaxed load at GPU scope.
 ld_acquire!(/// Relaxed load at GPU scope.
     ld_relaxed_gpu_u64, u64, reg64, "ld.relaxed.gpu.u64");
 
+ld_acquire!(/// Relaxed load of an `f32` at GPU scope.
+    ld_relaxed_gpu_f32, f32, reg32, "ld.relaxed.gpu.f32");
+
+/// Relaxed 8-byte load of two `f32` at GPU scope (`ld.relaxed.gpu.global.v2.f32`): data another
+/// CTA wrote and published through a flag this CTA acquired. Strong, so never a stale L1 line,
+/// and unlike a volatile access several can be in flight at once.
+///
+/// # Safety
+/// `p` must be 8-byte aligned global memory.
+#[inline(always)]
+pub unsafe fn ld_relaxed_gpu_v2_f32(p: *const [f32; 2]) -> [f32; 2] {
+    let (a, b): (f32, f32);
+    asm!("ld.relaxed.gpu.global.v2.f32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+         p = in(reg64) p, options(nostack, readonly));
+    [a, b]
+}
+
 st_release!(/// Store with release semantics at system scope: earlier writes are visible first.
     st_release_sys_u32, u32, reg32, "st.release.sys.u32");
 st_release!(/// Store with release semantics at system scope.
