@@ -2,7 +2,8 @@
 //! ag-gemm`): fresh random shards that differ per rank, poisoned outputs; the gathered A checked
 //! exactly, C bit for bit against the unfused path (our all-gather, then our GEMM) and against an
 //! f64 host reference on sampled rows; rounds with new inputs and no barrier between them; 100
-//! launches back to back; CUDA-graph replays. Layouts: 1 node x 2, 2 emulated nodes x 1, and with
+//! launches back to back; CUDA-graph replays; the tile walk static, drawn, and static with the
+//! push CTAs joining late. Layouts: 1 node x 2, 2 emulated nodes x 1, and with
 //! four GPUs 1 x 4 and 2 x 2; ranks sharing one GPU where only one exists.
 use mkernel::testing::{gpu_or_skip, gpus_or_skip, run_ranks};
 
@@ -43,6 +44,12 @@ fn one_node_two_gpus() {
     check(2, 1, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2", "--graph"]);
     // Pushes fanned out (each piece loaded once for every peer), with ragged chunks.
     check(2, 1, &g, &["--shape", "2000x1544x1032", "--layout", "nk", "--fan", "--chunk-rows", "48"]);
+    // A static walk the push CTAs join late (sched::TileIter::joined): at their first wave, at
+    // the modelled one, and past the last (no share).
+    let joined = ["--join", "true", "--back-to-back", "20"];
+    check(2, 1, &g, &[&["--shape", "8192x4096x4096", "--join-wave", "1", "--rounds", "2"][..], &joined].concat());
+    check(2, 1, &g, &[&["--shape", "2000x1544x1032", "--layout", "nk", "--graph"][..], &joined].concat());
+    check(2, 1, &g, &[&["--shape", "2000x1544x1032", "--join-wave", "1000"][..], &joined].concat());
 }
 
 #[test]
@@ -71,4 +78,15 @@ fn four_gpus_one_node_and_two_nodes() {
     check(4, 1, &g, &["--shape", "4000x1544x1032", "--layout", "kn", "--fan", "--chunk-rows", "48"]);
     check(4, 1, &g, &["--shape", "8192x4096x4096", "--layout", "nk", "--fan", "--in-place", "--graph"]);
     check(4, 2, &g, &["--shape", "4000x1544x1032", "--layout", "nk", "--fan", "--f32"]);
+    // A static walk the push CTAs join late, from the start (wave 0) and at wave 2; drawn tiles
+    // on one node.
+    let joined = ["--join", "true", "--back-to-back", "20"];
+    check(4, 1, &g, &[&["--shape", "4000x1544x1032", "--join-wave", "0", "--f32"][..], &joined].concat());
+    check(
+        4,
+        1,
+        &g,
+        &[&["--shape", "8192x4096x4096", "--layout", "nk", "--join-wave", "2", "--graph"][..], &joined].concat(),
+    );
+    check(4, 1, &g, &["--shape", "8192x4096x4096", "--dynamic", "true", "--in-place", "--rounds", "2"]);
 }

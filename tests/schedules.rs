@@ -3,14 +3,14 @@
 //! ranks: every unit of work is covered exactly once, partial slots and arrival counts agree,
 //! reduce-scatter owners only reach a tile after every source sent it, the MoE's grouped tiles
 //! come group by group in the order rows fill in, AllGather + GEMM's local copy covers the shard
-//! once; and of the GEMM's
+//! once, a static walk joined late walks every tile once; and of the GEMM's
 //! tile width and split-K choices, which must never ask for more than the GPU can hold at once.
 use mkernel::abi::AgGemmParams;
 use mkernel::gemm::{
     default_split_k, default_tile_n, mma_cost, stream_estimate, BLayout, GemmShape, MAX_SPLIT_K, TILE_K, TILE_M,
     TILE_N, TILE_WIDTHS, WAVE_WIDTHS,
 };
-use mkernel::sched::{GroupedTiles, KSplit, OwnerTiles, SplitK, StreamK, TileGrid, TileScheduler};
+use mkernel::sched::{GroupedTiles, KSplit, OwnerTiles, SplitK, StreamK, TileGrid, TileIter, TileScheduler};
 use proptest::prelude::*;
 
 /// Every (tile, k-block) of `grid` x `k_blocks` covered once by `s`'s non-empty units; each
@@ -50,6 +50,32 @@ fn check_k_split<S: TileScheduler + KSplit>(s: &S, grid: TileGrid, k_blocks: u32
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_static_walk_joined_late_walks_every_tile_once(
+        early in 1u32..140, late in 0u32..20, wave in 0u32..40, end in 0u32..6000,
+    ) {
+        let walkers = early + late;
+        let switch = wave * early;
+        let mut seen = vec![0u8; end as usize];
+        for w in 0..walkers {
+            let mut last = None;
+            for t in TileIter::joined(w, early, walkers, end, switch) {
+                prop_assert!(last.is_none_or(|l| l < t), "walker {} goes back to {}", w, t);
+                // Late walkers stay out of the early walkers' part.
+                prop_assert!(w < early || t >= switch, "late walker {} at {} before {}", w, t, switch);
+                seen[t as usize] += 1;
+                last = Some(t);
+            }
+        }
+        prop_assert!(seen.iter().all(|&n| n == 1), "a tile walked {:?} times", seen.iter().find(|&&n| n != 1));
+        // Before the switch, the early walkers' plain walk.
+        for w in 0..early {
+            let a = TileIter::joined(w, early, walkers, end, switch).take_while(|&t| t < switch);
+            let b = TileIter::new(w, early, end).take_while(|&t| t < switch);
+            prop_assert!(a.eq(b));
+        }
+    }
 
     #[test]
     fn split_k_units_cover_each_k_block_once(

@@ -447,7 +447,7 @@ abi_struct! {
     /// needs. Flags (u32 epochs, see [`AgGemmParams::ready_flag`] / [`AgGemmParams::data_flag`]):
     /// `ready[s]` = rank s entered this launch (its `gathered` may be overwritten), then
     /// `data[s][c]` = chunk c of rank s's shard is in this rank's `gathered`.
-    pub struct AgGemmParams [400] {
+    pub struct AgGemmParams [408] {
         /// The GEMM over `gathered`; its `roles` split the grid into compute, intra-comm (push,
         /// then `fwd_ctas` forward) and inter-send CTAs.
         pub gemm: GemmParams,
@@ -518,9 +518,14 @@ abi_struct! {
         /// (`sched::TileScheduler::claim_ahead`).
         pub claim_ahead: u32,
         /// 1: the compute CTAs (and with `join` the intra-comm ones) claim tiles from
-        /// `tile_counters`; 0: compute CTA `i` walks tiles `i, i + compute, ...` (`join` must be
-        /// 0).
+        /// `tile_counters`; 0: compute CTA `i` walks tiles `i, i + compute, ...`.
         pub dynamic: u32,
+        /// A static walk with `join`: the schedule position (a multiple of the compute CTAs)
+        /// from which the intra-comm CTAs share the tiles (`sched::TileIter::joined`); before
+        /// it the compute CTAs walk alone.
+        pub join_at: u32,
+        /// Padding up to the asserted size; always 0.
+        pub _pad: u32,
     }
 }
 

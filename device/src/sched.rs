@@ -117,6 +117,13 @@ pub trait TileScheduler {
     fn claim_ahead(&self) -> u32 {
         0
     }
+    /// A static walk that CTAs join late ([`TileIter::joined`]): `(switch, early)`, the
+    /// position from which every walker shares the tiles, and the walkers that start alone
+    /// (`early == 0`: none join, every walker from the start).
+    #[inline(always)]
+    fn static_join(&self) -> (u32, u32) {
+        (u32::MAX, 0)
+    }
 }
 
 /// A scheduler whose positions go to whichever CTA asks first: `counters[0]` is the next
@@ -134,6 +141,8 @@ pub struct Claimed<S> {
     pub counters: *mut u32,
     /// See [`TileScheduler::claim_ahead`].
     pub ahead: u32,
+    /// With null `counters`: see [`TileScheduler::static_join`].
+    pub join: (u32, u32),
 }
 
 impl<S: TileScheduler> TileScheduler for Claimed<S> {
@@ -158,6 +167,10 @@ impl<S: TileScheduler> TileScheduler for Claimed<S> {
     #[inline(always)]
     fn claim_ahead(&self) -> u32 {
         self.ahead
+    }
+    #[inline(always)]
+    fn static_join(&self) -> (u32, u32) {
+        self.join
     }
 }
 
@@ -954,12 +967,15 @@ impl TileScheduler for GroupedTiles {
     }
 }
 
-/// The tiles one persistent CTA owns: `first, first + stride, ...` below `end`.
+/// The tiles one persistent CTA owns: `first, first + stride, ...` below `end`; with a join
+/// ([`TileIter::joined`]) the stride widens at position `switch`.
 #[derive(Clone, Copy, Debug)]
 pub struct TileIter {
     next: u32,
     stride: u32,
     end: u32,
+    switch: u32,
+    wide: u32,
 }
 
 impl TileIter {
@@ -967,7 +983,22 @@ impl TileIter {
     /// the tile count).
     #[inline(always)]
     pub const fn new(first: u32, stride: u32, end: u32) -> Self {
-        Self { next: first, stride, end }
+        Self { next: first, stride, end, switch: u32::MAX, wide: stride }
+    }
+
+    /// The walk of walker `first` of `walkers` when only the first `early` walk from the start
+    /// and the others join at position `switch` (a multiple of `early`): before it the early
+    /// walkers share the positions at a stride of `early`, from it everyone at a stride of
+    /// `walkers`, late walker `j` starting at `switch + early + j`. Every position below `end` is
+    /// walked exactly once, and an early walker's positions still come in order, so a late
+    /// walker that joins before the early ones reach `switch` changes no one's share.
+    #[inline(always)]
+    pub const fn joined(first: u32, early: u32, walkers: u32, end: u32, switch: u32) -> Self {
+        if first < early {
+            Self { next: first, stride: early, end, switch, wide: walkers }
+        } else {
+            Self { next: switch + first, stride: walkers, end, switch: 0, wide: walkers }
+        }
     }
 }
 
@@ -977,7 +1008,7 @@ impl Iterator for TileIter {
     fn next(&mut self) -> Option<u32> {
         if self.next < self.end {
             let t = self.next;
-            self.next += self.stride;
+            self.next += if t < self.switch { self.stride } else { self.wide };
             Some(t)
         } else {
             None

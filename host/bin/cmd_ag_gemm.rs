@@ -63,9 +63,14 @@ pub struct Knobs {
     /// with several nodes).
     #[arg(long)]
     pub dynamic: Option<bool>,
-    /// With a dynamic walk, push CTAs claim tiles too after their copies (default: true).
+    /// Push CTAs run tiles too after their copies: drawn ones on a dynamic walk, a share of
+    /// a static walk from `--join-wave` on (default: with a dynamic walk).
     #[arg(long)]
     pub join: Option<bool>,
+    /// A static walk with `--join true`: the compute CTAs' wave from which the push CTAs share
+    /// the tiles (default: by when the copies should be out).
+    #[arg(long = "join-wave")]
+    pub join_wave: Option<u32>,
     /// K-blocks before a tile's last load at which its CTA claims the next tile (0: at the
     /// tile boundary).
     #[arg(long = "claim-ahead", default_value_t = 4)]
@@ -92,6 +97,7 @@ impl Knobs {
             fan: self.fan,
             dynamic: self.dynamic,
             join: self.join,
+            join_wave: self.join_wave,
             claim_ahead: self.claim_ahead,
             path: match self.path {
                 PathArg::Auto => PathChoice::Auto,
@@ -357,6 +363,7 @@ fn records_for(run: &RunInfo, op: &AgGemm, s: GemmShape, l: BLayout, ms: &[f64])
                 .with("push_ctas", split.push)
                 .with("fwd_ctas", split.fwd)
                 .with("chunk_rows", split.chunk_rows)
+                .with("join_at", op.join_at())
                 .with("overlap_efficiency", t / ideal)
         })
         .collect()

@@ -75,10 +75,14 @@ pub struct AgGemmOptions {
     /// instead of each walking a fixed share; `None`: with several nodes only (measured on 4x
     /// H200, docs/PERF.md "Dynamic tile claiming").
     pub dynamic: Option<bool>,
-    /// With `dynamic`, push and forward CTAs claim tiles too once their copies are out
-    /// (`AgGemmParams::join`); `None`: whenever `dynamic`; `Some(true)` on a static walk is a
-    /// typed error.
+    /// Push and forward CTAs run tiles too once their copies are out (`AgGemmParams::join`):
+    /// drawn ones with `dynamic`; on a static walk a share of the tiles from the compute CTAs'
+    /// wave `join_wave` on (`sched::TileIter::joined`). `None`: whenever `dynamic`.
     pub join: Option<bool>,
+    /// A static walk with `join`: the compute CTAs' wave from which the push and forward CTAs
+    /// share the tiles. Late CTAs delay their share, early ones change nothing; `None`: the wave
+    /// by which the copies should be out at the rule of thumb's rates ([`static_join_wave`]).
+    pub join_wave: Option<u32>,
     /// K-blocks before a tile's last load at which the tile's CTA claims its next tile
     /// (`AgGemmParams::claim_ahead`; 0: at the tile boundary).
     pub claim_ahead: u32,
@@ -96,6 +100,7 @@ impl Default for AgGemmOptions {
             fan: false,
             dynamic: None,
             join: None,
+            join_wave: None,
             claim_ahead: 4,
         }
     }
@@ -343,6 +348,13 @@ impl<'a> AgGemm<'a> {
         params.fan = opts.fan as u32;
         let (dynamic, join) = walk(&opts, &world)?;
         (params.dynamic, params.join) = (dynamic as u32, join as u32);
+        if join && !dynamic {
+            let wave = match opts.join_wave {
+                Some(w) => w,
+                None => static_join_wave(shape, &world, split, gpu.info().sm_count, in_place),
+            };
+            params.join_at = wave.saturating_mul(split.compute);
+        }
         params.claim_ahead = opts.claim_ahead;
         let kernel = b_layout.pick(kernels::AG_GEMM_KN, kernels::AG_GEMM_NK);
 
@@ -382,6 +394,12 @@ impl<'a> AgGemm<'a> {
     /// The role split of the fused path.
     pub fn split(&self) -> Split {
         self.split
+    }
+
+    /// The schedule position from which the push and forward CTAs share a static walk they
+    /// join (`AgGemmParams::join_at`); None when they do not.
+    pub fn join_at(&self) -> Option<u32> {
+        (self.params.join != 0 && self.params.dynamic == 0).then_some(self.params.join_at)
     }
 
     /// The shape (M in all).
@@ -479,13 +497,26 @@ impl<'a> AgGemm<'a> {
 
 /// The tile walk (drawn from the counter?) and whether the push CTAs join it: the options, else
 /// drawn and joined across nodes only (docs/PERF.md, "Dynamic tile claiming": on one node the
-/// static walk was 0.6-2% faster, across two emulated nodes joining up to 3.6%).
+/// static walk was 0.6-2% faster, across two emulated nodes joining up to 3.6%). A wave to join
+/// at without joining a static walk is a typed error.
 fn walk(opts: &AgGemmOptions, world: &World) -> Result<(bool, bool)> {
     let dynamic = opts.dynamic.unwrap_or(world.nodes > 1);
-    if opts.join == Some(true) && !dynamic {
-        return Err(invalid("join", "needs the drawn tile walk (dynamic): a static walk has fixed shares"));
+    let join = opts.join.unwrap_or(dynamic);
+    if opts.join_wave.is_some() && (dynamic || !join) {
+        return Err(invalid("join_wave", "applies to a static walk that the push CTAs join (join on, dynamic off)"));
     }
-    Ok((dynamic, dynamic && opts.join.unwrap_or(true)))
+    Ok((dynamic, join))
+}
+
+/// The compute CTAs' wave by which the push CTAs should be done copying, at the rule of thumb's
+/// rates (`tuned::ag_gemm_push_seconds` against a wave of the GEMM alone on `sms` SMs): where a
+/// static walk they join hands them a share ([`AgGemmOptions::join_wave`]).
+pub fn static_join_wave(shape: GemmShape, world: &World, split: Split, sms: u32, in_place: bool) -> u32 {
+    let local_copy = !in_place && !tiles_copy_local(world, in_place);
+    let push_s = tuned::ag_gemm_push_seconds(shape, world, local_copy, split.push);
+    let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as f64;
+    let wave_s = shape.flops() / tuned::AG_GEMM_RATE / (tiles / sms.max(1) as f64).ceil();
+    (push_s / wave_s).ceil() as u32
 }
 
 /// Whether the compute tiles write the local shard into the gathered A themselves (see
@@ -564,11 +595,13 @@ mod tests {
         assert_eq!(walk(&no_join, &World::test(0, 4, 2)).unwrap(), (true, false));
         let drawn = AgGemmOptions { dynamic: Some(true), ..Default::default() };
         assert_eq!(walk(&drawn, &World::test(0, 4, 1)).unwrap(), (true, true));
-        // Joining needs drawn tiles: asked for on a static walk, a typed error.
-        for (dynamic, nodes) in [(Some(false), 2), (None, 1)] {
-            let static_join = AgGemmOptions { dynamic, join: Some(true), ..Default::default() };
-            let e = walk(&static_join, &World::test(0, 4, nodes)).unwrap_err().to_string();
-            assert!(e.starts_with("invalid argument `join`"), "{e}");
+        // A static walk joined late, and the wave it is joined at only there.
+        let static_join = AgGemmOptions { join: Some(true), join_wave: Some(9), ..Default::default() };
+        assert_eq!(walk(&static_join, &World::test(0, 4, 1)).unwrap(), (false, true));
+        for (dynamic, join, nodes) in [(None, None, 2), (None, Some(false), 1), (Some(true), Some(true), 1)] {
+            let o = AgGemmOptions { dynamic, join, join_wave: Some(3), ..Default::default() };
+            let e = walk(&o, &World::test(0, 4, nodes)).unwrap_err().to_string();
+            assert!(e.starts_with("invalid argument `join_wave`"), "{e}");
         }
     }
 

@@ -126,21 +126,29 @@ pub fn ag_gemm(shape: GemmShape, world: &World, transport: Option<&str>) -> Opti
 /// Most push CTAs the per-shape default gives.
 pub const AG_GEMM_MAX_PUSH_CTAS: u32 = 16;
 
-/// Rule of thumb for the push CTAs a shape needs: enough copy CTAs (about 30 GB/s each, measured
-/// 40-45) to deliver the shard to this node's peers, and into this rank's own gathered buffer
-/// when they make that copy (`local_copy`: not in place, and not left to the compute tiles),
-/// within 80% of the GEMM's own time (about 650 TFLOP/s), so compute never waits; between 1 and
-/// [`AG_GEMM_MAX_PUSH_CTAS`].
+/// Rule of thumb for the push CTAs a shape needs: enough copy CTAs (about
+/// [`AG_GEMM_PUSH_RATE`] each, measured 40-45 GB/s) to deliver the shard to this node's peers,
+/// and into this rank's own gathered buffer when they make that copy (`local_copy`: not in
+/// place, and not left to the compute tiles), within 80% of the GEMM's own time (about
+/// [`AG_GEMM_RATE`]), so compute never waits; between 1 and [`AG_GEMM_MAX_PUSH_CTAS`].
 pub fn ag_gemm_push_ctas(shape: GemmShape, world: &World, local_copy: bool) -> u32 {
+    let gemm_s = shape.flops() / AG_GEMM_RATE;
+    let ctas = ag_gemm_push_seconds(shape, world, local_copy, 1) / (0.8 * gemm_s);
+    (ctas.ceil() as u32).clamp(1, AG_GEMM_MAX_PUSH_CTAS)
+}
+
+/// Bytes per second one push CTA is counted on for (measured 40-45 GB/s on H200).
+pub const AG_GEMM_PUSH_RATE: f64 = 30e9;
+/// FLOP/s the GEMM is counted on for.
+pub const AG_GEMM_RATE: f64 = 650e12;
+
+/// Seconds `push_ctas` push CTAs take, by the rule of thumb's rate, to deliver the shard to this
+/// node's peers (and into this rank's own gathered buffer with `local_copy`); 0 with nothing to
+/// copy.
+pub fn ag_gemm_push_seconds(shape: GemmShape, world: &World, local_copy: bool, push_ctas: u32) -> f64 {
     let copies = world.local_world_size - 1 + local_copy as u32;
-    if copies == 0 {
-        return 1;
-    }
     let shard_bytes = (shape.m / world.world_size as usize * shape.k * 2) as f64;
-    let pushed = shard_bytes * copies as f64;
-    let gemm_s = shape.flops() / 650e12;
-    let rate = pushed / (0.8 * gemm_s);
-    ((rate / 30e9).ceil() as u32).clamp(1, AG_GEMM_MAX_PUSH_CTAS)
+    shard_bytes * copies as f64 / (push_ctas.max(1) as f64 * AG_GEMM_PUSH_RATE)
 }
 
 /// Rule of thumb for the path: fused unless the product is too small (under 32 GFLOP) for its

@@ -58,12 +58,17 @@ pub struct Feed {
 impl Feed {
     /// The walk of a CTA, one of `ctas` walking (static) or drawing (dynamic) `sched`'s tiles,
     /// with the ring at shared address `ring` ([`TILE_RING_BYTES`], 8-byte aligned); a static
-    /// walk starts at `first`.
+    /// walk starts at `first` (joined late: see [`TileScheduler::static_join`]).
     #[inline(always)]
     pub fn of<S: TileScheduler>(sched: &S, ring: u32, first: u32, ctas: u32) -> Self {
         let count = sched.count();
+        let (switch, early) = sched.static_join();
         Feed {
-            walk: TileIter::new(first, ctas, count),
+            walk: if early == 0 {
+                TileIter::new(first, ctas, count)
+            } else {
+                TileIter::joined(first, early, ctas, count, switch)
+            },
             ring: TileRing { base: ring },
             seq: 0,
             claimed: UNCLAIMED,

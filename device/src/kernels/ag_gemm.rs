@@ -324,11 +324,13 @@ unsafe fn compute<const TRANS_B: u32>(p: &AgGemmParams, epoch: u32, b: Bound<'_>
     store_c_cta::<TRANS_B, _, _>(g, &sched, &gate, claiming_ctas(p), b);
 }
 
-/// The tiles in `row_order`'s grouped raster ([`RowOrder`]), claimed from `tile_counters`.
+/// The tiles in `row_order`'s grouped raster ([`RowOrder`]), claimed from `tile_counters`, or
+/// walked statically, with `join` the intra-comm CTAs sharing the walk from `join_at` on.
 #[inline(always)]
 fn schedule(p: &AgGemmParams) -> Claimed<Rows<'_>> {
     let counters = if p.dynamic != 0 { p.tile_counters as *mut u32 } else { core::ptr::null_mut() };
-    Claimed { inner: Rows(p), counters, ahead: p.claim_ahead }
+    let join = if p.join != 0 && p.dynamic == 0 { (p.join_at, p.gemm.roles.compute) } else { (u32::MAX, 0) };
+    Claimed { inner: Rows(p), counters, ahead: p.claim_ahead, join }
 }
 
 /// [`RowOrder`] over the launch's grid, rebuilt from the parameters at each use: the grid's
