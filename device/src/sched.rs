@@ -991,7 +991,8 @@ impl TileIter {
     /// walkers share the positions at a stride of `early`, from it everyone at a stride of
     /// `walkers`, late walker `j` starting at `switch + early + j`. Every position below `end` is
     /// walked exactly once, and an early walker's positions still come in order, so a late
-    /// walker that joins before the early ones reach `switch` changes no one's share.
+    /// walker that joins before the early ones reach `switch` changes no one's share. The
+    /// caller keeps `switch + walkers` within `u32` (past `end` the join is moot).
     #[inline(always)]
     pub const fn joined(first: u32, early: u32, walkers: u32, end: u32, switch: u32) -> Self {
         if first < early {

@@ -82,6 +82,8 @@ pub struct AgGemmOptions {
     /// A static walk with `join`: the compute CTAs' wave from which the push and forward CTAs
     /// share the tiles. Late CTAs delay their share, early ones change nothing; `None`: the wave
     /// by which the copies should be out at the rule of thumb's rates ([`static_join_wave`]).
+    /// A push CTA whose copy timed out (reported; the launch has failed) leaves its share
+    /// unwalked.
     pub join_wave: Option<u32>,
     /// K-blocks before a tile's last load at which the tile's CTA claims its next tile
     /// (`AgGemmParams::claim_ahead`; 0: at the tile boundary).
@@ -353,7 +355,9 @@ impl<'a> AgGemm<'a> {
                 Some(w) => w,
                 None => static_join_wave(shape, &world, split, gpu.info().sm_count, in_place),
             };
-            params.join_at = wave.saturating_mul(split.compute);
+            // Past the last wave the early walkers take every tile anyway: capped there, so
+            // that the late walkers' first positions (`join_at` + their index) cannot wrap.
+            params.join_at = wave.min(tiles(shape).div_ceil(split.compute.max(1))) * split.compute;
         }
         params.claim_ahead = opts.claim_ahead;
         let kernel = b_layout.pick(kernels::AG_GEMM_KN, kernels::AG_GEMM_NK);
@@ -514,9 +518,13 @@ fn walk(opts: &AgGemmOptions, world: &World) -> Result<(bool, bool)> {
 pub fn static_join_wave(shape: GemmShape, world: &World, split: Split, sms: u32, in_place: bool) -> u32 {
     let local_copy = !in_place && !tiles_copy_local(world, in_place);
     let push_s = tuned::ag_gemm_push_seconds(shape, world, local_copy, split.push);
-    let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as f64;
-    let wave_s = shape.flops() / tuned::AG_GEMM_RATE / (tiles / sms.max(1) as f64).ceil();
+    let wave_s = shape.flops() / tuned::AG_GEMM_RATE / tiles(shape).div_ceil(sms.max(1)) as f64;
     (push_s / wave_s).ceil() as u32
+}
+
+/// Output tiles of the fused kernel (`TILE_M x TILE_N`).
+fn tiles(shape: GemmShape) -> u32 {
+    (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u32
 }
 
 /// Whether the compute tiles write the local shard into the gathered A themselves (see
@@ -551,7 +559,7 @@ pub fn resolve(
     if opts.fwd_ctas == Some(0) && several_nodes && world.local_world_size > 1 {
         return Err(invalid("fwd_ctas", "must be at least 1 with several nodes of several ranks"));
     }
-    let tiles = (shape.m.div_ceil(TILE_M as usize) * shape.n.div_ceil(TILE_N as usize)) as u32;
+    let tiles = tiles(shape);
     let others = fwd + inter_send;
     let push = match opts.push_ctas.or(table.map(|e| e.push_ctas)) {
         Some(p) => p,
@@ -603,6 +611,18 @@ mod tests {
             let e = walk(&o, &World::test(0, 4, nodes)).unwrap_err().to_string();
             assert!(e.starts_with("invalid argument `join_wave`"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_modelled_join_wave_is_when_the_copies_are_out() {
+        let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
+        let split = |push| Split { compute: 132 - push, push, fwd: 0, inter_send: 0, chunk_rows: 128 };
+        // Three 64 MiB copies at 30 GB/s per CTA against 16 waves of 1.69 ms: 11 waves with 6
+        // push CTAs, fewer with more.
+        assert_eq!(static_join_wave(shape, &World::test(0, 4, 1), split(6), 132, true), 11);
+        assert_eq!(static_join_wave(shape, &World::test(0, 4, 1), split(12), 132, true), 6);
+        // One rank per node: nothing to copy, join at once.
+        assert_eq!(static_join_wave(shape, &World::test(0, 2, 2), split(1), 132, true), 0);
     }
 
     #[test]

@@ -464,7 +464,9 @@ impl<'a> GemmRs<'a> {
         // role counts are each rank's own business.
         let group = opts.group.unwrap_or(DEFAULT_GROUP).min(per_owner);
         // One shot: one fixed walk (the lead only orders two-phase sends). Several nodes: the
-        // lead is protocol too (a node's ranks must walk the same rounds, see sched::NodeTiles).
+        // lead is protocol too (sched::NodeTiles' no-cycle argument is for a node's ranks walking
+        // the same rounds), so ranks whose role splits differ (a tuned inter-reduce count their
+        // SMs cannot take) must pass the same `lead`; otherwise `agree` names them.
         let lead = if one_shot {
             per_owner
         } else {
