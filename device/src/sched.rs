@@ -427,7 +427,8 @@ pub struct OwnerTiles {
     pub rank: u32,
     /// Rounds of sends before the first own tile (at most `per_owner()`).
     pub lead: u32,
-    /// The walkers' stride (CTAs), for turning the round slots; 0: no turning.
+    /// The walkers' stride (CTAs), for turning the round slots ([`Rounds::stride`]); 0: no
+    /// turning.
     pub stride: u32,
 }
 
@@ -473,11 +474,10 @@ impl OwnerTiles {
     }
 
     /// The same walk with the slots of the rounds after the first `lead` turned by one per wave
-    /// of `ctas` walkers (see the type's docs). Only with a lead: with none, an own tile shares
-    /// its round with the others' sends of it and must stay the round's last.
+    /// of `ctas` walkers (see the type's docs; [`Rounds::new`] turns nothing without a lead).
     #[inline(always)]
     pub const fn rotated(self, ctas: u32) -> Self {
-        Self { stride: if self.lead == 0 { 0 } else { ctas }, ..self }
+        Self { stride: ctas, ..self }
     }
 
     /// The owner and the local index (grouped order within the owner's block) of the tile at
@@ -485,8 +485,7 @@ impl OwnerTiles {
     #[inline(always)]
     pub const fn order(&self, index: u32) -> (u32, u32) {
         let others = self.world - 1;
-        let r = Rounds { sends: others, collects: 1, per: self.per_owner(), lead: self.lead, stride: self.stride };
-        let at = r.at(index);
+        let at = Rounds::new(others, 1, self.per_owner(), self.lead, self.stride).at(index);
         if at.collect {
             (self.rank, at.tile)
         } else {
@@ -699,6 +698,7 @@ impl NodeTiles {
     ) -> Self {
         let blocks = OwnerTiles::new(rows, n, tile, group_m, world, rank, 0);
         let per = blocks.per_owner();
+        // Capped once here rather than by `Rounds::new` at every position.
         let lead = if lead < per { lead } else { per };
         Self { blocks, map: NodeMap::new(rank, local_world, div_nz(world, local_world)), lead, stride: 0 }
     }
