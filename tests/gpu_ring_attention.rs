@@ -4,8 +4,9 @@
 //! whole sequence, sampled rows against an f64 reference, and that 20 launches back to back give
 //! the same bits. Causal runs use zigzag shards. Layouts: 1 node x 2, 2 emulated nodes x 1 (the
 //! K/V and the flags cross through FIFO, proxy and emulated NIC) and, with four GPUs, 1 x 4 and
-//! 2 x 2, and 4 emulated nodes x 1 (every hop through the proxy); two ranks sharing one GPU
-//! where only one exists, and three emulated nodes of one rank on two GPUs.
+//! 2 x 2, and 4 emulated nodes x 1 (every hop through the proxy), each also with fewer receive
+//! slots than steps (slots reused within a launch); two ranks sharing one GPU where only one
+//! exists, and three emulated nodes of one rank on two GPUs.
 use mkernel::testing::{gpu_or_skip, gpus_or_skip, rank_check};
 
 fn check(nprocs: u32, nodes: u32, gpus: &[u32], extra: &[&str]) {
@@ -51,6 +52,10 @@ fn four_ranks_one_node_and_two_emulated_nodes() {
     }
     variants(4, 1, &[0, 1, 2, 3]);
     variants(4, 2, &[0, 1, 2, 3]);
+    // Fewer receive slots than steps after the first: sends wait for the slot to be given back.
+    check(4, 1, &[0, 1, 2, 3], &["--config", "2x4x300x128", "--causal", "--slots", "2"]);
+    check(4, 1, &[0, 1, 2, 3], &["--config", "1x8x258x64", "--heads-kv", "2", "--slots", "2"]);
+    check(4, 2, &[0, 1, 2, 3], &["--config", "2x4x300x128", "--causal", "--slots", "2"]);
 }
 
 /// Rings whose every hop crosses nodes: each forwarded slot waits for the next node's word that
@@ -63,5 +68,6 @@ fn every_hop_across_nodes() {
     check(3, 3, &[0, 1, 0], &["--config", "1x4x300x128", "--causal"]);
     if gpus_or_skip("every_hop_across_nodes (4 nodes)", 4) {
         variants(4, 4, &[0, 1, 2, 3]);
+        check(4, 4, &[0, 1, 2, 3], &["--config", "2x4x300x128", "--slots", "2"]);
     }
 }

@@ -1543,22 +1543,23 @@ impl SeqPos {
 abi_struct! {
     /// Ring attention (sequence parallelism) in one persistent launch: rank `r` holds Q, K and V
     /// of its shard of the sequence; in step `s` its attention CTAs attend Q to the K/V of rank
-    /// `(r - s) mod W` while its comm CTAs pass that K/V on to rank `r + 1`'s receive slot
-    /// `(s + 1) % 2` (over NVLink, or through the FIFO and proxy to another node). Partial outputs
-    /// merge by log-sum-exp into `attn.o_acc` / `attn.lse_acc`.
+    /// `(r - s) mod W` while its comm CTAs pass that K/V on to rank `r + 1`'s receive slot for
+    /// step `s + 1` ([`RingAttnParams::slot`]; over NVLink, or through the FIFO and proxy to
+    /// another node). Partial outputs merge by log-sum-exp into `attn.o_acc` / `attn.lse_acc`.
     ///
     /// Flags (`u32` words of each rank's `flags`, never reset, each raised to the launch epoch):
     /// [`RingAttnParams::READY`] is raised by rank `r + 1` when it enters the launch;
-    /// `data(s)` by rank `r - 1` when step `s`'s K/V landed in slot `s % 2`; `free(s)` by rank
+    /// `data(s)` by rank `r - 1` when step `s`'s K/V landed in its slot; `free(s)` by rank
     /// `r + 1` when it finished reading its slot of step `s` and, if it passes that K/V on
-    /// ([`RingAttnParams::forwards`]), finished sending it too; `landed(s)` by rank `r + 1` on
+    /// ([`RingAttnParams::forwards`]), finished sending it too (only for a slot that a later
+    /// step of the launch reuses, [`RingAttnParams::reused`]); `landed(s)` by rank `r + 1` on
     /// another node when what this rank sent in step `s` arrived there (the proxy reads the
     /// slot until then, so the slot is not free before).
-    pub struct RingAttnParams [328] {
+    pub struct RingAttnParams [336] {
         /// The attention (Q, O, LSE maps, shape, mask, running output); its K/V maps are unused.
         pub attn: AttnParams,
-        /// Device address of six K/V tensor maps: local K, local V, slot 0 K, slot 0 V, slot 1 K,
-        /// slot 1 V.
+        /// Device address of `2 (1 + slot_count)` K/V tensor maps: local K, local V, then K and V of
+        /// each receive slot.
         pub kv_maps: u64,
         /// The proxy FIFO (several nodes).
         pub fifo: FifoParams,
@@ -1570,7 +1571,7 @@ abi_struct! {
         pub next_flags: u64,
         /// This rank's K then V (heap), `kv_bytes` in all.
         pub kv_local: u64,
-        /// This rank's two receive slots (heap), `kv_bytes` each.
+        /// This rank's `slot_count` receive slots (heap), `kv_bytes` each.
         pub slots: u64,
         /// Rank `r + 1`'s receive slots mapped over NVLink; 0 when it is on another node.
         pub next_slots: u64,
@@ -1604,6 +1605,11 @@ abi_struct! {
         pub zigzag: u32,
         /// Rows of one zigzag chunk (`seq / 2`), or of the shard when contiguous.
         pub chunk: u32,
+        /// Receive slots, 1 ..= `world - 1` (at least 1): with `world - 1` no slot is reused
+        /// within a launch, so no send waits for the next rank to finish a step.
+        pub slot_count: u32,
+        /// Padding (zero).
+        pub _pad: u32,
     }
 }
 
@@ -1635,6 +1641,27 @@ impl RingAttnParams {
     /// the slot is free only once both the reading and the sending are done.
     pub const fn forwards(&self, s: u32) -> bool {
         s >= 1 && s + 1 < self.world
+    }
+    /// The receive slot that holds step `s`'s K/V (`s >= 1`; step 0 reads this rank's own).
+    pub const fn slot(&self, s: u32) -> u32 {
+        // Zero slots never launch; the guard keeps a division panic out of the kernel.
+        let n = if self.slot_count == 0 { 1 } else { self.slot_count };
+        s.wrapping_sub(1) % n
+    }
+    /// Whether a later step of the launch reuses step `s`'s receive slot: only then must its
+    /// reader tell the writer it is done (`free(s)`).
+    pub const fn reused(&self, s: u32) -> bool {
+        s >= 1 && s + self.slot_count < self.world
+    }
+    /// The flag word a rank waits for, on rank `r + 1`, before sending it step `s + 1`'s K/V:
+    /// `free` of the step that last used that slot in this launch, or [`RingAttnParams::READY`]
+    /// (the slot's first use: rank `r + 1` entered the launch, so its previous one is over).
+    pub const fn send_gate(&self, s: u32) -> u32 {
+        if s + 1 > self.slot_count {
+            self.free(s + 1 - self.slot_count)
+        } else {
+            Self::READY
+        }
     }
     /// The rank whose K/V this rank holds in step `s`.
     pub const fn source(&self, s: u32) -> u32 {

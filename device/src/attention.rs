@@ -131,12 +131,14 @@ pub trait KvSteps {
     /// # Safety
     /// Called by each of the two producer threads.
     unsafe fn wait_ready(&self, s: u32, b: &Bound<'_>) -> WaitResult;
-    /// Thread 0 of a consumer warpgroup, before it reads its part of the running output at
-    /// step `s > 0` (part `tile * consumers + cwg`: its 64 rows of a tile): wait until step
-    /// `s - 1` wrote it (perhaps on another CTA).
+    /// The producer thread that claimed a unit of step `s > 0`, before it loads the unit's Q,
+    /// for each part of the tile (part `tile * consumers + cwg`: warpgroup `cwg`'s 64 rows):
+    /// wait until step `s - 1` wrote that part of the running output (perhaps on another CTA).
+    /// The consumers then acquire it through the Q stage's barrier, whose arrival comes after
+    /// this wait: a flag that is long up (the usual case) costs them no round trip.
     ///
     /// # Safety
-    /// Called by one thread per part.
+    /// Called by one thread per part and unit.
     unsafe fn before_merge(&self, s: u32, part: u32, b: &Bound<'_>) -> WaitResult;
     /// Thread 0 of a consumer warpgroup, after its warpgroup wrote `part` of the running output
     /// at step `s` (and met at a barrier): announce it.
@@ -275,6 +277,13 @@ unsafe fn produce<const D: u32, S: KvSteps>(
         let g = g0.with_keys(steps.k_pos(step));
         let w = g.work(i);
         if loads == Loads::QK {
+            if !S::ONE_STEP && step > 0 {
+                for c in 0..consumers(D) {
+                    if steps.before_merge(step, i * consumers(D) + c, b).is_err() {
+                        trap();
+                    }
+                }
+            }
             qp.expect(qst, q_bytes(D));
             let origin = (w.h, w.mb * block_m(D), w.b);
             load_tile::<D>(&g, (smem.q(qst.slot), block_m(D)), p.q_map, qp.full(qst.slot), origin);
@@ -584,16 +593,23 @@ unsafe fn consume<const D: u32, S: KvSteps>(
         if t == 0 {
             steps.part_done(step, consumers(D) * tiles);
         }
+        // The running output of the step before is ready: the producer waited for it before it
+        // loaded Q ([`KvSteps::before_merge`]).
         let last = S::ONE_STEP || step + 1 == count;
-        if step > 0 {
-            if t == 0 && steps.before_merge(step, part, b).is_err() {
-                trap();
-            }
-            named_barrier_sync(1 + cwg, 128); // the running output is ready for everyone
+        let unchanged = !S::ONE_STEP && blocks == 0 && step > 0 && !last;
+        if unchanged {
+            // No key of this step is visible to the tile (a causal ring's later chunks): its
+            // weight in the merge is zero, so the running output stays as it is, unread and
+            // unwritten. Its flag still moves on, after the step before's (acquired through Q).
+            smem.q_pipe().release(qst.slot);
+        } else {
+            let ends = (S::ONE_STEP || step == 0, last);
+            finish_tile::<D>(p, g, smem, qst.slot, &o, &stats, w, ends, (cwg, t, row));
         }
-        finish_tile::<D>(p, g, smem, qst.slot, &o, &stats, w, (S::ONE_STEP || step == 0, last), (cwg, t, row));
         if !last {
-            named_barrier_sync(1 + cwg, 128); // every thread wrote its part
+            if !unchanged {
+                named_barrier_sync(1 + cwg, 128); // every thread wrote its part
+            }
             if t == 0 {
                 steps.after_store(step, part);
             }
@@ -646,8 +662,8 @@ unsafe fn finish_tile<const D: u32>(
     // This thread's elements of the previous running output (rows `row` and `row + 8` of
     // columns `8j + 2 (t % 4)`, two per j; zero for rows past seq_q) and their log-sum-exp, all
     // loads issued before any is used: one at a time (volatile accesses), each a round trip to
-    // L2, they held the warpgroup for the whole merge. Another CTA wrote them; the flag thread
-    // 0 acquired (`before_merge`) and the warpgroup's barrier order these loads after it.
+    // L2, they held the warpgroup for the whole merge. Another CTA may have written them; the
+    // producer acquired its flag before Q's arrival, which this thread acquired (`before_merge`).
     let mut prev = [[0f32; 2]; 32];
     if !first {
         let lse_acc = (p.lse_acc as *const f32).add(pair_row + row as usize);

@@ -30,6 +30,9 @@ pub struct CheckArgs {
     /// Causal mask (zigzag shards).
     #[arg(long)]
     pub causal: bool,
+    /// Receive slots (default: one per step after the first, W - 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub slots: Option<u32>,
     /// Launches back to back (no host sync) after the checked one; each must give the same bits.
     #[arg(long, default_value_t = 20)]
     pub repeat: u32,
@@ -51,10 +54,10 @@ pub fn check(a: CheckArgs) -> anyhow::Result<()> {
     let (w, rank) = (world.world_size as usize, world.rank as usize);
     let local = AttentionShape { heads_kv: a.heads_kv.unwrap_or(a.config.heads), ..a.config };
     let full = AttentionShape { seq_q: local.seq_q * w, seq_k: local.seq_k * w, ..local };
-    let heap = 3 * 4 * local.kv_elements() + (16 << 20);
-    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     let timeout = Duration::from_millis(a.timeout_ms);
-    let opts = RingOptions { causal: a.causal, timeout, ..Default::default() };
+    let opts = RingOptions { causal: a.causal, slots: a.slots, timeout, ..Default::default() };
+    let heap = RingAttention::heap_bytes(local, world.world_size, &opts);
+    let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     let zigzag = opts.causal && opts.zigzag;
     // One seed for all ranks (agreed through the bootstrap), fresh per run.
     let proposal = Rng::fresh("ring-attention").next_u64().to_le_bytes();
@@ -147,17 +150,18 @@ pub fn check(a: CheckArgs) -> anyhow::Result<()> {
 pub fn bench(
     configs: &[AttentionShape],
     masks: &[bool],
-    comm_ctas: Option<u32>,
+    (comm_ctas, slots): (Option<u32>, Option<u32>),
     ranks: &RanksArgs,
     timing: Timing,
     json: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let most = configs.iter().map(|c| c.kv_elements()).max().unwrap_or(0);
+    let opts = |causal| RingOptions { causal, comm_ctas, slots, ..Default::default() };
     let Some((world, gpu, comm)) = bench_rank(
         ranks,
         "configs",
         |_| configs.iter().map(|c| Some(6 * c.q_elements())).collect(),
-        |_| 3 * 4 * most + (16 << 20),
+        // One op at a time: the largest config's (its region is freed before the next's).
+        |w| configs.iter().map(|&c| RingAttention::heap_bytes(c, w.world_size, &opts(false))).max().unwrap_or(0),
     )?
     else {
         return Ok(());
@@ -171,16 +175,7 @@ pub fn bench(
             let q = gpu.upload(&rng.bf16_vec(s.q_elements()))?;
             let o = gpu.alloc::<bf16>(s.q_elements())?;
             let lse = gpu.alloc::<f32>(s.lse_elements())?;
-            let ring = RingAttention::new(
-                &comm,
-                &gpu,
-                s,
-                AttnLayout::Bhsd,
-                &q,
-                &o,
-                Some(&lse),
-                RingOptions { causal, comm_ctas, ..Default::default() },
-            )?;
+            let ring = RingAttention::new(&comm, &gpu, s, AttnLayout::Bhsd, &q, &o, Some(&lse), opts(causal))?;
             ring.k().copy_from(&rng.bf16_vec(s.kv_elements()))?;
             ring.v().copy_from(&rng.bf16_vec(s.kv_elements()))?;
             // One rank's block alone on this GPU (causal: the diagonal block's mask), timed
@@ -229,7 +224,8 @@ pub fn bench(
                     .with("blocks_back_to_back_ms", blocks_ms)
                     .with("blocks_back_to_back_tflops", blocks_tf)
                     .with("ring_vs_blocks_back_to_back", ring_tf / blocks_tf)
-                    .with("ctas", format!("{:?}", ring.ctas())),
+                    .with("ctas", format!("{:?}", ring.ctas()))
+                    .with("slots", ring.slots()),
             );
             comm.barrier()?;
         }

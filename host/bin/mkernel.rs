@@ -266,6 +266,9 @@ enum BenchCmd {
         /// CTAs that move K and V to the next rank (default: 4 when it is on this node, else 1).
         #[arg(long = "comm-ctas", value_parser = clap::value_parser!(u32).range(1..=64))]
         comm_ctas: Option<u32>,
+        /// Receive slots (default: one per step after the first, W - 1).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        slots: Option<u32>,
         #[command(flatten)]
         ranks: RanksArgs,
         #[command(flatten)]
@@ -590,8 +593,8 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Moe { configs, layouts, knobs, ranks, timing, json } => {
             cmd_moe::bench(&configs, &layouts, &knobs, &ranks, timing.timing(), json.as_deref())
         }
-        BenchCmd::RingAttention { configs, masks, comm_ctas, ranks, timing, json } => {
-            cmd_ring::bench(&configs, &masks, comm_ctas, &ranks, timing.timing(), json.as_deref())
+        BenchCmd::RingAttention { configs, masks, comm_ctas, slots, ranks, timing, json } => {
+            cmd_ring::bench(&configs, &masks, (comm_ctas, slots), &ranks, timing.timing(), json.as_deref())
         }
         BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
             cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)

@@ -4,7 +4,8 @@
 //! attention CTAs run the flash-attention pieces step by step, step `s` on the K/V of rank
 //! `(r - s) mod W`, merging the partial outputs by log-sum-exp in the kernel; comm CTAs pass each
 //! step's K/V on to rank `r + 1` while it is being used (NVLink inside a node; FIFO + proxy to
-//! another node), into one of two receive slots. No host involvement between steps.
+//! another node), into its receive slot for the next step (by default one per step: `W - 1`,
+//! see [`RingOptions::slots`]). No host involvement between steps.
 //!
 //! Causal attention runs load-balanced on a **zigzag** layout: the sequence is cut into `2W`
 //! chunks and rank `r` holds chunks `r` and `2W - 1 - r` (its first `seq / 2` rows, then its last
@@ -19,12 +20,14 @@
 //! use mkernel::ops::ring_attention::{RingAttention, RingOptions};
 //! let world = World::from_env()?;
 //! let gpu = mkernel::Gpu::new(world.device)?;
-//! let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: 1 << 30, ..Default::default() })?;
 //! // This rank's shard: 8192 of the sequence's 8192 * W rows.
 //! let shape = AttentionShape { batch: 1, heads: 32, heads_kv: 32, seq_q: 8192, seq_k: 8192, head_dim: 128 };
+//! let opts = RingOptions::default();
+//! let heap_bytes = RingAttention::heap_bytes(shape, world.world_size, &opts);
+//! let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes, ..Default::default() })?;
 //! let q = gpu.alloc::<half::bf16>(shape.q_elements())?;
 //! let o = gpu.alloc::<half::bf16>(shape.q_elements())?;
-//! let ring = RingAttention::new(&comm, &gpu, shape, AttnLayout::Bhsd, &q, &o, None, RingOptions::default())?;
+//! let ring = RingAttention::new(&comm, &gpu, shape, AttnLayout::Bhsd, &q, &o, None, opts)?;
 //! let kv = vec![half::bf16::ONE; shape.kv_elements()];
 //! ring.k().copy_from(&kv)?; // K and V live in the communicator's heap
 //! ring.v().copy_from(&kv)?;
@@ -32,8 +35,9 @@
 //! # Ok(()) }
 //! ```
 use super::attention::{base_params, resolve_scale, tensor_map, AttentionShape, AttnLayout, Side};
+use super::tuned;
 use crate::abi::{RingAttnParams, SeqPos};
-use crate::comm::communicator::{Communicator, HeapRegion};
+use crate::comm::communicator::{Communicator, HeapRegion, HEAP_ALIGN};
 use crate::error::{invalid, need_len, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
@@ -49,16 +53,51 @@ pub struct RingOptions {
     pub zigzag: bool,
     /// Softmax scale (default `1 / sqrt(head_dim)`).
     pub scale: Option<f32>,
-    /// CTAs passing K/V on over NVLink (default 4; one when the next rank is on another node,
-    /// where the proxy moves the data).
+    /// CTAs passing K/V on over NVLink (default: [`tuned::ring_comm_ctas`], 4 or more so that a
+    /// step's K/V moves in well under a step's attention; one when the next rank is on another
+    /// node, where the proxy moves the data).
     pub comm_ctas: Option<u32>,
+    /// Receive slots for the K/V of later steps, each as large as this rank's K and V, in the
+    /// communicator's heap: 2 ..= `W - 1` (1 at `W = 2`), the same on every rank. The default,
+    /// `W - 1`, gives every step its own slot, so the comm CTAs send each step as soon as it is
+    /// in and then join the attention. With fewer, a send waits until the next rank has finished
+    /// the step that last used the slot (memory against comm CTAs idling: at 1 x 4 H200 two
+    /// slots cost 1.5-2% on three of four configs). One slot cannot work with forwarding: every
+    /// rank's only slot would wait for the next rank to empty its own.
+    pub slots: Option<u32>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
 
 impl Default for RingOptions {
     fn default() -> Self {
-        Self { causal: false, zigzag: true, scale: None, comm_ctas: None, timeout: Duration::from_secs(10) }
+        Self {
+            causal: false,
+            zigzag: true,
+            scale: None,
+            comm_ctas: None,
+            slots: None,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Receive slots for `world` ranks: `opts.slots`, or `world - 1` (at least 1); a typed error
+/// for a count outside `2 ..= world - 1` (`1` at `world` 2; anything at `world` 1, which sends
+/// nothing).
+fn slot_count(world: u32, opts: &RingOptions) -> Result<u32> {
+    let slots = opts.slots.unwrap_or(world.saturating_sub(1)).max(1);
+    let fewest = world.saturating_sub(1).clamp(1, 2);
+    match opts.slots {
+        Some(n) if world > 1 && n < fewest => Err(invalid(
+            "slots",
+            format!("{n} receive slot(s) for {world} ranks: at least {fewest} (a ring that passes K/V on needs two)"),
+        )),
+        Some(n) if world > 1 && n >= world => Err(invalid(
+            "slots",
+            format!("{n} receive slots for {world} ranks: at most one per step after the first, {}", world - 1),
+        )),
+        _ => Ok(slots),
     }
 }
 
@@ -82,9 +121,22 @@ pub struct RingAttention<'a> {
 }
 
 impl<'a> RingAttention<'a> {
+    /// Heap bytes ([`crate::comm::communicator::CommOptions::heap_bytes`]) a ring attention
+    /// over `world` ranks with this rank's shard `shape` and options `opts` takes: its K and V,
+    /// the receive slots, the flags.
+    pub fn heap_bytes(shape: AttentionShape, world: u32, opts: &RingOptions) -> usize {
+        let kv_bytes = 2 * 2 * shape.kv_elements();
+        let flags = 4 * RingAttnParams::flag_words(world) as usize;
+        // Each allocation is rounded up to the heap's alignment.
+        let up = |b: usize| b.div_ceil(HEAP_ALIGN) * HEAP_ALIGN;
+        // A bad slot count is refused by `new`; here it counts as the default.
+        let slots = slot_count(world, opts).unwrap_or(world.saturating_sub(1).max(1));
+        up(kv_bytes) + up(slots as usize * kv_bytes) + up(flags)
+    }
+
     /// Collective: validate (typed errors before anything runs), agree on the shape and options
-    /// across ranks, allocate K/V and two receive slots in the communicator's heap, encode the
-    /// tensor maps. `shape` is this rank's shard (`seq_q == seq_k`, the same on every rank); the
+    /// across ranks, allocate K/V and the receive slots in the communicator's heap (see
+    /// [`RingAttention::heap_bytes`]), encode the tensor maps. `shape` is this rank's shard (`seq_q == seq_k`, the same on every rank); the
     /// caller writes its K and V into [`RingAttention::k`] and [`RingAttention::v`].
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -132,9 +184,13 @@ impl<'a> RingAttention<'a> {
             (1, _) => 0,
             (_, Some(0)) => return Err(invalid("comm_ctas", "must be at least 1 with several ranks")),
             (_, Some(c)) => c,
-            (_, None) if next_local => 4,
+            (w, None) if next_local => {
+                let step_flops = flops_per_rank(shape, w, opts.causal) / w as f64;
+                tuned::ring_comm_ctas(2 * 2 * shape.kv_elements() as u64, step_flops)
+            }
             (_, None) => 1,
         };
+        let slots = slot_count(world.world_size, &opts)?;
         let sms = gpu.info().sm_count;
         if comm_ctas >= sms {
             return Err(invalid("comm_ctas", format!("{comm_ctas} leaves no attention CTA on {sms} SMs")));
@@ -144,12 +200,15 @@ impl<'a> RingAttention<'a> {
         // for the proxy's single WRITE).
         comm.agree(
             "shape",
-            &format!("ring_attention {shape:?} {layout:?} causal {} zigzag {zigzag} scale {scale}", opts.causal),
+            &format!(
+                "ring_attention {shape:?} {layout:?} causal {} zigzag {zigzag} scale {scale} slots {slots}",
+                opts.causal
+            ),
         )?;
 
         let kv_bytes = 2 * 2 * shape.kv_elements();
         let kv_local = comm.alloc(kv_bytes)?;
-        let slots = comm.alloc(2 * kv_bytes)?;
+        let slot_bytes = comm.alloc(slots as usize * kv_bytes)?;
         let flags = comm.alloc(4 * RingAttnParams::flag_words(world.world_size) as usize)?;
         let half = kv_bytes as u64 / 2;
         let kv =
@@ -157,8 +216,9 @@ impl<'a> RingAttention<'a> {
         let mut tiles =
             vec![tensor_map(q.addr(), shape, Side::Q, layout), tensor_map(o.addr(), shape, Side::O, layout)];
         tiles.extend(kv(kv_local.addr()));
-        tiles.extend(kv(slots.addr()));
-        tiles.extend(kv(slots.addr() + kv_bytes as u64));
+        for i in 0..slots as u64 {
+            tiles.extend(kv(slot_bytes.addr() + i * kv_bytes as u64));
+        }
         let maps = gpu.upload_tensor_maps(&tiles)?;
         let launches = gpu.upload(&[0u64])?;
         let counters = gpu.upload(&vec![0u32; RingAttnParams::counter_words(world.world_size) as usize])?;
@@ -181,10 +241,10 @@ impl<'a> RingAttention<'a> {
             prev_flags: if world.is_local(prev) { flags.peer(prev).unwrap_or(0) } else { 0 },
             next_flags: if next_local { flags.peer(next).unwrap_or(0) } else { 0 },
             kv_local: kv_local.addr(),
-            slots: slots.addr(),
-            next_slots: if next_local { slots.peer(next).unwrap_or(0) } else { 0 },
+            slots: slot_bytes.addr(),
+            next_slots: if next_local { slot_bytes.peer(next).unwrap_or(0) } else { 0 },
             kv_local_heap_off: kv_local.offset(),
-            slots_heap_off: slots.offset(),
+            slots_heap_off: slot_bytes.offset(),
             flags_heap_off: flags.offset(),
             launches: launches.addr(),
             counters: counters.addr(),
@@ -197,6 +257,8 @@ impl<'a> RingAttention<'a> {
             comm_ctas,
             zigzag: zigzag as u32,
             chunk,
+            slot_count: slots,
+            _pad: 0,
         };
         if world.world_size > 1 && next_local && (params.next_flags == 0 || params.next_slots == 0) {
             return Err(invalid("world", format!("rank {next} is on this node but its heap is not mapped here")));
@@ -213,7 +275,7 @@ impl<'a> RingAttention<'a> {
             params,
             kernel,
             kv_local,
-            _slots: slots,
+            _slots: slot_bytes,
             _flags: flags,
             _maps: maps,
             _launches: launches,
@@ -247,6 +309,11 @@ impl<'a> RingAttention<'a> {
     /// Attention CTAs and comm CTAs of a launch.
     pub fn ctas(&self) -> (u32, u32) {
         (self.params.attn_ctas, self.params.comm_ctas)
+    }
+
+    /// Receive slots (see [`RingOptions::slots`]).
+    pub fn slots(&self) -> u32 {
+        self.params.slot_count
     }
 
     /// Bytes of K and V one step passes on to the next rank (one receive slot).
@@ -289,14 +356,18 @@ impl<'a> RingAttention<'a> {
     /// a ring (`4 b h s^2 d` per visible block of `s` rows, half for the diagonal; the same for a
     /// zigzag causal ring): what TFLOP/s per GPU divides.
     pub fn flops_per_rank(&self) -> f64 {
-        let s = self.shape;
-        let w = self.params.world as f64;
-        let block = 4.0 * (s.batch * s.heads) as f64 * (s.seq_q as f64).powi(2) * s.head_dim as f64;
-        if self.params.attn.causal != 0 {
-            block * ((w * (w - 1.0) / 2.0) / w + 0.5)
-        } else {
-            block * w
-        }
+        flops_per_rank(self.shape, self.params.world, self.params.attn.causal != 0)
+    }
+}
+
+/// [`RingAttention::flops_per_rank`] of a ring over `world` ranks with shard `s`.
+fn flops_per_rank(s: AttentionShape, world: u32, causal: bool) -> f64 {
+    let w = world as f64;
+    let block = 4.0 * (s.batch * s.heads) as f64 * (s.seq_q as f64).powi(2) * s.head_dim as f64;
+    if causal {
+        block * ((w * (w - 1.0) / 2.0) / w + 0.5)
+    } else {
+        block * w
     }
 }
 
@@ -381,6 +452,19 @@ mod tests {
         // Rank 0 of 3 holds chunks 0 and 5 (of 4 rows each).
         let rows: Vec<usize> = (0..8).map(|x| shard_position(x, 8, (3, 0), true)).collect();
         assert_eq!(rows, [0, 1, 2, 3, 20, 21, 22, 23]);
+    }
+
+    #[test]
+    fn slot_counts() {
+        let with = |slots| RingOptions { slots, ..Default::default() };
+        assert_eq!(slot_count(4, &with(None)).unwrap(), 3, "one per step after the first");
+        assert_eq!(slot_count(2, &with(None)).unwrap(), 1);
+        assert_eq!(slot_count(1, &with(None)).unwrap(), 1);
+        assert_eq!(slot_count(8, &with(Some(2))).unwrap(), 2);
+        for (world, slots) in [(4, 1), (3, 1), (4, 4), (2, 2), (2, 0), (8, 0)] {
+            let err = slot_count(world, &with(Some(slots))).unwrap_err().to_string();
+            assert!(err.contains("slots"), "{world} ranks, {slots} slots: {err}");
+        }
     }
 
     #[test]

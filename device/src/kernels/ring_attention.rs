@@ -47,7 +47,7 @@ impl KvSteps for RingSteps<'_> {
 
     #[inline(always)]
     fn maps(&self, s: u32) -> (u64, u64) {
-        let pair = if s == 0 { 0 } else { 1 + s % 2 };
+        let pair = if s == 0 { 0 } else { 1 + self.p.slot(s) };
         (self.p.kv_maps + 256 * pair as u64, self.p.kv_maps + 256 * pair as u64 + 128)
     }
 
@@ -84,10 +84,11 @@ impl KvSteps for RingSteps<'_> {
 
     #[inline(always)]
     unsafe fn part_done(&self, s: u32, parts: u32) {
-        // Step 0 read this rank's own K/V, which nobody rewrites during the launch. Otherwise the
-        // last of the step's parts tells the previous rank that our slot is free.
-        // The count is among this GPU's CTAs; `raise` publishes to the previous rank itself.
-        if s > 0 && last_arriver_gpu((self.p.counters as *mut u32).add(s as usize), parts, self.epoch) {
+        // Only a slot that a later step reuses is given back (step 0 read this rank's own K/V,
+        // which nobody rewrites during the launch): the last of the step's parts tells the
+        // previous rank. The count is among this GPU's CTAs; `raise` publishes to the previous
+        // rank itself.
+        if self.p.reused(s) && last_arriver_gpu((self.p.counters as *mut u32).add(s as usize), parts, self.epoch) {
             release(self.p, s, self.epoch, &self.b);
         }
     }
@@ -97,9 +98,12 @@ impl KvSteps for RingSteps<'_> {
 /// attention part) or, when that K/V is passed on ([`RingAttnParams::forwards`]), its sending
 /// (the last comm CTA's copy, or the next node's word that the proxy's WRITE arrived). The
 /// second half raises `free(s)`: before it, the previous rank could overwrite a slot that the
-/// copy or the proxy still reads.
+/// copy or the proxy still reads. Nothing to do for a slot no later step reuses.
 #[inline(always)]
 unsafe fn release(p: &RingAttnParams, s: u32, epoch: u32, b: &Bound<'_>) {
+    if !p.reused(s) {
+        return;
+    }
     let gate = (p.counters as *mut u32).add((2 * p.world + s) as usize);
     if !p.forwards(s) || last_arriver_gpu(gate, 2, epoch) {
         raise(p, p.prev_flags, p.prev, p.free(s), epoch, b);
@@ -146,7 +150,6 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
     // whose every hop crosses nodes, would close a cycle of waits around it.
     let mut unlanded = None;
     for s in 0..p.world - 1 {
-        let slot = (s + 1) % 2;
         if tid == 0 && !failed {
             // What we send has arrived (step 0 sends our own K/V) ...
             if s > 0 {
@@ -161,16 +164,16 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
             }
             // ... and the next rank no longer reads the slot: it entered this launch (for the
             // first use of each slot), or it finished the step that last read it.
-            let free = if s < 2 { RingAttnParams::READY } else { p.free(s - 1) };
-            failed |= b.flag(flags.add(free as usize), epoch, p.next).is_err();
+            failed |= b.flag(flags.add(p.send_gate(s) as usize), epoch, p.next).is_err();
         }
         sync_threads(); // nobody writes before thread 0 saw the slot free
         let (src, src_off) = if s == 0 {
             (p.kv_local, p.kv_local_heap_off)
         } else {
-            (p.slots + (s % 2) as u64 * p.kv_bytes, p.slots_heap_off + (s % 2) as u64 * p.kv_bytes)
+            let at = p.slot(s) as u64 * p.kv_bytes;
+            (p.slots + at, p.slots_heap_off + at)
         };
-        let dst_off = slot as u64 * p.kv_bytes;
+        let dst_off = p.slot(s + 1) as u64 * p.kv_bytes;
         if p.next_slots != 0 {
             // Over NVLink: this CTA's share, 16-byte aligned.
             let share = (p.kv_bytes / ctas.max(1) as u64).div_ceil(16) * 16;
