@@ -106,9 +106,9 @@ proptest! {
 
     #[test]
     fn tickets_name_each_unit_once_per_launch(
-        tiles in 1u32..300, steps in 1u32..5, ctas in 1u32..140, launches in 1u32..4
+        tiles in 1u32..300, steps in 1u32..5, split in 0u32..400, ctas in 1u32..140, launches in 1u32..4
     ) {
-        let units = Units { tiles, total: tiles * steps };
+        let units = Units::new(tiles, steps, split);
         // The counter is never reset: launch e's tickets follow launch e - 1's.
         let mut ticket = 0u32;
         for epoch in 1..=launches {
@@ -124,5 +124,37 @@ proptest! {
             }
             prop_assert!(seen.iter().all(|&x| x), "launch {}: a unit was never handed out", epoch);
         }
+    }
+
+    /// Every (tile, step) is covered by exactly one unit; a split tile's steps come in order of
+    /// the units (so step s - 1's unit is claimed first, its running output written before step
+    /// s merges it); whole units cover every step and come after every split unit.
+    #[test]
+    fn units_cover_every_tile_and_step_once(tiles in 1u32..200, steps in 1u32..9, split in 0u32..250) {
+        let units = Units::new(tiles, steps, split);
+        let mut covered = vec![vec![u32::MAX; steps as usize]; tiles as usize];
+        let mut last_split_unit = None;
+        for u in 0..units.total {
+            let sp = units.span(u);
+            prop_assert!(sp.tile < tiles && sp.first < sp.end && sp.end <= steps, "unit {} -> {:?}", u, sp);
+            let whole = sp.first == 0 && sp.end == steps;
+            if sp.end - sp.first == 1 && (!whole || sp.tile < units.split) {
+                prop_assert!(sp.tile < units.split, "a stepped unit of tile {} past the split", sp.tile);
+                last_split_unit = Some(u);
+            } else {
+                prop_assert!(sp.tile >= units.split && whole, "unit {}: {:?}", u, sp);
+                prop_assert!(last_split_unit.is_none_or(|l| l < u));
+            }
+            for s in sp.first..sp.end {
+                prop_assert_eq!(covered[sp.tile as usize][s as usize], u32::MAX, "tile {} step {} twice", sp.tile, s);
+                if s > 0 && sp.first == s {
+                    // The unit before it in the tile's walk was handed out earlier.
+                    prop_assert!(covered[sp.tile as usize][s as usize - 1] < u);
+                }
+                covered[sp.tile as usize][s as usize] = u;
+            }
+        }
+        prop_assert!(covered.iter().all(|t| t.iter().all(|&u| u != u32::MAX)));
+        prop_assert_eq!(units.total, steps * split.min(tiles) + tiles - split.min(tiles));
     }
 }

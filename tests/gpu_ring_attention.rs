@@ -5,8 +5,9 @@
 //! the same bits. Causal runs use zigzag shards. Layouts: 1 node x 2, 2 emulated nodes x 1 (the
 //! K/V and the flags cross through FIFO, proxy and emulated NIC) and, with four GPUs, 1 x 4 and
 //! 2 x 2, and 4 emulated nodes x 1 (every hop through the proxy), each also with fewer receive
-//! slots than steps (slots reused within a launch); two ranks sharing one GPU where only one
-//! exists, and three emulated nodes of one rank on two GPUs.
+//! slots than steps (slots reused within a launch) and with tiles walked as one unit over every
+//! step (`--split-tiles`); two ranks sharing one GPU where only one exists, and three emulated
+//! nodes of one rank on two GPUs.
 use mkernel::testing::{gpu_or_skip, gpus_or_skip, rank_check};
 
 fn check(nprocs: u32, nodes: u32, gpus: &[u32], extra: &[&str]) {
@@ -19,6 +20,7 @@ fn variants(nprocs: u32, nodes: u32, gpus: &[u32]) {
     check(nprocs, nodes, gpus, &["--config", "2x4x300x128", "--causal"]);
     check(nprocs, nodes, gpus, &["--config", "1x8x258x64", "--heads-kv", "2", "--causal", "--layout", "bshd"]);
     check(nprocs, nodes, gpus, &["--config", "1x2x512x64", "--layout", "bshd"]);
+    check(nprocs, nodes, gpus, &["--config", "2x4x300x128", "--causal", "--split-tiles", "0"]);
 }
 
 #[test]
@@ -56,6 +58,14 @@ fn four_ranks_one_node_and_two_emulated_nodes() {
     check(4, 1, &[0, 1, 2, 3], &["--config", "2x4x300x128", "--causal", "--slots", "2"]);
     check(4, 1, &[0, 1, 2, 3], &["--config", "1x8x258x64", "--heads-kv", "2", "--slots", "2"]);
     check(4, 2, &[0, 1, 2, 3], &["--config", "2x4x300x128", "--causal", "--slots", "2"]);
+    // Tiles as one unit over every step (none split, some split), masks on and off, both head
+    // dimensions, one node and two.
+    check(4, 1, &[0, 1, 2, 3], &["--config", "2x4x300x128", "--causal", "--split-tiles", "0"]);
+    check(4, 1, &[0, 1, 2, 3], &["--config", "2x4x300x128", "--split-tiles", "5"]);
+    check(4, 1, &[0, 1, 2, 3], &["--config", "1x8x258x64", "--heads-kv", "2", "--causal", "--split-tiles", "3"]);
+    check(4, 2, &[0, 1, 2, 3], &["--config", "2x4x300x128", "--causal", "--split-tiles", "7"]);
+    // Reused slots ignore the split (every tile step by step).
+    check(4, 1, &[0, 1, 2, 3], &["--config", "2x4x300x128", "--slots", "2", "--split-tiles", "0"]);
 }
 
 /// Rings whose every hop crosses nodes: each forwarded slot waits for the next node's word that

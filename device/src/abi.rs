@@ -1608,8 +1608,11 @@ abi_struct! {
         /// Receive slots, 1 ..= `world - 1` (at least 1): with `world - 1` no slot is reused
         /// within a launch, so no send waits for the next rank to finish a step.
         pub slot_count: u32,
-        /// Padding (zero).
-        pub _pad: u32,
+        /// Tiles walked one step per unit (`attn_tiles::Units`); the other tiles are one unit
+        /// over all steps, which keeps its running output in registers. All tiles (or more)
+        /// when a slot is reused: then a step's slot is given back only once every tile read
+        /// it, so no unit may hold one step while it waits for a later one.
+        pub split_tiles: u32,
     }
 }
 

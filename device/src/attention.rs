@@ -12,10 +12,9 @@
 //! quad.
 use crate::abi::{AttnParams, SeqPos};
 use crate::arch::*;
-pub use crate::attn_tiles::{Geometry, Units, Work};
+pub use crate::attn_tiles::{Geometry, Span, Units, Work};
 use crate::kernels_info::attention::*;
 use crate::pipeline::{PipeState, Pipeline};
-use crate::sched::{div_nz, rem_nz};
 use crate::sync::Bound;
 use crate::sync::WaitResult;
 use crate::tile::*;
@@ -119,6 +118,12 @@ pub trait KvSteps {
     const ONE_STEP: bool = false;
     /// Steps of the launch (at least 1).
     fn count(&self) -> u32;
+    /// Tiles (of `tiles` per step) walked one step per unit, the rest one unit over all steps
+    /// ([`Units`]): all of them unless the steps say otherwise.
+    #[inline(always)]
+    fn split(&self, tiles: u32) -> u32 {
+        tiles
+    }
     /// This launch's epoch (1, 2, ...; read by the producer thread only).
     fn epoch(&self) -> u32;
     /// Device addresses of step `s`'s K and V tensor maps.
@@ -207,7 +212,17 @@ enum Loads {
 /// The launch's units of work: every tile of every step.
 #[inline(always)]
 fn units_of<S: KvSteps>(g: &Geometry, steps: &S) -> Units {
-    Units { tiles: g.tiles(), total: g.tiles() * steps.count() }
+    Units::new(g.tiles(), steps.count(), steps.split(g.tiles()))
+}
+
+/// What unit `u` covers (one step of one tile, at compile time for plain attention).
+#[inline(always)]
+fn span_of<S: KvSteps>(units: &Units, u: u32) -> Span {
+    if S::ONE_STEP {
+        Span { tile: u, first: 0, end: 1 }
+    } else {
+        units.span(u)
+    }
 }
 
 /// Draw this CTA's next ticket from the launch's counter: a unit, or [`Units::END`] past the
@@ -267,38 +282,42 @@ unsafe fn produce<const D: u32, S: KvSteps>(
             qp.release(qst.slot);
             u
         };
-        let (step, i) = (div_nz(u, units.tiles), rem_nz(u, units.tiles));
-        while ready <= step {
-            // A step whose K/V never came already reported; loading anyway lets the CTA finish.
-            let _ = steps.wait_ready(ready, b);
-            ready += 1;
-        }
-        let (k_map, v_map) = steps.maps(step);
-        let g = g0.with_keys(steps.k_pos(step));
-        let w = g.work(i);
+        let sp = span_of::<S>(&units, u);
+        let w = g0.work(sp.tile);
         if loads == Loads::QK {
-            if !S::ONE_STEP && step > 0 {
+            if !S::ONE_STEP && sp.first > 0 {
                 for c in 0..consumers(D) {
-                    if steps.before_merge(step, i * consumers(D) + c, b).is_err() {
+                    if steps.before_merge(sp.first, sp.tile * consumers(D) + c, b).is_err() {
                         trap();
                     }
                 }
             }
             qp.expect(qst, q_bytes(D));
             let origin = (w.h, w.mb * block_m(D), w.b);
-            load_tile::<D>(&g, (smem.q(qst.slot), block_m(D)), p.q_map, qp.full(qst.slot), origin);
+            load_tile::<D>(g0, (smem.q(qst.slot), block_m(D)), p.q_map, qp.full(qst.slot), origin);
         }
         qst.advance();
-        let hk = g.kv_head(w.h);
-        let (pipe, st, map) = if loads == Loads::QK { (kp, &mut kst, k_map) } else { (vp, &mut vst, v_map) };
-        for j in 0..g.kv_blocks(w.mb) {
-            if pipe.acquire(*st, b, u).is_err() {
-                trap();
+        let hk = g0.kv_head(w.h);
+        let (pipe, st) = if loads == Loads::QK { (kp, &mut kst) } else { (vp, &mut vst) };
+        for step in sp.first..sp.end {
+            while ready <= step {
+                // A step whose K/V never came already reported; loading anyway lets the CTA
+                // finish.
+                let _ = steps.wait_ready(ready, b);
+                ready += 1;
             }
-            pipe.expect(*st, kv_bytes(D));
-            let dst = if loads == Loads::QK { smem.k(st.slot) } else { smem.v(st.slot) };
-            load_tile::<D>(&g, (dst, BLOCK_N), map, pipe.full(st.slot), (hk, j * BLOCK_N, w.b));
-            st.advance();
+            let (k_map, v_map) = steps.maps(step);
+            let map = if loads == Loads::QK { k_map } else { v_map };
+            let g = g0.with_keys(steps.k_pos(step));
+            for j in 0..g.kv_blocks(w.mb) {
+                if pipe.acquire(*st, b, u).is_err() {
+                    trap();
+                }
+                pipe.expect(*st, kv_bytes(D));
+                let dst = if loads == Loads::QK { smem.k(st.slot) } else { smem.v(st.slot) };
+                load_tile::<D>(&g, (dst, BLOCK_N), map, pipe.full(st.slot), (hk, j * BLOCK_N, w.b));
+                st.advance();
+            }
         }
     }
 }
@@ -507,6 +526,7 @@ unsafe fn consume<const D: u32, S: KvSteps>(
     let rows = cwg * 64 + 16 * (t / 32) + lane / 4;
     let count = steps.count();
     let tiles = g0.tiles();
+    let units = units_of(g0, steps);
     loop {
         if qp.wait(qst, b, 0).is_err() {
             trap();
@@ -516,71 +536,90 @@ unsafe fn consume<const D: u32, S: KvSteps>(
         if u == Units::END {
             break;
         }
-        let (step, i) = (div_nz(u, tiles), rem_nz(u, tiles));
-        let g = &g0.with_keys(steps.k_pos(step));
-        let w = g.work(i);
+        let sp = span_of::<S>(&units, u);
+        let i = sp.tile;
+        let w = g0.work(i);
         let row = w.mb * block_m(D) + rows;
         let mut o = [0f32; 64];
         let mut stats = RowStats::new();
+        let mut pfrag = [0u32; 32];
+        // Whether a block's P waits for its product with V. Every product accumulates into O
+        // (zero before the first).
+        let mut any = false;
         // Block j's S = Q K_j^T is issued together with block j-1's O += P V, and block j's
         // softmax runs while that product is in flight (FlashAttention-3's intra-warpgroup
         // pipelining); O is rescaled and P repacked only once the product reading them is done.
-        let blocks = g.kv_blocks(w.mb);
-        // Per tile, so that the loop keeps three words rather than the geometry it came from.
-        let (lim, masked_from) = ([g.visible_keys(row), g.visible_keys(row + 8)], g.first_masked_block(w.mb));
-        let mut pfrag = [0u32; 32];
-        // One block: `$pv` says whether block j-1's product rides along (not for block 0). The
-        // first block is peeled off so that no branch sits between in-flight wgmmas.
-        macro_rules! block {
-            ($j:expr, $pv:expr) => {{
-                let j = $j;
-                let mut s = [0f32; 64];
-                // Both waits come before the first wgmma: a (divergent) wait loop between two
-                // in-flight wgmmas would make ptxas serialise them.
-                if kp.wait(kst, b, i).is_err() || ($pv && vp.wait(vst, b, i).is_err()) {
-                    trap();
-                }
-                wgmma::fence();
-                qk::<D>(&mut s, q_rows, smem.k(kst.slot));
-                wgmma::commit_group();
-                if $pv {
-                    pv::<D>(&mut o, &pfrag, smem.v(vst.slot), j > 1);
-                    wgmma::commit_group();
-                    wgmma::wait_group::<1>();
-                } else {
-                    wgmma::wait_group::<0>();
-                }
-                if lane == 0 {
-                    kp.release(kst.slot);
-                }
-                kst.advance();
-                if j >= masked_from {
-                    mask(&mut s, lim, j * BLOCK_N + 2 * (t % 4));
-                }
-                let alpha = stats.softmax(&mut s, p.scale_log2);
-                if $pv {
-                    wgmma::wait_group::<0>();
-                    if lane == 0 {
-                        vp.release(vst.slot);
+        // A unit over several steps runs their blocks as one sequence: the online softmax does
+        // not care where a key came from.
+        for step in sp.first..sp.end {
+            let g = g0.with_keys(steps.k_pos(step));
+            let blocks = g.kv_blocks(w.mb);
+            // Per step, so that the loop keeps three words rather than the geometry they came from.
+            let (lim, masked_from) = ([g.visible_keys(row), g.visible_keys(row + 8)], g.first_masked_block(w.mb));
+            // One block: `$pv` says whether the block before's product rides along (not for the
+            // unit's first block). That block is peeled off so that no branch sits between
+            // in-flight wgmmas.
+            macro_rules! block {
+                ($j:expr, $pv:expr) => {{
+                    let j = $j;
+                    let mut s = [0f32; 64];
+                    // Both waits come before the first wgmma: a (divergent) wait loop between
+                    // two in-flight wgmmas would make ptxas serialise them.
+                    if kp.wait(kst, b, i).is_err() || ($pv && vp.wait(vst, b, i).is_err()) {
+                        trap();
                     }
-                    vst.advance();
-                    rescale(&mut o, alpha, D);
+                    wgmma::fence();
+                    qk::<D>(&mut s, q_rows, smem.k(kst.slot));
+                    wgmma::commit_group();
+                    if $pv {
+                        pv::<D>(&mut o, &pfrag, smem.v(vst.slot), true);
+                        wgmma::commit_group();
+                        wgmma::wait_group::<1>();
+                    } else {
+                        wgmma::wait_group::<0>();
+                    }
+                    if lane == 0 {
+                        kp.release(kst.slot);
+                    }
+                    kst.advance();
+                    if j >= masked_from {
+                        mask(&mut s, lim, j * BLOCK_N + 2 * (t % 4));
+                    }
+                    let alpha = stats.softmax(&mut s, p.scale_log2);
+                    if $pv {
+                        wgmma::wait_group::<0>();
+                        if lane == 0 {
+                            vp.release(vst.slot);
+                        }
+                        vst.advance();
+                        rescale(&mut o, alpha, D);
+                    }
+                    pack(&s, &mut pfrag);
+                }};
+            }
+            // Each loop starts at a constant: with one loop from a block index that depends
+            // on `any`, ptxas built the wgmma descriptors outside the uniform datapath (4-8%
+            // slower on H200).
+            if !any {
+                if blocks > 0 {
+                    block!(0, false);
+                    any = true;
                 }
-                pack(&s, &mut pfrag);
-            }};
+                for j in 1..blocks {
+                    block!(j, true);
+                }
+            } else {
+                for j in 0..blocks {
+                    block!(j, true);
+                }
+            }
         }
-        if blocks > 0 {
-            block!(0, false);
-        }
-        for j in 1..blocks {
-            block!(j, true);
-        }
-        if blocks > 0 {
+        if any {
             if vp.wait(vst, b, i).is_err() {
                 trap();
             }
             wgmma::fence();
-            pv::<D>(&mut o, &pfrag, smem.v(vst.slot), blocks > 1);
+            pv::<D>(&mut o, &pfrag, smem.v(vst.slot), true);
             wgmma::commit_group();
             wgmma::wait_group::<0>();
             if lane == 0 {
@@ -591,27 +630,28 @@ unsafe fn consume<const D: u32, S: KvSteps>(
         // This warpgroup's rows of the tile: the ring's flags and counters count such parts.
         let part = i * consumers(D) + cwg;
         if t == 0 {
-            steps.part_done(step, consumers(D) * tiles);
+            for step in sp.first..sp.end {
+                steps.part_done(step, consumers(D) * tiles);
+            }
         }
         // The running output of the step before is ready: the producer waited for it before it
         // loaded Q ([`KvSteps::before_merge`]).
-        let last = S::ONE_STEP || step + 1 == count;
-        let unchanged = !S::ONE_STEP && blocks == 0 && step > 0 && !last;
+        let (first, last) = (S::ONE_STEP || sp.first == 0, S::ONE_STEP || sp.end == count);
+        let unchanged = !S::ONE_STEP && !any && !first && !last;
         if unchanged {
-            // No key of this step is visible to the tile (a causal ring's later chunks): its
+            // No key of these steps is visible to the tile (a causal ring's later chunks): their
             // weight in the merge is zero, so the running output stays as it is, unread and
             // unwritten. Its flag still moves on, after the step before's (acquired through Q).
             smem.q_pipe().release(qst.slot);
         } else {
-            let ends = (S::ONE_STEP || step == 0, last);
-            finish_tile::<D>(p, g, smem, qst.slot, &o, &stats, w, ends, (cwg, t, row));
+            finish_tile::<D>(p, g0, smem, qst.slot, &o, &stats, w, (first, last), (cwg, t, row));
         }
         if !last {
             if !unchanged {
                 named_barrier_sync(1 + cwg, 128); // every thread wrote its part
             }
             if t == 0 {
-                steps.after_store(step, part);
+                steps.after_store(sp.end - 1, part);
             }
         }
         qst.advance();

@@ -144,20 +144,63 @@ const fn min_u32(a: u32, b: u32) -> u32 {
     }
 }
 
-/// Units of work: unit `u` is tile `u % tiles` of step `u / tiles`. CTAs claim them in order from
-/// a ticket counter (the next free unit goes to whichever CTA is free first, so tiles of unequal
-/// length, as under a causal mask, balance out); a ticket past the last unit is [`Units::END`].
+/// Units of work. A ring's launch has `steps` steps, each over every tile. The first `split`
+/// tiles are walked one step per unit, step by step (unit `u < steps * split` is tile
+/// `u % split` of step `u / split`); each of the other tiles is one unit over all the steps,
+/// so it keeps its running output in registers and never merges (unit `steps * split + i` is
+/// tile `split + i`). The split part comes first: it covers the time the later steps' K/V takes
+/// to arrive, so a whole unit, which reads every step, rarely waits. A plain attention has one
+/// step (split or not, the same). CTAs claim units in order from a ticket counter (the next
+/// free unit goes to whichever CTA is free first, so units of unequal length balance out); a
+/// ticket past the last unit is [`Units::END`].
 #[derive(Clone, Copy)]
 pub struct Units {
     /// Tiles per step.
     pub tiles: u32,
-    /// Units of the launch (`steps * tiles`).
+    /// Steps of the launch.
+    pub steps: u32,
+    /// Tiles walked one step per unit (at most `tiles`).
+    pub split: u32,
+    /// Units of the launch (`steps * split + tiles - split`).
     pub total: u32,
+}
+
+/// What one unit covers: steps `first .. end` of tile `tile`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Span {
+    /// The tile.
+    pub tile: u32,
+    /// Its first step.
+    pub first: u32,
+    /// One past its last step.
+    pub end: u32,
 }
 
 impl Units {
     /// What the producer hands the consumers when no work is left.
     pub const END: u32 = u32::MAX;
+
+    /// The units of `steps` steps over `tiles` tiles, the first `split` of them (at most all)
+    /// walked step by step.
+    #[inline(always)]
+    pub const fn new(tiles: u32, steps: u32, split: u32) -> Self {
+        let split = min_u32(split, tiles);
+        Self { tiles, steps, split, total: steps * split + (tiles - split) }
+    }
+
+    /// What unit `u` (below `total`) covers.
+    #[inline(always)]
+    pub const fn span(&self, u: u32) -> Span {
+        let stepped = self.steps * self.split;
+        if u < stepped {
+            // `u < steps * split` keeps `split` nonzero here; the guard keeps a panic out.
+            let split = if self.split == 0 { 1 } else { self.split };
+            let step = u / split;
+            Span { tile: u % split, first: step, end: step + 1 }
+        } else {
+            Span { tile: self.split + (u - stepped), first: 0, end: self.steps }
+        }
+    }
 
     /// The unit behind ticket `ticket` of launch `epoch` for a grid of `ctas` claiming CTAs:
     /// every launch hands out `total + ctas` tickets (each CTA's last one is past the end).

@@ -33,6 +33,9 @@ pub struct CheckArgs {
     /// Receive slots (default: one per step after the first, W - 1).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub slots: Option<u32>,
+    /// Tiles walked one step per unit (default: modelled; 0: every tile one unit over all steps).
+    #[arg(long = "split-tiles")]
+    pub split_tiles: Option<u32>,
     /// Launches back to back (no host sync) after the checked one; each must give the same bits.
     #[arg(long, default_value_t = 20)]
     pub repeat: u32,
@@ -55,7 +58,8 @@ pub fn check(a: CheckArgs) -> anyhow::Result<()> {
     let local = AttentionShape { heads_kv: a.heads_kv.unwrap_or(a.config.heads), ..a.config };
     let full = AttentionShape { seq_q: local.seq_q * w, seq_k: local.seq_k * w, ..local };
     let timeout = Duration::from_millis(a.timeout_ms);
-    let opts = RingOptions { causal: a.causal, slots: a.slots, timeout, ..Default::default() };
+    let opts =
+        RingOptions { causal: a.causal, slots: a.slots, split_tiles: a.split_tiles, timeout, ..Default::default() };
     let heap = RingAttention::heap_bytes(local, world.world_size, &opts);
     let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     let zigzag = opts.causal && opts.zigzag;
@@ -150,12 +154,12 @@ pub fn check(a: CheckArgs) -> anyhow::Result<()> {
 pub fn bench(
     configs: &[AttentionShape],
     masks: &[bool],
-    (comm_ctas, slots): (Option<u32>, Option<u32>),
+    (comm_ctas, slots, split_tiles): (Option<u32>, Option<u32>, Option<u32>),
     ranks: &RanksArgs,
     timing: Timing,
     json: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let opts = |causal| RingOptions { causal, comm_ctas, slots, ..Default::default() };
+    let opts = |causal| RingOptions { causal, comm_ctas, slots, split_tiles, ..Default::default() };
     let Some((world, gpu, comm)) = bench_rank(
         ranks,
         "configs",
@@ -225,7 +229,8 @@ pub fn bench(
                     .with("blocks_back_to_back_tflops", blocks_tf)
                     .with("ring_vs_blocks_back_to_back", ring_tf / blocks_tf)
                     .with("ctas", format!("{:?}", ring.ctas()))
-                    .with("slots", ring.slots()),
+                    .with("slots", ring.slots())
+                    .with("split_tiles", format!("{:?}", ring.split_tiles())),
             );
             comm.barrier()?;
         }

@@ -263,12 +263,17 @@ enum BenchCmd {
         /// Masks to time: causal (zigzag shards) and/or full.
         #[arg(long, value_delimiter = ',', value_parser = args::mask, default_value = "full,causal")]
         masks: Vec<bool>,
-        /// CTAs that move K and V to the next rank (default: 4 when it is on this node, else 1).
+        /// CTAs that move K and V to the next rank (default: a rule of thumb, 8 or more, when it is
+        /// on this node; else 1).
         #[arg(long = "comm-ctas", value_parser = clap::value_parser!(u32).range(1..=64))]
         comm_ctas: Option<u32>,
         /// Receive slots (default: one per step after the first, W - 1).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         slots: Option<u32>,
+        /// Tiles walked one step per unit (default: modelled; 0: every tile one unit over all
+        /// steps).
+        #[arg(long = "split-tiles")]
+        split_tiles: Option<u32>,
         #[command(flatten)]
         ranks: RanksArgs,
         #[command(flatten)]
@@ -593,8 +598,9 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Moe { configs, layouts, knobs, ranks, timing, json } => {
             cmd_moe::bench(&configs, &layouts, &knobs, &ranks, timing.timing(), json.as_deref())
         }
-        BenchCmd::RingAttention { configs, masks, comm_ctas, slots, ranks, timing, json } => {
-            cmd_ring::bench(&configs, &masks, (comm_ctas, slots), &ranks, timing.timing(), json.as_deref())
+        BenchCmd::RingAttention { configs, masks, comm_ctas, slots, split_tiles, ranks, timing, json } => {
+            let knobs = (comm_ctas, slots, split_tiles);
+            cmd_ring::bench(&configs, &masks, knobs, &ranks, timing.timing(), json.as_deref())
         }
         BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
             cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)

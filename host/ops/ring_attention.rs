@@ -38,6 +38,7 @@ use super::attention::{base_params, resolve_scale, tensor_map, AttentionShape, A
 use super::tuned;
 use crate::abi::{RingAttnParams, SeqPos};
 use crate::comm::communicator::{Communicator, HeapRegion, HEAP_ALIGN};
+use crate::comm::transport::NicModel;
 use crate::error::{invalid, need_len, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
@@ -53,7 +54,7 @@ pub struct RingOptions {
     pub zigzag: bool,
     /// Softmax scale (default `1 / sqrt(head_dim)`).
     pub scale: Option<f32>,
-    /// CTAs passing K/V on over NVLink (default: [`tuned::ring_comm_ctas`], 4 or more so that a
+    /// CTAs passing K/V on over NVLink (default: [`tuned::ring_comm_ctas`], 8 or more so that a
     /// step's K/V moves in well under a step's attention; one when the next rank is on another
     /// node, where the proxy moves the data).
     pub comm_ctas: Option<u32>,
@@ -65,6 +66,12 @@ pub struct RingOptions {
     /// slots cost 1.5-2% on three of four configs). One slot cannot work with forwarding: every
     /// rank's only slot would wait for the next rank to empty its own.
     pub slots: Option<u32>,
+    /// Tiles walked one step per unit, merging each step into a running output in memory,
+    /// while the later steps' K/V arrives; every other tile is one unit over all the steps,
+    /// with its running output in registers (default: [`tuned::ring_split_tiles`], from the
+    /// modelled time of a hop against a step; every tile when the slots are reused, see
+    /// [`RingOptions::slots`]). More than the tiles means all of them.
+    pub split_tiles: Option<u32>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
@@ -77,6 +84,7 @@ impl Default for RingOptions {
             scale: None,
             comm_ctas: None,
             slots: None,
+            split_tiles: None,
             timeout: Duration::from_secs(10),
         }
     }
@@ -180,14 +188,13 @@ impl<'a> RingAttention<'a> {
         let next = (world.rank + 1) % world.world_size;
         let prev = (world.rank + world.world_size - 1) % world.world_size;
         let next_local = world.is_local(next);
+        let kv_bytes = 2 * 2 * shape.kv_elements();
+        let step_flops = flops_per_rank(shape, world.world_size, opts.causal) / world.world_size as f64;
         let comm_ctas = match (world.world_size, opts.comm_ctas) {
             (1, _) => 0,
             (_, Some(0)) => return Err(invalid("comm_ctas", "must be at least 1 with several ranks")),
             (_, Some(c)) => c,
-            (w, None) if next_local => {
-                let step_flops = flops_per_rank(shape, w, opts.causal) / w as f64;
-                tuned::ring_comm_ctas(2 * 2 * shape.kv_elements() as u64, step_flops)
-            }
+            (_, None) if next_local => tuned::ring_comm_ctas(kv_bytes as u64, step_flops),
             (_, None) => 1,
         };
         let slots = slot_count(world.world_size, &opts)?;
@@ -206,7 +213,6 @@ impl<'a> RingAttention<'a> {
             ),
         )?;
 
-        let kv_bytes = 2 * 2 * shape.kv_elements();
         let kv_local = comm.alloc(kv_bytes)?;
         let slot_bytes = comm.alloc(slots as usize * kv_bytes)?;
         let flags = comm.alloc(4 * RingAttnParams::flag_words(world.world_size) as usize)?;
@@ -258,8 +264,20 @@ impl<'a> RingAttention<'a> {
             zigzag: zigzag as u32,
             chunk,
             slot_count: slots,
-            _pad: 0,
+            split_tiles: tiles_per_step,
         };
+        if !params.reused(1) {
+            // A hop: over NVLink at the comm CTAs' rate, or through the proxy at the NIC's. A
+            // step's K/V may have crossed any link of the ring on its way here, so with several
+            // nodes the slowest link, the NIC, sets the pace for every rank.
+            let hop_s = if world.nodes == 1 {
+                kv_bytes as f64 / (comm_ctas as f64 * tuned::AG_GEMM_PUSH_RATE)
+            } else {
+                NicModel::cx7().transfer_time(kv_bytes as u64).as_secs_f64()
+            };
+            let modelled = tuned::ring_split_tiles(tiles_per_step, step_flops, hop_s);
+            params.split_tiles = opts.split_tiles.unwrap_or(modelled).min(tiles_per_step);
+        }
         if world.world_size > 1 && next_local && (params.next_flags == 0 || params.next_slots == 0) {
             return Err(invalid("world", format!("rank {next} is on this node but its heap is not mapped here")));
         }
@@ -309,6 +327,11 @@ impl<'a> RingAttention<'a> {
     /// Attention CTAs and comm CTAs of a launch.
     pub fn ctas(&self) -> (u32, u32) {
         (self.params.attn_ctas, self.params.comm_ctas)
+    }
+
+    /// Tiles walked one step per unit (see [`RingOptions::split_tiles`]) of the tiles per step.
+    pub fn split_tiles(&self) -> (u32, u32) {
+        (self.params.split_tiles, self.shape.tiles())
     }
 
     /// Receive slots (see [`RingOptions::slots`]).

@@ -151,9 +151,11 @@ pub fn ag_gemm_push_seconds(shape: GemmShape, world: &World, local_copy: bool, p
     shard_bytes * copies as f64 / (push_ctas.max(1) as f64 * AG_GEMM_PUSH_RATE)
 }
 
-/// Fewest comm CTAs ring attention passes K/V on with over NVLink (measured: two or three fall
-/// behind under a causal mask at 2 x H200).
-pub const RING_MIN_COMM_CTAS: u32 = 4;
+/// Fewest comm CTAs ring attention passes K/V on with over NVLink: eight push about what NVLink
+/// takes (8 x 40 GB/s), and a faster hop lets more tiles run as one unit over every step
+/// ([`ring_split_tiles`]); the copying costs about the same SM time however many CTAs share it,
+/// and they join the attention when done (1 x 4 H200: 8 beat 4 by 1.5-2.5% with full masks).
+pub const RING_MIN_COMM_CTAS: u32 = 8;
 /// Most comm CTAs the rule below asks for.
 pub const RING_MAX_COMM_CTAS: u32 = 16;
 /// FLOP/s ring attention's steps are counted on (one H200 runs the single-GPU kernel at 540-590).
@@ -163,9 +165,7 @@ pub const RING_ATTENTION_RATE: f64 = 550e12;
 /// each) that one hop of a step's K/V (`step_bytes`) takes at most 60% of one step's attention
 /// (`step_flops` at [`RING_ATTENTION_RATE`]), so a step's K/V is in before the step before ends
 /// even though it crossed several hops; between [`RING_MIN_COMM_CTAS`] and
-/// [`RING_MAX_COMM_CTAS`]. At 1 x 4 H200 (2026-11-27) it picks 8 for the 4 x 16 x 8192 causal
-/// shard, whose ring gained 2.5-3.5% with 8 over 4, and 4 for the configs where 8 gained nothing
-/// (full masks) or lost 1% (1 x 32 x 16384 causal).
+/// [`RING_MAX_COMM_CTAS`].
 pub fn ring_comm_ctas(step_bytes: u64, step_flops: f64) -> u32 {
     let step_s = step_flops / RING_ATTENTION_RATE;
     let ctas = step_bytes as f64 / (AG_GEMM_PUSH_RATE * 0.6 * step_s);
@@ -173,6 +173,23 @@ pub fn ring_comm_ctas(step_bytes: u64, step_flops: f64) -> u32 {
         return RING_MAX_COMM_CTAS;
     }
     (ctas.ceil() as u32).clamp(RING_MIN_COMM_CTAS, RING_MAX_COMM_CTAS)
+}
+
+/// Rule of thumb for ring attention's split tiles (`attn_tiles::Units`): the tiles walked one
+/// step per unit, first, while the later steps' K/V arrives; the others are one unit over every
+/// step, with no merge through memory (at 1 x 4 H200 the merges cost 6-11% of the ring's rate).
+/// Walking step `s` of the split tiles must take at least the hop that brings step `s + 1`'s
+/// K/V (`hop_s`), so the split tiles are the fraction `hop_s / step_s` of `tiles` (`step_s`:
+/// one step's attention, `step_flops` at [`RING_ATTENTION_RATE`]); all of them when a hop takes
+/// a step or longer (a ring bound by its links walks every tile step by step).
+pub fn ring_split_tiles(tiles: u32, step_flops: f64, hop_s: f64) -> u32 {
+    let step_s = step_flops / RING_ATTENTION_RATE;
+    let split = (hop_s / step_s * tiles as f64).ceil();
+    if split.is_nan() || split >= tiles as f64 {
+        tiles
+    } else {
+        split.max(0.0) as u32
+    }
 }
 
 /// Rule of thumb for the path: fused unless the product is too small (under 32 GFLOP) for its
@@ -434,15 +451,20 @@ mod tests {
         assert_eq!(ag_gemm_push_ctas(big, &world(2, 2), false), 1, "one rank per node: no NVLink peers");
         assert_eq!(ag_gemm_heuristic(big, &world(2, 1)), Path::Fused);
         assert_eq!(ag_gemm_heuristic(GemmShape { m: 256, n: 4096, k: 4096 }, &world(2, 1)), Path::Unfused);
-        // Ring attention at world 4 (K and V of one step: 256 MiB in both configs): 8 comm CTAs
-        // only where a step's attention is shortest (4 x 16 x 8192 causal: 1.1 TFLOP).
+        // Ring attention at world 4 (K and V of one step: 256 MiB in both configs): the floor of
+        // 8, more only where a step's attention is much shorter than a hop.
         let kv = 2 * 2 * 4 * 16 * 8192 * 128;
         let block = 4.0 * 64.0 * 8192f64.powi(2) * 128.0;
-        assert_eq!(ring_comm_ctas(kv, block), 4, "full mask");
+        assert_eq!(ring_comm_ctas(kv, block), 8, "full mask");
         assert_eq!(ring_comm_ctas(kv, block / 2.0), 8, "causal");
-        assert_eq!(ring_comm_ctas(kv, 2.0 * block), 4, "1 x 32 x 16384, full");
-        assert_eq!(ring_comm_ctas(kv, block), 4, "1 x 32 x 16384, causal");
+        assert_eq!(ring_comm_ctas(kv, block / 8.0), 16, "a short step");
         assert_eq!(ring_comm_ctas(kv, 0.0), RING_MAX_COMM_CTAS, "no work: as fast as allowed");
         assert_eq!(ring_comm_ctas(1 << 20, block), RING_MIN_COMM_CTAS);
+        // A hop of a quarter step: a quarter of the tiles walked step by step.
+        let step_s = block / RING_ATTENTION_RATE;
+        assert_eq!(ring_split_tiles(4096, block, step_s / 4.0), 1024);
+        assert_eq!(ring_split_tiles(4096, block, step_s * 2.0), 4096, "link-bound: every tile");
+        assert_eq!(ring_split_tiles(4096, block, 0.0), 0);
+        assert_eq!(ring_split_tiles(4096, 0.0, 1e-3), 4096, "no work: every tile");
     }
 }

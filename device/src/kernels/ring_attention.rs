@@ -41,6 +41,16 @@ impl KvSteps for RingSteps<'_> {
     }
 
     #[inline(always)]
+    fn split(&self, tiles: u32) -> u32 {
+        // Reused slots need every tile to finish a step before a later one arrives.
+        if self.p.reused(1) {
+            tiles
+        } else {
+            self.p.split_tiles
+        }
+    }
+
+    #[inline(always)]
     fn epoch(&self) -> u32 {
         self.epoch
     }
