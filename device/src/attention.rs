@@ -146,7 +146,8 @@ pub trait KvSteps {
     /// Called by one thread per part and unit.
     unsafe fn before_merge(&self, s: u32, part: u32, b: &Bound<'_>) -> WaitResult;
     /// Thread 0 of a consumer warpgroup, after its warpgroup wrote `part` of the running output
-    /// at step `s` (and met at a barrier): announce it.
+    /// at step `s` (and met at a barrier), or left it as it was (no key of the unit's steps was
+    /// visible; it acquired the step before's flag through Q): announce it.
     ///
     /// # Safety
     /// As [`KvSteps::before_merge`].
@@ -813,8 +814,10 @@ unsafe fn finish_tile<const D: u32>(
 
 /// A CTA counted in `ctas` that cannot run attention after all (its shared memory may still
 /// receive a stray copy): draw tickets until one past the end, so the counter's per-launch count
-/// stays whole for the next launch. The units it drew stay undone: the waits on them time out and
-/// report who waited for what.
+/// stays whole for the next launch. The units it drew stay undone: a later step's merge waiting
+/// on one times out and reports who waited for what; a unit nothing waits on (a whole tile, a
+/// last step) leaves its rows unwritten. It happens only after a copy already failed and
+/// reported, so the launch is an error either way.
 ///
 /// # Safety
 /// One thread of such a CTA, once per launch; `p` as for [`run_cta`].
