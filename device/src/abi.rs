@@ -1605,8 +1605,9 @@ abi_struct! {
         pub zigzag: u32,
         /// Rows of one zigzag chunk (`seq / 2`), or of the shard when contiguous.
         pub chunk: u32,
-        /// Receive slots, 1 ..= `world - 1` (at least 1): with `world - 1` no slot is reused
-        /// within a launch, so no send waits for the next rank to finish a step.
+        /// Receive slots, 2 ..= `world - 1` (1 at `world` 2 or less; one slot cannot work when
+        /// K/V is passed on): with `world - 1` no slot is reused within a launch, so no send
+        /// waits for the next rank to finish a step.
         pub slot_count: u32,
         /// Tiles walked one step per unit (`attn_tiles::Units`); the other tiles are one unit
         /// over all steps, which keeps its running output in registers. All tiles (or more)

@@ -5,6 +5,7 @@
 //! units a ticket counter hands out.
 use crate::abi::{AttnParams, SeqPos, ATTN_BSHD};
 use crate::kernels_info::attention::{block_m, BLOCK_N};
+use crate::sched::{div_nz, rem_nz};
 
 /// One tile of work: query rows `mb * block_m ..` of head `h` of batch entry `b`.
 #[derive(Clone, Copy)]
@@ -155,8 +156,6 @@ const fn min_u32(a: u32, b: u32) -> u32 {
 /// ticket past the last unit is [`Units::END`].
 #[derive(Clone, Copy)]
 pub struct Units {
-    /// Tiles per step.
-    pub tiles: u32,
     /// Steps of the launch.
     pub steps: u32,
     /// Tiles walked one step per unit (at most `tiles`).
@@ -185,7 +184,7 @@ impl Units {
     #[inline(always)]
     pub const fn new(tiles: u32, steps: u32, split: u32) -> Self {
         let split = min_u32(split, tiles);
-        Self { tiles, steps, split, total: steps * split + (tiles - split) }
+        Self { steps, split, total: steps * split + (tiles - split) }
     }
 
     /// What unit `u` (below `total`) covers.
@@ -193,10 +192,9 @@ impl Units {
     pub const fn span(&self, u: u32) -> Span {
         let stepped = self.steps * self.split;
         if u < stepped {
-            // `u < steps * split` keeps `split` nonzero here; the guard keeps a panic out.
-            let split = if self.split == 0 { 1 } else { self.split };
-            let step = u / split;
-            Span { tile: u % split, first: step, end: step + 1 }
+            // `u < steps * split`: `split` is nonzero here.
+            let step = div_nz(u, self.split);
+            Span { tile: rem_nz(u, self.split), first: step, end: step + 1 }
         } else {
             Span { tile: self.split + (u - stepped), first: 0, end: self.steps }
         }

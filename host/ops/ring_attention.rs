@@ -90,11 +90,21 @@ impl Default for RingOptions {
     }
 }
 
-/// Receive slots for `world` ranks: `opts.slots`, or `world - 1` (at least 1); a typed error
-/// for a count outside `2 ..= world - 1` (`1` at `world` 2; anything at `world` 1, which sends
+/// Bytes of one rank's K and V together: its own copy, one receive slot, one step's send.
+fn step_kv_bytes(shape: AttentionShape) -> usize {
+    2 * 2 * shape.kv_elements()
+}
+
+/// The default receive slots for `world` ranks: one per step after the first (at least 1).
+fn default_slots(world: u32) -> u32 {
+    world.saturating_sub(1).max(1)
+}
+
+/// Receive slots for `world` ranks: `opts.slots`, or [`default_slots`]; a typed error for a
+/// count outside `2 ..= world - 1` (`1` at `world` 2; anything at `world` 1, which sends
 /// nothing).
 fn slot_count(world: u32, opts: &RingOptions) -> Result<u32> {
-    let slots = opts.slots.unwrap_or(world.saturating_sub(1)).max(1);
+    let slots = opts.slots.unwrap_or(default_slots(world)).max(1);
     let fewest = world.saturating_sub(1).clamp(1, 2);
     match opts.slots {
         Some(n) if world > 1 && n < fewest => Err(invalid(
@@ -133,19 +143,20 @@ impl<'a> RingAttention<'a> {
     /// over `world` ranks with this rank's shard `shape` and options `opts` takes: its K and V,
     /// the receive slots, the flags.
     pub fn heap_bytes(shape: AttentionShape, world: u32, opts: &RingOptions) -> usize {
-        let kv_bytes = 2 * 2 * shape.kv_elements();
+        let kv_bytes = step_kv_bytes(shape);
         let flags = 4 * RingAttnParams::flag_words(world) as usize;
         // Each allocation is rounded up to the heap's alignment.
         let up = |b: usize| b.div_ceil(HEAP_ALIGN) * HEAP_ALIGN;
         // A bad slot count is refused by `new`; here it counts as the default.
-        let slots = slot_count(world, opts).unwrap_or(world.saturating_sub(1).max(1));
+        let slots = slot_count(world, opts).unwrap_or(default_slots(world));
         up(kv_bytes) + up(slots as usize * kv_bytes) + up(flags)
     }
 
     /// Collective: validate (typed errors before anything runs), agree on the shape and options
     /// across ranks, allocate K/V and the receive slots in the communicator's heap (see
-    /// [`RingAttention::heap_bytes`]), encode the tensor maps. `shape` is this rank's shard (`seq_q == seq_k`, the same on every rank); the
-    /// caller writes its K and V into [`RingAttention::k`] and [`RingAttention::v`].
+    /// [`RingAttention::heap_bytes`]), encode the tensor maps. `shape` is this rank's shard
+    /// (`seq_q == seq_k`, the same on every rank); the caller writes its K and V into
+    /// [`RingAttention::k`] and [`RingAttention::v`].
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         comm: &'a Communicator,
@@ -188,7 +199,7 @@ impl<'a> RingAttention<'a> {
         let next = (world.rank + 1) % world.world_size;
         let prev = (world.rank + world.world_size - 1) % world.world_size;
         let next_local = world.is_local(next);
-        let kv_bytes = 2 * 2 * shape.kv_elements();
+        let kv_bytes = step_kv_bytes(shape);
         let step_flops = flops_per_rank(shape, world.world_size, opts.causal) / world.world_size as f64;
         let comm_ctas = match (world.world_size, opts.comm_ctas) {
             (1, _) => 0,
