@@ -27,7 +27,7 @@ for w in (4,2):
         tt=T.get((op,sh),{})
         if op=='ag_gemm':
             c=R[(sh,'ag-alone-16cta')]['ms']; ov=fu/max(g,c)
-            knobs=f"push {f['push_ctas']} rows {f['chunk_rows']} compute {f['compute_ctas']}"
+            knobs=f"push {f['push_ctas']} rows {f['chunk_rows']} compute {f['compute_ctas']} tail {f.get('tail_tiles', 0)}"
         else:
             c=tt.get('comm_alone_ms',float('nan')); ov=fu/max(g,c)
             knobs=f"lead {f.get('lead')} ir {f.get('inter_reduce_ctas')} group {f.get('group')} compute {f.get('compute_ctas')}"

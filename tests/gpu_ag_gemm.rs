@@ -3,7 +3,8 @@
 //! exactly, C bit for bit against the unfused path (our all-gather, then our GEMM) and against an
 //! f64 host reference on sampled rows; rounds with new inputs and no barrier between them; 100
 //! launches back to back; CUDA-graph replays; the tile walk static, drawn, and static with the
-//! push CTAs joining late. Layouts: 1 node x 2, 2 emulated nodes x 1, and with
+//! push CTAs joining late; the stream-K tail on and off (its tiles' C within rounding of the
+//! unfused path's, every other tile bit for bit). Layouts: 1 node x 2, 2 emulated nodes x 1, and with
 //! four GPUs 1 x 4 and 2 x 2; ranks sharing one GPU where only one exists.
 use mkernel::testing::{gpu_or_skip, gpus_or_skip, run_ranks};
 
@@ -89,4 +90,10 @@ fn four_gpus_one_node_and_two_nodes() {
         &[&["--shape", "8192x4096x4096", "--layout", "nk", "--join-wave", "2", "--graph"][..], &joined].concat(),
     );
     check(4, 1, &g, &["--shape", "8192x4096x4096", "--dynamic", "true", "--in-place", "--rounds", "2"]);
+    // The stream-K tail (on by default on a static walk: 1024 tiles on 124 compute CTAs leave
+    // 32): on a drawn walk too, and off.
+    let tail = ["--shape", "8192x4096x4096", "--push-ctas", "8", "--back-to-back", "20", "--graph"];
+    check(4, 1, &g, &[&tail[..], &["--dynamic", "true", "--tail-split", "true", "--f32"]].concat());
+    check(4, 1, &g, &[&tail[..], &["--tail-split", "false"]].concat());
+    check(4, 1, &g, &[&tail[..], &["--layout", "nk", "--rounds", "2"]].concat());
 }

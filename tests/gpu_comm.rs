@@ -9,7 +9,7 @@ fn allgather(nprocs: u32, nodes: u32, gpus: &[u32], shard: usize, iters: u32) {
     allgather_with(nprocs, nodes, gpus, shard, iters, &[]);
 }
 
-/// `extra`: options of `mkernel rank-check allgather` (`--copy lsu|bulk|fan`, `--in-place`).
+/// `extra`: options of `mkernel rank-check allgather` (`--copy lsu|bulk|fan|pull`, `--in-place`).
 fn allgather_with(nprocs: u32, nodes: u32, gpus: &[u32], shard: usize, iters: u32, extra: &[&str]) {
     let (shard, iters) = (shard.to_string(), iters.to_string());
     let mut args = vec!["rank-check", "allgather", "--shard-bytes", &shard, "--iters", &iters];
@@ -51,6 +51,8 @@ fn allgather_one_node_two_gpus() {
         &["--in-place"],
         &["--copy", "fan"],
         &["--copy", "fan", "--in-place"],
+        &["--copy", "pull"],
+        &["--copy", "pull", "--in-place"],
     ];
     for extra in modes {
         for shard in [17usize, 1_000_003, 16 << 20, (16 << 20) + 48] {
@@ -88,8 +90,15 @@ fn allgather_four_gpus_one_node_and_two_nodes() {
         allgather(4, 1, &[0, 1, 2, 3], shard, 6);
         allgather(4, 2, &[0, 1, 2, 3], shard, 6);
     }
-    // Each piece loaded once and stored to the three others (and this rank's own output).
-    for extra in [&["--copy", "fan"][..], &["--copy", "fan", "--in-place"]] {
+    // Fan: each piece loaded once and stored to the three others (and this rank's own output);
+    // pull: each rank reads the others' shards.
+    let modes = [
+        &["--copy", "fan"][..],
+        &["--copy", "fan", "--in-place"],
+        &["--copy", "pull"],
+        &["--copy", "pull", "--in-place"],
+    ];
+    for extra in modes {
         for shard in [17usize, 1_000_003, (16 << 20) + 48] {
             allgather_with(4, 1, &[0, 1, 2, 3], shard, 6, extra);
         }

@@ -3,14 +3,17 @@
 //! ranks: every unit of work is covered exactly once, partial slots and arrival counts agree,
 //! reduce-scatter owners only reach a tile after every source sent it, the MoE's grouped tiles
 //! come group by group in the order rows fill in, AllGather + GEMM's local copy covers the shard
-//! once, a static walk joined late walks every tile once; and of the GEMM's
+//! once, a static walk joined late walks every tile once, a stream-K tail after whole waves
+//! covers every k-block once; and of the GEMM's
 //! tile width and split-K choices, which must never ask for more than the GPU can hold at once.
 use mkernel::abi::AgGemmParams;
 use mkernel::gemm::{
     default_split_k, default_tile_n, mma_cost, stream_estimate, BLayout, GemmShape, MAX_SPLIT_K, TILE_K, TILE_M,
     TILE_N, TILE_WIDTHS, WAVE_WIDTHS,
 };
-use mkernel::sched::{GroupedTiles, KSplit, OwnerTiles, SplitK, StreamK, TileGrid, TileIter, TileScheduler};
+use mkernel::sched::{
+    GroupedRaster, GroupedTiles, KSplit, OwnerTiles, SplitK, StreamK, TailSplit, TileGrid, TileIter, TileScheduler,
+};
 use proptest::prelude::*;
 
 /// Every (tile, k-block) of `grid` x `k_blocks` covered once by `s`'s non-empty units; each
@@ -101,6 +104,52 @@ proptest! {
             work[(u % ctas) as usize] += kb1 - kb0;
         }
         prop_assert!(work.iter().all(|&w| w <= s.len));
+    }
+
+    #[test]
+    fn tail_split_runs_whole_waves_then_cuts_the_rest_once(
+        m in 1u32..5000, n in 1u32..9000, k_blocks in 1u32..300, ctas in 1u32..200, group_m in 1u32..10,
+    ) {
+        let grid = TileGrid::new(m, n, TILE_M, TILE_N, group_m);
+        let s = TailSplit::new(GroupedRaster(grid), grid, k_blocks, ctas, true);
+        let tiles = grid.count();
+        let position: std::collections::HashMap<(u32, u32), u32> = (0..tiles).map(|i| (grid.coords(i), i)).collect();
+        // Whole waves only, and a tail of fewer tiles than walkers (none when they divide).
+        prop_assert!(s.dp.is_multiple_of(ctas) && s.dp <= tiles && tiles - s.dp < ctas);
+        prop_assert_eq!(s.dp == tiles, tiles.is_multiple_of(ctas));
+        let mut seen = vec![0u8; (tiles * k_blocks) as usize];
+        let mut units = vec![0u32; tiles as usize];
+        let mut work = vec![0u32; ctas as usize];
+        for u in 0..s.count() {
+            let (kb0, kb1) = s.k_range(u, k_blocks);
+            let t = s.tile(u);
+            prop_assert_eq!(t.index, u);
+            let at = position[&(t.m, t.n)];
+            if u < s.dp {
+                prop_assert!(s.whole(u) && (kb0, kb1) == (0, k_blocks) && at == u);
+            } else {
+                prop_assert!(!s.whole(u));
+                if kb0 == kb1 {
+                    continue;
+                }
+                let (tt, slot) = s.unit(u);
+                prop_assert_eq!(s.dp + tt, at);
+                prop_assert!(slot < s.arrivals(tt) && s.arrivals(tt) <= s.slots());
+                units[at as usize] += 1;
+                work[((u - s.dp) % ctas) as usize] += kb1 - kb0;
+            }
+            for kb in kb0..kb1 {
+                seen[(at * k_blocks + kb) as usize] += 1;
+            }
+        }
+        prop_assert!(seen.iter().all(|&c| c == 1));
+        for t in s.dp..tiles {
+            prop_assert_eq!(units[t as usize], s.arrivals(t - s.dp));
+        }
+        // The tail's k-blocks are spread evenly: no walker does more than its share.
+        prop_assert!(work.iter().all(|&w| w <= s.tail.len));
+        // Not wanted: every tile whole.
+        prop_assert_eq!(TailSplit::new(GroupedRaster(grid), grid, k_blocks, ctas, false).dp, tiles);
     }
 
     #[test]

@@ -388,21 +388,25 @@ abi_struct! {
     /// rank's symmetric `output`; then the kernel waits until every other rank's shard arrived.
     /// `input`, `output` and `flags` live in the communicator's heap (their `*_heap_off` are
     /// their offsets there, which FIFO commands carry).
-    pub struct AllGatherParams [312] {
+    pub struct AllGatherParams [376] {
         /// Device address of this rank's shard (`shard_bytes`; its slice of `output` when in
         /// place).
         pub input: u64,
         /// Device address of this rank's output: `world * shard_bytes`, shard s at
         /// `s * shard_bytes`.
         pub output: u64,
-        /// My flags: u32 epochs, `data[world]` (rank s's shard arrived) then `ready[world]`
-        /// (rank s entered this launch).
+        /// My flags: u32 epochs, `data[world]` (rank s's shard arrived), `ready[world]` (rank s
+        /// entered this launch), then `taken[world]` (with [`COPY_PULL`]: rank s is done reading
+        /// my shard).
         pub flags: u64,
         /// Device addresses of each local rank's `output` (index: local rank).
         pub peer_output: [u64; 8],
+        /// Device addresses of each local rank's shard (its `input`), read with [`COPY_PULL`].
+        pub peer_input: [u64; 8],
         /// Device addresses of each local rank's flag buffer.
         pub peer_flags: [u64; 8],
-        /// Per-local-peer completion counters (device memory, never reset: see the kernel).
+        /// Completion counters (device memory, never reset: see the kernel): `2 * local_world`,
+        /// per place pushed to, then per source pulled from.
         pub counters: u64,
         /// Launch counter (device `u64`): gives each launch its epoch.
         pub launches: u64,
@@ -432,7 +436,8 @@ abi_struct! {
         pub local_world: u32,
         /// The grid: `intra_comm` copy CTAs, and one inter-send CTA with several nodes.
         pub roles: RoleSplit,
-        /// How intra-comm CTAs move bytes: [`COPY_LSU`], [`COPY_BULK`] or [`COPY_FAN`].
+        /// How intra-comm CTAs move bytes: [`COPY_LSU`], [`COPY_BULK`], [`COPY_FAN`] or
+        /// [`COPY_PULL`].
         pub copy_mode: u32,
         /// 1: `input` is this rank's slice of `output` (nothing to copy locally).
         pub in_place: u32,
@@ -447,7 +452,7 @@ abi_struct! {
     /// needs. Flags (u32 epochs, see [`AgGemmParams::ready_flag`] / [`AgGemmParams::data_flag`]):
     /// `ready[s]` = rank s entered this launch (its `gathered` may be overwritten), then
     /// `data[s][c]` = chunk c of rank s's shard is in this rank's `gathered`.
-    pub struct AgGemmParams [408] {
+    pub struct AgGemmParams [424] {
         /// The GEMM over `gathered`; its `roles` split the grid into compute, intra-comm (push,
         /// then `fwd_ctas` forward) and inter-send CTAs.
         pub gemm: GemmParams,
@@ -524,8 +529,14 @@ abi_struct! {
         /// from which the intra-comm CTAs share the tiles (`sched::TileIter::joined`); before
         /// it the compute CTAs walk alone.
         pub join_at: u32,
-        /// Padding up to the asserted size; always 0.
-        pub _pad: u32,
+        /// Schedule positions taken as whole tiles (`sched::TailSplit::dp`): the tiles past them
+        /// (past the claiming CTAs' last full wave) are cut into k-ranges over all of them, their
+        /// f32 partials summed through `tail_workspace`; every tile when there is no tail.
+        pub tail_dp: u32,
+        /// `[2 x tail tiles][slots]` f32 half tiles (`sched::TailSplit`'s slots).
+        pub tail_workspace: u64,
+        /// `2 x tail tiles` u32 arrival counters, zero between launches.
+        pub tail_counters: u64,
     }
 }
 
@@ -1002,6 +1013,10 @@ pub const COPY_BULK: u32 = 1;
 /// NVLink copy by TMA bulk copies as [`COPY_BULK`], each piece loaded once and stored to every
 /// local rank (one bulk group per piece) instead of one rank after another.
 pub const COPY_FAN: u32 = 2;
+/// NVLink copy by TMA bulk copies that read: every rank's intra-comm CTAs pull each local peer's
+/// shard into their own output (the reads of every source interleaved), instead of pushing
+/// their own shard into the peers'.
+pub const COPY_PULL: u32 = 3;
 
 abi_struct! {
     /// FIFO exercise: every thread of the grid pushes `per_thread` commands whose fields encode

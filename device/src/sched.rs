@@ -183,6 +183,12 @@ pub trait KSplit {
     fn unit(&self, index: u32) -> (u32, u32);
     /// Units of output tile `t`.
     fn arrivals(&self, t: u32) -> u32;
+    /// Whether unit `index` is a whole tile, stored as it is (no partial to sum): only some of
+    /// a [`TailSplit`]'s are.
+    #[inline(always)]
+    fn whole(&self, _index: u32) -> bool {
+        false
+    }
 }
 
 /// A bounded wait gave up (it already reported who waited for what).
@@ -831,6 +837,9 @@ impl KSplit for SplitK {
 pub struct StreamK {
     /// The output tiles.
     pub grid: TileGrid,
+    /// How many there are (`grid.count()`, or fewer when only a tail of another walk is cut:
+    /// [`TailSplit`]).
+    pub tiles: u32,
     /// k-blocks per tile.
     pub k_blocks: u32,
     /// CTAs (one range each).
@@ -844,8 +853,15 @@ impl StreamK {
     /// `grid.count() x k_blocks` below 2^32: the host checks).
     #[inline(always)]
     pub const fn new(grid: TileGrid, k_blocks: u32, ctas: u32) -> Self {
-        let total = grid.count() * k_blocks;
-        Self { grid, k_blocks, ctas, len: div_nz(total + ctas - 1, ctas) }
+        Self::of(grid, grid.count(), k_blocks, ctas)
+    }
+
+    /// `tiles` tiles of `grid`'s shape (`tiles <= ctas`), the first `tiles` in its order or any
+    /// `tiles` a caller maps them to.
+    #[inline(always)]
+    pub const fn of(grid: TileGrid, tiles: u32, k_blocks: u32, ctas: u32) -> Self {
+        let total = tiles * k_blocks;
+        Self { grid, tiles, k_blocks, ctas, len: div_nz(total + ctas - 1, ctas) }
     }
 
     /// (tile, first k-block, end k-block within the tile) of unit `u`; an empty range when the
@@ -853,7 +869,7 @@ impl StreamK {
     #[inline(always)]
     pub const fn segment(&self, u: u32) -> (u32, u32, u32) {
         let (c, k) = (rem_nz(u, self.ctas), div_nz(u, self.ctas));
-        let total = self.grid.count() * self.k_blocks;
+        let total = self.tiles * self.k_blocks;
         let start = if c * self.len < total { c * self.len } else { total };
         let end = if start + self.len < total { start + self.len } else { total };
         if start >= end {
@@ -908,6 +924,105 @@ impl KSplit for StreamK {
     #[inline(always)]
     fn arrivals(&self, t: u32) -> u32 {
         div_nz((t + 1) * self.k_blocks - 1, self.len) - self.first_cta(t) + 1
+    }
+}
+
+/// Whole tiles, then a stream-K tail: positions `0..dp` are `inner`'s first `dp` tiles, whole
+/// (data-parallel: `dp` a multiple of the walkers, so every walker has the same count); the
+/// remaining `tail.tiles` tiles of `inner` (fewer than the walkers) are cut as [`StreamK`]
+/// cuts them, one contiguous k-range per walker at positions `dp + c` and `dp + c + ctas`. A
+/// last partial wave that would leave most CTAs idle (32 tiles on 126 CTAs: a 17th wave for
+/// 16.25 waves of work) is then spread over all of them; the units of a tail tile sum their
+/// partials (`gemm::epilogue::TailStore`).
+#[derive(Clone, Copy, Debug)]
+pub struct TailSplit<S> {
+    /// The whole walk's order.
+    pub inner: S,
+    /// Positions taken whole.
+    pub dp: u32,
+    /// The tail's cut (its tile `t` is `inner`'s tile `dp + t`).
+    pub tail: StreamK,
+}
+
+impl<S: TileScheduler> TailSplit<S> {
+    /// `inner`'s tiles of `k_blocks` each over `ctas` walkers: whole while full waves remain
+    /// (`dp` = the largest multiple of `ctas` below `inner.count()` that leaves the tail at
+    /// most `ctas` tiles), the rest stream-K. `split` false (or a tail of no tile): all whole.
+    #[inline(always)]
+    pub fn new(inner: S, grid: TileGrid, k_blocks: u32, ctas: u32, split: bool) -> Self {
+        let count = inner.count();
+        let rem = rem_nz(count, ctas);
+        let dp = if split && rem != 0 { count - rem } else { count };
+        Self::at(inner, grid, k_blocks, ctas, dp)
+    }
+
+    /// As [`TailSplit::new`] with `dp` given (what `new` chose, kept by a kernel's parameters so
+    /// that it need not be held in registers).
+    #[inline(always)]
+    pub fn at(inner: S, grid: TileGrid, k_blocks: u32, ctas: u32, dp: u32) -> Self {
+        let tiles = inner.count() - dp;
+        Self { inner, dp, tail: StreamK::of(grid, tiles, k_blocks, ctas) }
+    }
+}
+
+impl<S: TileScheduler> TileScheduler for TailSplit<S> {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        self.dp + if self.tail.tiles != 0 { 2 * self.tail.ctas } else { 0 }
+    }
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        if index < self.dp {
+            return self.inner.tile(index);
+        }
+        let t = self.inner.tile(self.dp + self.tail.segment(index - self.dp).0);
+        Tile { index, ..t }
+    }
+    #[inline(always)]
+    fn k_range(&self, index: u32, k_blocks: u32) -> (u32, u32) {
+        if index < self.dp {
+            return (0, k_blocks);
+        }
+        let (_, kb0, kb1) = self.tail.segment(index - self.dp);
+        (kb0, kb1)
+    }
+    const MAY_BE_EMPTY: bool = true;
+    const DYNAMIC: bool = S::DYNAMIC;
+    #[inline(always)]
+    fn counters(&self) -> *mut u32 {
+        self.inner.counters()
+    }
+    #[inline(always)]
+    fn claim_ahead(&self) -> u32 {
+        self.inner.claim_ahead()
+    }
+    #[inline(always)]
+    fn static_join(&self) -> (u32, u32) {
+        self.inner.static_join()
+    }
+}
+
+impl<S> KSplit for TailSplit<S> {
+    #[inline(always)]
+    fn slots(&self) -> u32 {
+        if self.tail.tiles == 0 {
+            1 // no tail (and no k-range length to divide by)
+        } else {
+            self.tail.slots()
+        }
+    }
+    /// (tail tile, slot) of tail unit `index` (`index >= dp`).
+    #[inline(always)]
+    fn unit(&self, index: u32) -> (u32, u32) {
+        self.tail.unit(index - self.dp)
+    }
+    #[inline(always)]
+    fn arrivals(&self, t: u32) -> u32 {
+        self.tail.arrivals(t)
+    }
+    #[inline(always)]
+    fn whole(&self, index: u32) -> bool {
+        index < self.dp
     }
 }
 

@@ -101,13 +101,19 @@ fn opts_copy(copy: CopyArg, world: &World) -> NvlinkCopy {
     NvlinkCopy::from(copy).resolve(world.local_world_size)
 }
 
+/// How `bench allgather` runs the all-gather (its command-line options).
+#[derive(Clone, Copy, Debug)]
+pub struct AllgatherHow {
+    pub intra_ctas: u32,
+    pub copy: CopyArg,
+    pub in_place: bool,
+}
+
 /// `bench allgather`, as ranks: the GPU-driven all-gather, and (one node) the copy engine moving
 /// the same shard into a peer.
 pub fn allgather(
     sizes: &[usize],
-    intra_ctas: u32,
-    copy: CopyArg,
-    in_place: bool,
+    AllgatherHow { intra_ctas, copy, in_place }: AllgatherHow,
     ranks: &RanksArgs,
     timing: Timing,
     json: Option<&Path>,
@@ -151,6 +157,29 @@ pub fn allgather(
                 run.record("all_gather", total.to_string(), "-", "copy-engine-p2p", ms)
                     .with_bytes(shard as f64)
                     .with("in_place", in_place),
+            );
+            // The copy engines doing the whole all-gather: this rank's shard into every other
+            // rank's output at once, one stream per peer (what a copy-engine all-gather does).
+            let side = (1..world.world_size).map(|_| Gpu::new(world.device)).collect::<Result<Vec<_>, _>>()?;
+            let dsts = (1..world.world_size)
+                .map(|k| {
+                    let peer = (world.rank + k) % world.world_size;
+                    Ok(ag.peer_output(peer).context("peer output not mapped")? + (world.rank as usize * shard) as u64)
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let ms = harness::time_ms(&gpu, &mut &comm, timing, || {
+                for (s, &dst) in side.iter().zip(&dsts) {
+                    s.wait_for(&gpu)?;
+                    // SAFETY: as above, for every peer's mapped output.
+                    unsafe { s.copy_async(dst, src, shard)? };
+                    gpu.wait_for(s)?;
+                }
+                Ok(())
+            })?;
+            records.push(
+                run.record("all_gather", total.to_string(), "-", "copy-engine-allgather", ms)
+                    .with_bytes(busbw)
+                    .with("in_place", true),
             );
         }
         comm.barrier()?;

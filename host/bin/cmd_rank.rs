@@ -68,6 +68,7 @@ impl From<CopyArg> for NvlinkCopy {
             CopyArg::Bulk => NvlinkCopy::Bulk,
             CopyArg::Lsu => NvlinkCopy::Lsu,
             CopyArg::Fan => NvlinkCopy::Fan,
+            CopyArg::Pull => NvlinkCopy::Pull,
             CopyArg::Auto => NvlinkCopy::Auto,
         }
     }

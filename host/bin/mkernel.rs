@@ -391,6 +391,8 @@ pub enum CopyArg {
     Lsu,
     /// Bulk copies, each piece loaded once and stored to every local rank at once.
     Fan,
+    /// Bulk copies that read: each rank pulls every local peer's shard into its own output.
+    Pull,
     /// `fan` above two ranks per node, `bulk` otherwise.
     Auto,
 }
@@ -588,7 +590,8 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
             cmd_bench::attention(&configs, &layouts, &masks, ctas, timing.timing(), json.as_deref())
         }
         BenchCmd::Allgather { sizes, intra_ctas, copy, in_place, ranks, timing, json } => {
-            cmd_bench::allgather(&sizes, intra_ctas, copy, in_place, &ranks, timing.timing(), json.as_deref())
+            let how = cmd_bench::AllgatherHow { intra_ctas, copy, in_place };
+            cmd_bench::allgather(&sizes, how, &ranks, timing.timing(), json.as_deref())
         }
         BenchCmd::AgGemm { shapes, layouts, knobs, in_place, ranks, timing, json } => {
             cmd_ag_gemm::bench(&shapes, &layouts, &knobs, in_place, &ranks, timing.timing(), json.as_deref())

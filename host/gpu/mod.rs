@@ -18,7 +18,7 @@ use bytemuck::Pod;
 use cust::context::Context;
 use cust::device::{Device, DeviceAttribute};
 use cust::event::{Event, EventFlags};
-use cust::stream::{Stream, StreamFlags};
+use cust::stream::{Stream, StreamFlags, StreamWaitEventFlags};
 use cust_raw as sys;
 pub(crate) use error::check as check_raw;
 use error::{check, cust_err};
@@ -504,6 +504,16 @@ impl Gpu {
             return Err(e);
         }
         Ok(Graph { graph, exec })
+    }
+
+    /// Make work enqueued on this handle's stream from now on wait for everything enqueued on
+    /// `other`'s so far (an event recorded there). Handles of one device have streams of their
+    /// own, so this forks work onto several streams and joins it back.
+    pub fn wait_for(&self, other: &Gpu) -> Result<()> {
+        self.make_current()?;
+        let done = Event::new(EventFlags::DISABLE_TIMING).map_err(cust_err("cuEventCreate"))?;
+        done.record(&other.stream).map_err(cust_err("cuEventRecord"))?;
+        self.stream.wait_event(done, StreamWaitEventFlags::DEFAULT).map_err(cust_err("cuStreamWaitEvent"))
     }
 
     /// Time `work` (which enqueues on this handle's stream) with CUDA events; milliseconds.

@@ -35,8 +35,9 @@ use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::comm::world::World;
 use crate::error::{invalid, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
+use crate::sched::{KSplit, RowOrder, TailSplit, TileGrid, TileScheduler};
 use half::bf16;
-use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
+use mkernel_device::kernels_info::gemm::{split_half_bytes, SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
 use std::time::Duration;
 
 /// Where this rank's shard `A_r[M/W, K]` comes from.
@@ -88,6 +89,15 @@ pub struct AgGemmOptions {
     /// K-blocks before a tile's last load at which the tile's CTA claims its next tile
     /// (`AgGemmParams::claim_ahead`; 0: at the tile boundary).
     pub claim_ahead: u32,
+    /// Cut the tiles past the last full wave of the claiming CTAs into k-ranges over all of them
+    /// (stream-K, `sched::TailSplit`), instead of running them whole on a few CTAs while the
+    /// rest idle. Only where no tail tile reads this rank's own rows (their A is written out by
+    /// the tiles that load it whole). `None`: on a static walk whose tail fills at most
+    /// [`TAIL_MAX_FILL_PCT`] of a wave. On 4x H200 it took 1 x 4 from 1.089 to 1.066 of
+    /// max(GEMM alone, all-gather alone) at 16384x4096x8192 (a quarter-wave tail), cost 1% where
+    /// the tail filled 63-75% of a wave, and made the drawn walk across two emulated nodes 1-4%
+    /// slower (docs/PERF.md).
+    pub tail_split: Option<bool>,
 }
 
 impl Default for AgGemmOptions {
@@ -104,6 +114,7 @@ impl Default for AgGemmOptions {
             join: None,
             join_wave: None,
             claim_ahead: 4,
+            tail_split: None,
         }
     }
 }
@@ -144,11 +155,70 @@ pub struct AgGemm<'a> {
     _row_order: DeviceBuffer<u32>,
     _launches: DeviceBuffer<u64>,
     _tile_counters: DeviceBuffer<u32>,
+    tail: Tail,
+    /// The tail's f32 partials and arrival counters (`AgGemmParams::tail_workspace`).
+    _tail_buffers: (DeviceBuffer<f32>, DeviceBuffer<u32>),
     _maps: DeviceBuffer<TensorMap>,
     _local_map: Option<DeviceBuffer<TensorMap>>,
     diag: DiagBuffers,
     params: AgGemmParams,
     kernel: kernels::Kernel<AgGemmParams>,
+}
+
+/// Whether tile row `tm` (rows `tm * TILE_M ..` of `m`) holds any of rank `rank`'s rows.
+fn tile_reads_rank(tm: u32, m: u32, shard_rows: u32, rank: u32) -> bool {
+    let (first, end) = (tm * TILE_M, ((tm + 1) * TILE_M).min(m));
+    first < (rank + 1) * shard_rows && end > rank * shard_rows
+}
+
+/// The largest share of a wave (percent of the claiming CTAs) a stream-K tail fills by default.
+/// Its units' partial sums cost about a third to a half of a tile's time (measured on 4x H200:
+/// a quarter-wave tail saved 2.7%, tails of 63% and 75% of a wave cost 1%, one of 51% saved
+/// 0.6-0.9%), so a fuller last wave is left whole.
+pub const TAIL_MAX_FILL_PCT: u32 = 55;
+
+/// The fused walk's stream-K tail (`sched::TailSplit`, `AgGemmParams::tail_dp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tail {
+    /// Schedule positions taken whole.
+    pub dp: u32,
+    /// Tiles cut into k-ranges after them.
+    pub tiles: u32,
+    /// f32 partial slots per half tile.
+    pub slots: u32,
+}
+
+impl Tail {
+    /// The tail of `shape`'s tiles in `order`'s grouped raster over `ctas` claiming CTAs, unless
+    /// a tail tile row is `local` (its A is written out by the tiles that load it whole):
+    /// `Some(true)` whenever there is one, `Some(false)` never, `None` when it fills at most
+    /// [`TAIL_MAX_FILL_PCT`] of a wave. No tail: `dp` = every tile.
+    pub fn plan(
+        shape: GemmShape,
+        order: &[u32],
+        group_m: u32,
+        ctas: u32,
+        wanted: Option<bool>,
+        local: impl Fn(u32) -> bool,
+    ) -> Tail {
+        let grid = TileGrid::new(shape.m as u32, shape.n as u32, TILE_M, TILE_N, group_m);
+        let walk = RowOrder { grid, rows: order.as_ptr() };
+        let k_blocks = (shape.k as u32).div_ceil(TILE_K);
+        let ctas = ctas.max(1);
+        let fill_ok = grid.count() % ctas * 100 <= ctas * TAIL_MAX_FILL_PCT;
+        let split = TailSplit::new(walk, grid, k_blocks, ctas, wanted.unwrap_or(fill_ok));
+        let none = Tail { dp: grid.count(), tiles: 0, slots: 1 };
+        // `walk.tile` reads `order`, which has one entry per tile row of the grid.
+        if split.tail.tiles == 0 || (split.dp..grid.count()).any(|i| local(walk.tile(i).m)) {
+            return none;
+        }
+        Tail { dp: split.dp, tiles: split.tail.tiles, slots: split.slots() }
+    }
+
+    /// f32 words of the tail's partials: `2 x tiles x slots` half tiles.
+    pub fn workspace_floats(&self) -> usize {
+        (2 * self.tiles * self.slots) as usize * split_half_bytes(TILE_N) as usize / 4
+    }
 }
 
 /// Tile rows in the order compute CTAs walk them: rows whose data is on this rank first, then
@@ -360,6 +430,20 @@ impl<'a> AgGemm<'a> {
             params.join_at = wave.min(tiles(shape).div_ceil(split.compute.max(1))) * split.compute;
         }
         params.claim_ahead = opts.claim_ahead;
+        let claiming = split.compute + if join { split.push + split.fwd } else { 0 };
+        let tail = Tail::plan(
+            shape,
+            &order,
+            opts.group_m,
+            claiming,
+            opts.tail_split.or(if dynamic { Some(false) } else { None }),
+            |tm| tile_reads_rank(tm, shape.m as u32, shard_rows as u32, world.rank),
+        );
+        params.tail_dp = tail.dp;
+        let tail_workspace = gpu.alloc::<f32>(tail.workspace_floats().max(1))?;
+        let tail_counters = gpu.upload(&vec![0u32; (2 * tail.tiles).max(1) as usize])?;
+        params.tail_workspace = tail_workspace.addr();
+        params.tail_counters = tail_counters.addr();
         let kernel = b_layout.pick(kernels::AG_GEMM_KN, kernels::AG_GEMM_NK);
 
         // The unfused path gathers into the same buffer (in place) and multiplies from it.
@@ -382,6 +466,8 @@ impl<'a> AgGemm<'a> {
             _row_order: row_order_buf,
             _launches: launches,
             _tile_counters: tile_counters,
+            tail,
+            _tail_buffers: (tail_workspace, tail_counters),
             _maps: maps,
             _local_map: local_map,
             diag,
@@ -404,6 +490,23 @@ impl<'a> AgGemm<'a> {
     /// join (`AgGemmParams::join_at`); None when they do not.
     pub fn join_at(&self) -> Option<u32> {
         (self.params.join != 0 && self.params.dynamic == 0).then_some(self.params.join_at)
+    }
+
+    /// The fused walk's stream-K tail (none: `tiles` 0).
+    pub fn tail(&self) -> Tail {
+        self.tail
+    }
+
+    /// The output tiles (tile row, tile column) the fused walk's tail cuts into k-ranges: their
+    /// f32 sums run in another order than a whole tile's, so they may differ from the unfused
+    /// path's by rounding.
+    pub fn tail_tiles(&self) -> Vec<(u32, u32)> {
+        let w = self.comm.world();
+        let rows = (self.shape.m / w.world_size as usize) as u32;
+        let order = row_order(self.shape.m as u32, rows, self.split.chunk_rows, w);
+        let grid = TileGrid::new(self.shape.m as u32, self.shape.n as u32, TILE_M, TILE_N, self.params.gemm.group_m);
+        let walk = RowOrder { grid, rows: order.as_ptr() };
+        (self.tail.dp..self.tail.dp + self.tail.tiles).map(|i| walk.tile(i)).map(|t| (t.m, t.n)).collect()
     }
 
     /// The shape (M in all).
@@ -462,7 +565,9 @@ impl<'a> AgGemm<'a> {
         self.unfused.gemm.launch(gpu)
     }
 
-    /// Wait for this rank's launches; report a device-side timeout or a proxy error.
+    /// Wait for this rank's launches; report a device-side timeout or a proxy error. After a
+    /// timeout, build the op again: an abandoned launch leaves its tile and tail counters (zero
+    /// between launches otherwise) as they were.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
         let sync = gpu.synchronize();
         self.diag.check()?;
@@ -623,6 +728,29 @@ mod tests {
         assert_eq!(static_join_wave(shape, &World::test(0, 4, 1), split(12), 132, true), 6);
         // One rank per node: nothing to copy, join at once.
         assert_eq!(static_join_wave(shape, &World::test(0, 2, 2), split(1), 132, true), 0);
+    }
+
+    #[test]
+    fn the_tail_is_cut_when_it_fills_little_of_a_wave_and_reads_no_local_rows() {
+        let shape = GemmShape { m: 16384, n: 4096, k: 8192 }; // 2048 tiles of 128 k-blocks
+        let plan = |world: &World, ctas: u32, wanted: Option<bool>| {
+            let rows = shape.m as u32 / world.world_size;
+            let order = row_order(shape.m as u32, rows, 256, world);
+            Tail::plan(shape, &order, 8, ctas, wanted, |tm| tile_reads_rank(tm, shape.m as u32, rows, world.rank))
+        };
+        let w4 = World::test(1, 4, 1);
+        // 126 CTAs: 16 waves and 32 tiles (a quarter wave) cut into 33-k-block ranges.
+        assert_eq!(plan(&w4, 126, None), Tail { dp: 2016, tiles: 32, slots: 5 });
+        // 131 CTAs: 83 tiles fill 63% of a wave, left whole unless asked for.
+        assert_eq!(plan(&w4, 131, None).tiles, 0);
+        assert_eq!(plan(&w4, 131, Some(true)), Tail { dp: 1965, tiles: 83, slots: 3 });
+        assert_eq!(plan(&w4, 126, Some(false)).tiles, 0);
+        // 128 CTAs divide the tiles: nothing to cut.
+        assert_eq!(plan(&w4, 128, Some(true)), Tail { dp: 2048, tiles: 0, slots: 1 });
+        // One rank: every row is local (its A is written out by the tiles that load it whole).
+        assert_eq!(plan(&World::test(0, 1, 1), 126, Some(true)).tiles, 0);
+        let t = plan(&w4, 126, None);
+        assert_eq!(t.workspace_floats(), 2 * 32 * 5 * 64 * 256);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The GPU-driven all-gather (see `device/src/kernels/allgather.rs`): rank r's shard lands at
 //! `r * shard_bytes` of every rank's output. Ranks on this node are reached over NVLink by the
 //! kernel itself; ranks on other nodes through the communicator's FIFO, proxy and transport.
-use crate::abi::{AllGatherParams, RoleSplit, COPY_BULK, COPY_FAN, COPY_LSU, MAX_LOCAL_RANKS};
+use crate::abi::{AllGatherParams, RoleSplit, COPY_BULK, COPY_FAN, COPY_LSU, COPY_PULL, MAX_LOCAL_RANKS};
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::comm::CommError;
 use crate::error::{invalid, DiagBuffers, Result};
@@ -20,6 +20,9 @@ pub enum NvlinkCopy {
     /// 4x H200 (256 MiB, 16 CTAs, one call): at world 4 291 / 306 GB/s per GPU (out of place /
     /// in place) against bulk's 257 / 278; at world 2 265 / 317 against 317 / 313.
     Fan,
+    /// TMA bulk copies that read: each rank pulls every local peer's shard into its own output,
+    /// the reads from every peer interleaved in each CTA.
+    Pull,
     /// `Fan` above two ranks per node, `Bulk` otherwise (the measurements above).
     Auto,
 }
@@ -168,8 +171,8 @@ impl<'c> AllGather<'c> {
                 (out_addr + world.rank as u64 * shard_bytes as u64, out_off + world.rank as u64 * shard_bytes as u64)
             }
         };
-        let flags = comm.alloc(8 * w as usize)?; // data[w], ready[w]
-        let counters = gpu.upload(&vec![0u32; world.local_world_size as usize])?;
+        let flags = comm.alloc(12 * w as usize)?; // data[w], ready[w], taken[w]
+        let counters = gpu.upload(&vec![0u32; 2 * world.local_world_size as usize])?; // pushes, then pulls
         let launches = gpu.upload(&[0u64])?;
         let diag = DiagBuffers::new(gpu)?;
         let mut params = AllGatherParams {
@@ -200,6 +203,7 @@ impl<'c> AllGather<'c> {
                 NvlinkCopy::Lsu => COPY_LSU,
                 NvlinkCopy::Bulk | NvlinkCopy::Auto => COPY_BULK,
                 NvlinkCopy::Fan => COPY_FAN,
+                NvlinkCopy::Pull => COPY_PULL,
             },
             in_place: opts.in_place as u32,
             ..Default::default()
@@ -211,6 +215,11 @@ impl<'c> AllGather<'c> {
                 what: format!("rank {r} is on this node but its heap is not mapped (another host?)"),
             };
             params.peer_output[lr as usize] = out_peer(r).ok_or_else(missing)?;
+            // A peer's shard: its input region, or its own slice of its output when in place.
+            params.peer_input[lr as usize] = match &input {
+                Some(b) => b.peer(r).ok_or_else(missing)?,
+                None => out_peer(r).ok_or_else(missing)? + r as u64 * shard_bytes as u64,
+            };
             params.peer_flags[lr as usize] = flags.peer(r).ok_or_else(missing)?;
         }
         comm.barrier()?;

@@ -4,7 +4,9 @@
 //! - [`lsu_copy`]: 16-byte vector loads and stores from `nthreads` threads (ragged tails, or
 //!   where no shared memory is free);
 //! - [`copy_block`]: the whole CTA copies a range, bulk for the 16-byte multiple, LSU for the rest;
-//!   [`copy_fan`]: the same to several places at once, each piece loaded once.
+//!   [`copy_fan`]: the same to several places at once, each piece loaded once;
+//!   [`copy_fan_in`]: several (source, destination) pairs at once, their pieces interleaved, so
+//!   one CTA keeps reads from every source in flight (an all-gather that pulls).
 use crate::arch::*;
 use crate::kernels_info::allgather::{BULK_AHEAD, BULK_CHUNK, BULK_STAGES};
 use crate::pipeline::Pipeline;
@@ -148,6 +150,37 @@ impl BulkRing {
     }
 }
 
+/// The part of a byte range `start..` that bulk copies move, in `BULK_CHUNK` pieces: whole
+/// 16-byte vectors (when bulk copies may be used at all); LSU copies take the rest from
+/// `lsu_from`.
+#[derive(Clone, Copy)]
+struct BulkSpan {
+    start: u64,
+    lsu_from: u64,
+}
+
+impl BulkSpan {
+    #[inline(always)]
+    fn new((start, end): (u64, u64), bulk: bool) -> Self {
+        Self { start, lsu_from: if bulk { start + (end - start) / VEC * VEC } else { start } }
+    }
+    /// Pieces of at most `BULK_CHUNK` bytes.
+    #[inline(always)]
+    fn pieces(&self) -> u32 {
+        (self.lsu_from - self.start).div_ceil(BULK_CHUNK as u64) as u32
+    }
+    /// Where piece `i` starts.
+    #[inline(always)]
+    fn off(&self, i: u32) -> u64 {
+        self.start + i as u64 * BULK_CHUNK as u64
+    }
+    /// Piece `i`'s length.
+    #[inline(always)]
+    fn len(&self, i: u32) -> u32 {
+        (self.lsu_from - self.off(i)).min(BULK_CHUNK as u64) as u32
+    }
+}
+
 /// Copy bytes `start..end` of `src` to `dst` with thread `tid` of `nthreads`: 16-byte vectors,
 /// eight in flight per thread, when both addresses allow; bytes otherwise and for the tail.
 ///
@@ -229,21 +262,57 @@ pub unsafe fn copy_fan(
     (tid, nthreads): (u32, u32),
 ) -> bool {
     let aligned = (src + start).is_multiple_of(VEC) && (0..n).all(|k| (dst(k) + start).is_multiple_of(VEC));
-    let lsu_from = if bulk && aligned { start + (end - start) / VEC * VEC } else { start };
+    let span = BulkSpan::new((start, end), bulk && aligned);
     let mut ok = true;
     if let (true, Some(r)) = (bulk && aligned, ring) {
-        let count = (lsu_from - start).div_ceil(BULK_CHUNK as u64) as u32;
-        let off = |i: u32| start + i as u64 * BULK_CHUNK as u64;
-        let len = |i: u32| (lsu_from - off(i)).min(BULK_CHUNK as u64) as u32;
         let store = |i: u32, stage: u32| {
             for k in 0..n {
-                bulk_store(dst(k) + off(i), stage, len(i));
+                bulk_store(dst(k) + span.off(i), stage, span.len(i));
             }
         };
-        ok = r.gather(count, |i| Some((src + off(i), len(i))), store, b, tag);
+        ok = r.gather(span.pieces(), |i| Some((src + span.off(i), span.len(i))), store, b, tag);
     }
     for k in 0..n {
-        lsu_copy(src as *const u8, dst(k) as *mut u8, lsu_from, end, tid, nthreads);
+        lsu_copy(src as *const u8, dst(k) as *mut u8, span.lsu_from, end, tid, nthreads);
+    }
+    sync_threads();
+    ok
+}
+
+/// [`copy_block`] of the same range for `pairs.0` (source, destination) pairs at once, pair `k`
+/// being `pairs.1(k)`: with bulk copies the pairs' pieces go through the ring interleaved (piece
+/// 0 of every pair, then piece 1, ...), so reads from every source are in flight together; when
+/// the sources are peers' memory that is a pull over NVLink, spread over every link.
+///
+/// # Safety
+/// As [`copy_block`], for every pair.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn copy_fan_in(
+    (n, pair): (u32, impl Fn(u32) -> (u64, u64)),
+    (start, end): (u64, u64),
+    bulk: bool,
+    ring: Option<&mut BulkRing>,
+    b: &Bound<'_>,
+    tag: u32,
+    (tid, nthreads): (u32, u32),
+) -> bool {
+    let aligned = (0..n).all(|k| {
+        let (src, dst) = pair(k);
+        (src + start).is_multiple_of(VEC) && (dst + start).is_multiple_of(VEC)
+    });
+    let span = BulkSpan::new((start, end), bulk && aligned);
+    let mut ok = true;
+    if let (true, Some(r), true) = (bulk && aligned, ring, n > 0) {
+        // Ring piece i is pair i % n's piece i / n.
+        let (pair_of, piece_of) = (|i: u32| pair(crate::sched::rem_nz(i, n)), |i: u32| crate::sched::div_nz(i, n));
+        let load = |i: u32| Some((pair_of(i).0 + span.off(piece_of(i)), span.len(piece_of(i))));
+        let store = |i: u32, stage: u32| bulk_store(pair_of(i).1 + span.off(piece_of(i)), stage, span.len(piece_of(i)));
+        ok = r.gather(span.pieces() * n, load, store, b, tag);
+    }
+    for k in 0..n {
+        let (src, dst) = pair(k);
+        lsu_copy(src as *const u8, dst as *mut u8, span.lsu_from, end, tid, nthreads);
     }
     sync_threads();
     ok

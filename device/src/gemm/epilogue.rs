@@ -126,6 +126,12 @@ pub struct SplitKStore<'a, K> {
     pub parallel: bool,
     /// This launch's epoch.
     pub epoch: u32,
+    /// Not `parallel`: the last arriver takes the tile's arrivals back off its counter, so every
+    /// launch counts from zero and `epoch` is not used (for kernels whose launch counter also
+    /// counts launches that run no split units). As with the tile counters of a drawn walk, a
+    /// launch abandoned mid-way (a wait that timed out, reported to the host) leaves them as
+    /// they are: build the op again after such an error.
+    pub reset: bool,
     /// Where the shared sums' wait reports.
     pub bound: crate::sync::Bound<'a>,
 }
@@ -217,7 +223,12 @@ impl<A: Accumulators, K: KSplit> Epilogue<A> for SplitKStore<'_, K> {
         }
         let last_word = smem.scratch() + 4 + 4 * cwg;
         if t == 0 {
+            let complete = if self.reset { splits } else { complete };
             let last = atom_add_acq_rel_gpu_u32(counter, 1).wrapping_add(1) == complete;
+            if last && self.reset {
+                // Every unit of the tile has arrived: nothing else touches the counter this launch.
+                atom_add_acq_rel_gpu_u32(counter, splits.wrapping_neg());
+            }
             st_shared_u32(last_word, last as u32);
         }
         named_barrier_sync(bar, 128);
@@ -250,6 +261,25 @@ impl<A: Accumulators, K: KSplit> Epilogue<A> for SplitKStore<'_, K> {
             unroll_below!(A::CHUNKS, add);
         }
         self.inner.store(smem, acc, tile, n, cwg, t);
+    }
+}
+
+/// Units that are whole tiles ([`KSplit::whole`]: a [`crate::sched::TailSplit`]'s first waves)
+/// stored by `split.inner`, the others summed through [`SplitKStore`] (whose last arriver stores
+/// the tile the same way).
+pub struct TailStore<'a, K> {
+    /// The partial sums; `split.sched` is the walk.
+    pub split: SplitKStore<'a, K>,
+}
+
+impl<A: Accumulators, K: KSplit> Epilogue<A> for TailStore<'_, K> {
+    #[inline(always)]
+    unsafe fn store<const ST: u32>(&self, smem: &Smem<ST, A>, acc: &mut A, tile: Tile, n: u32, cwg: u32, t: u32) {
+        if self.split.sched.whole(tile.index) {
+            self.split.inner.store(smem, acc, tile, n, cwg, t);
+        } else {
+            self.split.store(smem, acc, tile, n, cwg, t);
+        }
     }
 }
 

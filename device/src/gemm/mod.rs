@@ -17,5 +17,5 @@ pub mod mainloop;
 
 pub use crate::kernels_info::gemm::*;
 pub use engine::compute_cta;
-pub use epilogue::{Epilogue, SplitKStore, StoreC};
+pub use epilogue::{Epilogue, SplitKStore, StoreC, TailStore};
 pub use mainloop::{Acc128, Acc192, Acc224, Acc256, Acc64, Accumulators};

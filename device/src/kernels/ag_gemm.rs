@@ -20,10 +20,12 @@ use crate::arch::*;
 use crate::comm::nvlink::{copy_block, copy_fan, BulkRing};
 use crate::comm::signal::{launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
-use crate::gemm::engine::store_c_cta;
+use crate::gemm::engine::{compute_cta, Operands};
 use crate::gemm::feed::Feed;
 use crate::gemm::*;
-use crate::sched::{div_nz, rem_nz, ACopy, Claimed, GaveUp, InputGate, Role, RowOrder, Tile, TileGrid, TileScheduler};
+use crate::sched::{
+    div_nz, rem_nz, ACopy, Claimed, GaveUp, InputGate, KSplit, Role, RowOrder, TailSplit, Tile, TileGrid, TileScheduler,
+};
 use crate::sync::Bound;
 
 /// The compute CTAs' input gate: a tile waits for the arrival flags of exactly the chunks of rows
@@ -319,18 +321,97 @@ fn claiming_ctas(p: &AgGemmParams) -> u32 {
 #[inline(always)]
 unsafe fn compute<const TRANS_B: u32>(p: &AgGemmParams, epoch: u32, b: Bound<'_>) {
     let g = &p.gemm;
-    let sched = schedule(p);
+    let epi = TailStore {
+        split: SplitKStore {
+            inner: StoreC::of(g),
+            sched: schedule(p),
+            workspace: p.tail_workspace,
+            counters: p.tail_counters,
+            parallel: false,
+            epoch: 0,
+            // The launch counter also counts the all-gather-alone launches, which run no tile.
+            reset: true,
+            bound: b,
+        },
+    };
     let gate = ArrivalGate { p, epoch };
-    store_c_cta::<TRANS_B, _, _>(g, &sched, &gate, claiming_ctas(p), b);
+    let ops = Operands::of(g, TILE_M);
+    compute_cta::<TRANS_B, STAGES, Acc256, _, _, _>(&ops, &epi.split.sched, &gate, &epi, claiming_ctas(p), b);
 }
 
 /// The tiles in `row_order`'s grouped raster ([`RowOrder`]), claimed from `tile_counters`, or
-/// walked statically, with `join` the intra-comm CTAs sharing the walk from `join_at` on.
+/// walked statically, with `join` the intra-comm CTAs sharing the walk from `join_at` on; past
+/// `tail_dp`, the tail's k-ranges ([`TailSplit`]).
 #[inline(always)]
-fn schedule(p: &AgGemmParams) -> Claimed<Rows<'_>> {
-    let counters = if p.dynamic != 0 { p.tile_counters as *mut u32 } else { core::ptr::null_mut() };
-    let join = if p.join != 0 && p.dynamic == 0 { (p.join_at, p.gemm.roles.compute) } else { (u32::MAX, 0) };
-    Claimed { inner: Rows(p), counters, ahead: p.claim_ahead, join }
+fn schedule(p: &AgGemmParams) -> Walk<'_> {
+    Walk(p)
+}
+
+/// The launch's [`TailSplit`] walk, rebuilt from the parameters at each use (as [`Rows`]).
+#[derive(Clone, Copy)]
+struct Walk<'a>(&'a AgGemmParams);
+
+impl<'a> Walk<'a> {
+    #[inline(always)]
+    fn split(&self) -> TailSplit<Claimed<Rows<'a>>> {
+        let p = self.0;
+        let counters = if p.dynamic != 0 { p.tile_counters as *mut u32 } else { core::ptr::null_mut() };
+        let join = if p.join != 0 && p.dynamic == 0 { (p.join_at, p.gemm.roles.compute) } else { (u32::MAX, 0) };
+        let walk = Claimed { inner: Rows(p), counters, ahead: p.claim_ahead, join };
+        let k_blocks = p.gemm.k.div_ceil(TILE_K);
+        // Recomputed here, not kept from the launch's start: a value live across the engine's
+        // register reallocation spills in the joining CTAs.
+        let ctas = opaque_u32(claiming_ctas(p));
+        TailSplit::at(walk, Rows(p).order().grid, k_blocks, ctas, p.tail_dp)
+    }
+}
+
+impl TileScheduler for Walk<'_> {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        self.split().count()
+    }
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        self.split().tile(index)
+    }
+    #[inline(always)]
+    fn k_range(&self, index: u32, k_blocks: u32) -> (u32, u32) {
+        self.split().k_range(index, k_blocks)
+    }
+    const MAY_BE_EMPTY: bool = true;
+    const DYNAMIC: bool = true;
+    #[inline(always)]
+    fn counters(&self) -> *mut u32 {
+        self.split().counters()
+    }
+    #[inline(always)]
+    fn claim_ahead(&self) -> u32 {
+        self.split().claim_ahead()
+    }
+    #[inline(always)]
+    fn static_join(&self) -> (u32, u32) {
+        self.split().static_join()
+    }
+}
+
+impl KSplit for Walk<'_> {
+    #[inline(always)]
+    fn slots(&self) -> u32 {
+        self.split().slots()
+    }
+    #[inline(always)]
+    fn unit(&self, index: u32) -> (u32, u32) {
+        self.split().unit(index)
+    }
+    #[inline(always)]
+    fn arrivals(&self, t: u32) -> u32 {
+        self.split().arrivals(t)
+    }
+    #[inline(always)]
+    fn whole(&self, index: u32) -> bool {
+        index < self.0.tail_dp
+    }
 }
 
 /// [`RowOrder`] over the launch's grid, rebuilt from the parameters at each use: the grid's

@@ -7,16 +7,22 @@
 //! last chunk) into the FIFO for every rank on another node, which the CPU proxy carries out.
 //! Finally one thread waits, bounded, until every other rank's flag reached this launch's epoch.
 //!
-//! Flags (u32 epochs, [`AllGatherParams::flags`]): `data[s]` = rank s's shard is here, then
-//! `ready[s]` = rank s entered this launch. Nobody writes into a rank's output before that rank's
-//! `ready` of the same launch: its previous launch and everything the caller did with the output
-//! before this launch are finished, so inputs may change between back-to-back launches.
+//! With [`COPY_PULL`] the intra-comm CTAs read instead: each pulls its piece of every local
+//! rank's shard into this rank's own output (reads from every peer interleaved, [`copy_fan_in`]),
+//! raises its own `data` flags and tells each source it is done reading (`taken`).
+//!
+//! Flags (u32 epochs, [`AllGatherParams::flags`]): `data[s]` = rank s's shard is here,
+//! `ready[s]` = rank s entered this launch, `taken[s]` = rank s is done reading my shard (pull).
+//! Nobody writes into a rank's output or reads its shard before that rank's `ready` of the same
+//! launch: its previous launch and everything the caller did with the output before this launch
+//! are finished. A rank's launch ends only once every shard is in and (pulling) every local peer
+//! has taken its shard, so inputs may change between back-to-back launches.
 //!
 //! Nothing is reset between launches: the epoch comes from a launch counter on the device
 //! ([`launch_epoch`]), flags carry epochs, and the per-peer completion counters only grow.
 use crate::abi::*;
 use crate::arch::*;
-use crate::comm::nvlink::{copy_block, copy_fan, BulkRing};
+use crate::comm::nvlink::{copy_block, copy_fan, copy_fan_in, BulkRing};
 use crate::comm::signal::{last_arriver, launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
 use crate::sched::Role;
@@ -25,45 +31,103 @@ use crate::sync::Bound;
 const VEC: u64 = 16;
 const PIECE_ALIGN: u64 = 64 << 10;
 
+/// CTA `idx` of `ctas`'s piece of a shard: 64 KiB multiples when the shard is large enough,
+/// else 16-byte multiples (the last piece takes the rest).
+#[inline(always)]
+fn piece(p: &AllGatherParams, idx: u32, ctas: u32) -> (u64, u64) {
+    let len = p.shard_bytes;
+    let align = if len >= ctas as u64 * PIECE_ALIGN { PIECE_ALIGN } else { VEC };
+    let piece = len.div_ceil(ctas as u64).div_ceil(align) * align;
+    let start = (idx as u64 * piece).min(len);
+    (start, (start + piece).min(len))
+}
+
+/// Thread 0: wait until every other local rank entered this launch (its shard is written and
+/// its output may be written); then a block barrier. Returns whether thread 0 gave up.
+#[inline(always)]
+unsafe fn wait_local_ready(p: &AllGatherParams, epoch: u32, b: &Bound, tid: u32) -> bool {
+    let mut failed = false;
+    for lr in 0..p.local_world {
+        if tid == 0 && !failed && lr != p.local_rank {
+            let rank = p.rank - p.local_rank + lr;
+            failed = b.flag((p.flags as *const u32).add((p.world + rank) as usize), epoch, rank).is_err();
+        }
+    }
+    sync_threads();
+    failed
+}
+
+/// Fan push: CTA `idx` of `ctas` loads its piece of this rank's shard once and stores
+/// it to every local rank (this rank's own output first, unless the shard is in it); the last
+/// CTA done with a place raises `data[rank]` there (`counters[place]`).
+#[inline(always)]
+unsafe fn push_fan(p: &AllGatherParams, ring: Option<&mut BulkRing>, (idx, ctas): (u32, u32), epoch: u32, b: &Bound) {
+    let tid = thread_idx_x();
+    let mut failed = wait_local_ready(p, epoch, b, tid); // nobody copies into a peer before it is ready
+    let first = (p.in_place != 0) as u32;
+    let place = |k: u32| crate::sched::rem_nz(p.local_rank + first + k, p.local_world);
+    let dst_off = p.rank as u64 * p.shard_bytes;
+    let places = (p.local_world - first, |k| pick(&p.peer_output, place(k)) + dst_off);
+    let ring = if failed { None } else { ring };
+    failed |= !copy_fan(p.input, places, piece(p, idx, ctas), true, ring, b, p.rank, (tid, block_dim_x()));
+    for k in 0..places.0 {
+        if tid == 0 && !failed && last_arriver((p.counters as *mut u32).add(place(k) as usize), ctas, epoch) {
+            signal((pick(&p.peer_flags, place(k)) as *mut u32).add(p.rank as usize), epoch);
+        }
+    }
+}
+
+/// Pull: CTA `idx` of `ctas` reads its piece of every local rank's shard (this
+/// rank's own too, unless in place) into this rank's output, from all of them at once (each CTA
+/// starting at another source, spreading the reads over the links); the last CTA done with a
+/// source raises this rank's `data[source]` (`counters[local_world + source]`) and the source's
+/// `taken[rank]`.
+#[inline(always)]
+unsafe fn pull(p: &AllGatherParams, ring: Option<&mut BulkRing>, (idx, ctas): (u32, u32), epoch: u32, b: &Bound) {
+    let tid = thread_idx_x();
+    let mut failed = wait_local_ready(p, epoch, b, tid); // nobody reads a peer's shard before it is ready
+    let first = (p.in_place != 0) as u32;
+    let n = p.local_world - first;
+    if n == 0 {
+        return; // one rank on the node, in place: nothing to move
+    }
+    let rank_of = |lr: u32| p.rank - p.local_rank + lr;
+    let from = |lr: u32| if lr == p.local_rank { p.input } else { pick(&p.peer_input, lr) };
+    // Source k, over every local rank but this one when in place.
+    let source = |k: u32| crate::sched::rem_nz(p.local_rank + first + crate::sched::rem_nz(k + idx, n), p.local_world);
+    let pair = |k: u32| {
+        let lr = source(k);
+        (from(lr), p.output + rank_of(lr) as u64 * p.shard_bytes)
+    };
+    let ring = if failed { None } else { ring };
+    failed |= !copy_fan_in((n, pair), piece(p, idx, ctas), true, ring, b, p.rank, (tid, block_dim_x()));
+    for k in 0..n {
+        let lr = source(k);
+        let counter = (p.counters as *mut u32).add((p.local_world + lr) as usize);
+        if tid == 0 && !failed && lr != p.local_rank && last_arriver(counter, ctas, epoch) {
+            signal((p.flags as *mut u32).add(rank_of(lr) as usize), epoch);
+            signal((pick(&p.peer_flags, lr) as *mut u32).add((2 * p.world + p.rank) as usize), epoch);
+        }
+    }
+}
+
 #[inline(always)]
 unsafe fn intra(p: &AllGatherParams, idx: u32, epoch: u32, b: &Bound) {
     let ctas = p.roles.intra_comm;
     // SAFETY: this CTA has the intra-comm role, so there is at least one.
     core::hint::assert_unchecked(ctas != 0);
     let (tid, nthreads) = (thread_idx_x(), block_dim_x());
-    let (bulk, fan) = (p.copy_mode != COPY_LSU, p.copy_mode == COPY_FAN);
+    let bulk = p.copy_mode != COPY_LSU;
     let mut ring = if bulk && tid == 0 { Some(BulkRing::new(dyn_smem_base())) } else { None };
-    // Each local peer's shard is split into `ctas` contiguous pieces: 64 KiB multiples when the
-    // shard is large enough, else 16-byte multiples.
-    let align = if p.shard_bytes >= ctas as u64 * PIECE_ALIGN { PIECE_ALIGN } else { VEC };
-    let piece = p.shard_bytes.div_ceil(ctas as u64).div_ceil(align) * align;
-    let start = (idx as u64 * piece).min(p.shard_bytes);
-    let end = (start + piece).min(p.shard_bytes);
+    match p.copy_mode {
+        COPY_FAN => return push_fan(p, ring.as_mut(), (idx, ctas), epoch, b),
+        COPY_PULL => return pull(p, ring.as_mut(), (idx, ctas), epoch, b),
+        _ => {}
+    }
+    let (start, end) = piece(p, idx, ctas);
     let dst_off = p.rank as u64 * p.shard_bytes;
     // Set by thread 0 when a wait timed out (already reported): it raises no further flags.
     let mut failed = false;
-    if fan {
-        // Every local rank at once: wait until each entered the launch, then one load of each
-        // piece, a store to each (this rank's own output first, unless the shard is in it).
-        for lr in 0..p.local_world {
-            if tid == 0 && !failed && lr != p.local_rank {
-                let rank = p.rank - p.local_rank + lr;
-                failed = b.flag((p.flags as *const u32).add((p.world + rank) as usize), epoch, rank).is_err();
-            }
-        }
-        sync_threads(); // nobody copies into a peer before it is ready
-        let first = (p.in_place != 0) as u32;
-        let place = |k: u32| crate::sched::rem_nz(p.local_rank + first + k, p.local_world);
-        let places = (p.local_world - first, |k| pick(&p.peer_output, place(k)) + dst_off);
-        let ring = if failed { None } else { ring.as_mut() };
-        failed |= !copy_fan(p.input, places, (start, end), true, ring, b, p.rank, (tid, nthreads));
-        for k in 0..places.0 {
-            if tid == 0 && !failed && last_arriver((p.counters as *mut u32).add(place(k) as usize), ctas, epoch) {
-                signal((pick(&p.peer_flags, place(k)) as *mut u32).add(p.rank as usize), epoch);
-            }
-        }
-        return;
-    }
     for lp in 0..p.local_world {
         // Start with a different peer in each CTA to spread NVLink traffic.
         let peer = crate::sched::rem_nz(lp + p.local_rank + idx, p.local_world);
@@ -127,6 +191,16 @@ unsafe fn wait_all(p: &AllGatherParams, epoch: u32, b: &Bound) {
     for s in 0..p.world {
         if s != p.rank && b.flag((p.flags as *const u32).add(s as usize), epoch, s).is_err() {
             return;
+        }
+    }
+    if p.copy_mode == COPY_PULL {
+        // The caller may change our shard once this launch ends: every local peer must be done
+        // reading it.
+        for lr in (0..p.local_world).filter(|&lr| lr != p.local_rank) {
+            let s = p.rank - p.local_rank + lr;
+            if b.flag((p.flags as *const u32).add((2 * p.world + s) as usize), epoch, s).is_err() {
+                return;
+            }
         }
     }
 }

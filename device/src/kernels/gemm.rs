@@ -75,6 +75,7 @@ unsafe fn gemm_split<const TRANS_B: u32, const STAGES: u32, A: Accumulators, K: 
         counters: p.counters,
         parallel: p.parallel != 0,
         epoch: ld_shared_u32(scratch),
+        reset: false,
         bound,
     };
     compute_cta::<TRANS_B, STAGES, A, _, _, _>(&ops, &epi.sched, &NoGate, &epi, g.roles.compute, bound);
