@@ -946,8 +946,10 @@ pub struct TailSplit<S> {
 
 impl<S: TileScheduler> TailSplit<S> {
     /// `inner`'s tiles of `k_blocks` each over `ctas` walkers: whole while full waves remain
-    /// (`dp` = the largest multiple of `ctas` below `inner.count()` that leaves the tail at
-    /// most `ctas` tiles), the rest stream-K. `split` false (or a tail of no tile): all whole.
+    /// (`dp` = the largest multiple of `ctas` not above `inner.count()`: a tail of fewer than
+    /// `ctas` tiles), the rest stream-K. `split` false (or a tail of no tile): all whole. The
+    /// waves are those of walkers that keep one stride from the start (not a walk joined late,
+    /// `TileIter::joined`, whose stride changes on the way).
     #[inline(always)]
     pub fn new(inner: S, grid: TileGrid, k_blocks: u32, ctas: u32, split: bool) -> Self {
         let count = inner.count();

@@ -185,8 +185,11 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         let got = read_c()?;
         let mut sample: Vec<usize> = vec![0, m - 1, rows - 1, rows.min(m - 1), (m / 2).min(m - 1)];
         sample.extend((0..12).map(|_| rng.next_u64() as usize % m));
-        // A row of every tile row the tail's k-ranges write (their partial sums).
-        sample.extend(tail_rows.iter().map(|&tm| (tm as usize * TILE_M as usize + 37).min(m - 1)));
+        // A row of each half of every tile row the tail's k-ranges write (each consumer
+        // warpgroup sums its own half's partials).
+        for half_row in [37, 101] {
+            sample.extend(tail_rows.iter().map(|&tm| (tm as usize * TILE_M as usize + half_row).min(m - 1)));
+        }
         let (tol, atol) = if a.f32 { (1e-4, 0.05 * (k as f64).sqrt()) } else { (4e-3, 0.05 * (k as f64).sqrt()) };
         let mut worst = (0f64, 0f64);
         for &i in &sample {

@@ -158,8 +158,9 @@ pub fn allgather(
                     .with_bytes(shard as f64)
                     .with("in_place", in_place),
             );
-            // The copy engines doing the whole all-gather: this rank's shard into every other
-            // rank's output at once, one stream per peer (what a copy-engine all-gather does).
+            // The copy engines doing the whole all-gather (this rank's shard into every other
+            // rank's output): one stream per peer, all at once; and one peer after another on
+            // one stream (each step then a ring shift across the ranks).
             let side = (1..world.world_size).map(|_| Gpu::new(world.device)).collect::<Result<Vec<_>, _>>()?;
             let dsts = (1..world.world_size)
                 .map(|k| {
@@ -167,20 +168,35 @@ pub fn allgather(
                     Ok(ag.peer_output(peer).context("peer output not mapped")? + (world.rank as usize * shard) as u64)
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let ms = harness::time_ms(&gpu, &mut &comm, timing, || {
-                for (s, &dst) in side.iter().zip(&dsts) {
+            let at_once = harness::time_ms(&gpu, &mut &comm, timing, || {
+                // Fork every side stream first, then join them all: a join before the next
+                // fork would order the copies one after another.
+                for s in &side {
                     s.wait_for(&gpu)?;
+                }
+                for (s, &dst) in side.iter().zip(&dsts) {
                     // SAFETY: as above, for every peer's mapped output.
                     unsafe { s.copy_async(dst, src, shard)? };
+                }
+                for s in &side {
                     gpu.wait_for(s)?;
                 }
                 Ok(())
             })?;
-            records.push(
-                run.record("all_gather", total.to_string(), "-", "copy-engine-allgather", ms)
-                    .with_bytes(busbw)
-                    .with("in_place", true),
-            );
+            let stepped = harness::time_ms(&gpu, &mut &comm, timing, || {
+                for &dst in &dsts {
+                    // SAFETY: as above.
+                    unsafe { gpu.copy_async(dst, src, shard)? };
+                }
+                Ok(())
+            })?;
+            for (impl_name, ms) in [("copy-engine-allgather", at_once), ("copy-engine-allgather-stepped", stepped)] {
+                records.push(
+                    run.record("all_gather", total.to_string(), "-", impl_name, ms)
+                        .with_bytes(busbw)
+                        .with("in_place", in_place),
+                );
+            }
         }
         comm.barrier()?;
     }

@@ -229,9 +229,11 @@ fn allgather_check(
         }
         Ok(())
     };
-    // New data every launch and no barrier between launches: a rank writes into a peer's output
-    // only once that peer entered the same launch (its `ready` flag), so the peer's check of the
-    // previous launch is over by then.
+    // New data every launch and, on one node, no barrier between launches: a rank writes into a
+    // peer's output only once that peer entered the same launch (its `ready` flag), so the peer's
+    // check of the previous launch is over by then. With several nodes the proxy may still read
+    // this rank's shard for another node when its launch ends, so the input changes only after
+    // a barrier (`AllGather::run`'s contract).
     for it in 0..iters {
         let mine: Vec<u8> = (0..shard).map(|i| pattern(world.rank, it, i)).collect();
         ag.output().fill_bytes(0xa5)?;
@@ -239,6 +241,9 @@ fn allgather_check(
         ag.launch(&gpu)?;
         ag.wait(&gpu)?;
         verify(&ag, it)?;
+        if world.nodes > 1 {
+            comm.barrier()?;
+        }
     }
     // Many launches back to back, no host synchronisation and no reset in between.
     for _ in 0..50 {

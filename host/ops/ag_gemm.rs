@@ -92,7 +92,8 @@ pub struct AgGemmOptions {
     /// Cut the tiles past the last full wave of the claiming CTAs into k-ranges over all of them
     /// (stream-K, `sched::TailSplit`), instead of running them whole on a few CTAs while the
     /// rest idle. Only where no tail tile reads this rank's own rows (their A is written out by
-    /// the tiles that load it whole). `None`: on a static walk whose tail fills at most
+    /// the tiles that load it whole), and never on a static walk joined late (`Some(true)` is
+    /// then an error). `None`: on a static walk whose tail fills at most
     /// [`TAIL_MAX_FILL_PCT`] of a wave. On 4x H200 it took 1 x 4 from 1.089 to 1.066 of
     /// max(GEMM alone, all-gather alone) at 16384x4096x8192 (a quarter-wave tail), cost 1% where
     /// the tail filled 63-75% of a wave, and made the drawn walk across two emulated nodes 1-4%
@@ -431,14 +432,19 @@ impl<'a> AgGemm<'a> {
         }
         params.claim_ahead = opts.claim_ahead;
         let claiming = split.compute + if join { split.push + split.fwd } else { 0 };
-        let tail = Tail::plan(
-            shape,
-            &order,
-            opts.group_m,
-            claiming,
-            opts.tail_split.or(if dynamic { Some(false) } else { None }),
-            |tm| tile_reads_rank(tm, shape.m as u32, shard_rows as u32, world.rank),
-        );
+        // A static walk joined late changes its stride at `join_at`: whole waves of the
+        // claiming CTAs would not end at a multiple of them.
+        let static_join = join && !dynamic;
+        if static_join && opts.tail_split == Some(true) {
+            return Err(invalid(
+                "tail_split",
+                "not with a static walk the push CTAs join late (`join` without `dynamic`)",
+            ));
+        }
+        let wanted = if dynamic || static_join { opts.tail_split.or(Some(false)) } else { opts.tail_split };
+        let tail = Tail::plan(shape, &order, opts.group_m, claiming, wanted, |tm| {
+            tile_reads_rank(tm, shape.m as u32, shard_rows as u32, world.rank)
+        });
         params.tail_dp = tail.dp;
         let tail_workspace = gpu.alloc::<f32>(tail.workspace_floats().max(1))?;
         let tail_counters = gpu.upload(&vec![0u32; (2 * tail.tiles).max(1) as usize])?;

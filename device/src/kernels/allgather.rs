@@ -16,7 +16,9 @@
 //! Nobody writes into a rank's output or reads its shard before that rank's `ready` of the same
 //! launch: its previous launch and everything the caller did with the output before this launch
 //! are finished. A rank's launch ends only once every shard is in and (pulling) every local peer
-//! has taken its shard, so inputs may change between back-to-back launches.
+//! has taken its shard, so on one node inputs may change between back-to-back launches. With
+//! several nodes the proxy may still be reading this rank's shard for another node when the
+//! launch ends: change it only after the op's `run` (which ends with a barrier).
 //!
 //! Nothing is reset between launches: the epoch comes from a launch counter on the device
 //! ([`launch_epoch`]), flags carry epochs, and the per-peer completion counters only grow.
