@@ -159,7 +159,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         Ok(())
     };
     let mut rng = Rng::new(seed ^ world.rank as u64);
-    let tail = op.tail_tiles();
+    let tail = &op.tail().tiles;
     let mut tail_rows: Vec<u32> = tail.iter().map(|&(tm, _)| tm).collect();
     tail_rows.sort_unstable();
     tail_rows.dedup();
@@ -221,7 +221,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         Ok(())
     };
     println!(
-        "rank {} of {} ({} nodes, transport {}): ag_gemm {m}x{n}x{k} {:?} {} path {:?} split {:?} {:?}",
+        "rank {} of {} ({} nodes, transport {}): ag_gemm {m}x{n}x{k} {:?} {} path {:?} split {:?}, tail of {} tiles from position {}",
         world.rank,
         world.world_size,
         world.nodes,
@@ -230,7 +230,8 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         if a.f32 { "f32" } else { "bf16" },
         op.path(),
         op.split(),
-        op.tail()
+        op.tail().count(),
+        op.tail().dp
     );
     for round in 0..a.repeat.rounds {
         write_shard(round)?;
@@ -246,7 +247,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         op.wait(&gpu)?;
         check_round(round, &format!("round {round} ({})", other.name()))?;
         let second = read_c()?;
-        same_bits_but_tail(world.rank, (&first, &second), n, &tail, a.f32)?;
+        same_bits_but_tail(world.rank, (&first, &second), n, tail, a.f32)?;
     }
     let last = a.repeat.rounds - 1;
     repeat_checks(&gpu, &op, op.path(), &a.repeat, 5, &poison_c, |what| check_round(last, what))?;
@@ -416,7 +417,7 @@ fn records_for(run: &RunInfo, op: &AgGemm, s: GemmShape, l: BLayout, ms: &[f64])
                 .with("fwd_ctas", split.fwd)
                 .with("chunk_rows", split.chunk_rows)
                 .with("join_at", op.join_at())
-                .with("tail_tiles", op.tail().tiles)
+                .with("tail_tiles", op.tail().count())
                 .with("overlap_efficiency", t / ideal)
         })
         .collect()

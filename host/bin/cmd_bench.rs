@@ -123,6 +123,9 @@ pub fn allgather(
     let heap = 2 * sizes.iter().max().copied().unwrap_or(0) + (16 << 20);
     let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
+    // One more stream per peer, for the copy engines' all-gather at once (one node only).
+    let side_streams = if world.nodes == 1 { world.world_size - 1 } else { 0 };
+    let side = (0..side_streams).map(|_| Gpu::new(world.device)).collect::<Result<Vec<_>, _>>()?;
     let mut records = Vec::new();
     for &total in sizes {
         let w = world.world_size as usize;
@@ -143,13 +146,18 @@ pub fn allgather(
         // The copy engine pushing this rank's shard into the next local rank's output: the bytes
         // the kernel's CTAs move over NVLink to one peer, for the "share of the copy engine".
         if world.nodes == 1 && world.world_size > 1 {
-            let peer = world.local_to_global((world.local_rank + 1) % world.local_world_size);
-            let dst = ag.peer_output(peer).context("peer output not mapped")? + (world.rank as usize * shard) as u64;
+            // Where this rank's shard goes in every other rank's output, the next rank first.
+            let dsts = (1..world.world_size)
+                .map(|k| {
+                    let peer = (world.rank + k) % world.world_size;
+                    Ok(ag.peer_output(peer).context("peer output not mapped")? + (world.rank as usize * shard) as u64)
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
             let src = ag.input().addr();
             let ms = harness::time_ms(&gpu, &mut &comm, timing, || {
                 // SAFETY: both ranges are `shard` bytes of live buffers owned by `ag` (ours, and
                 // the peer's mapped output, kept alive until the closing barrier below).
-                unsafe { gpu.copy_async(dst, src, shard)? };
+                unsafe { gpu.copy_async(dsts[0], src, shard)? };
                 Ok(())
             })?;
             records.push(
@@ -161,13 +169,6 @@ pub fn allgather(
             // The copy engines doing the whole all-gather (this rank's shard into every other
             // rank's output): one stream per peer, all at once; and one peer after another on
             // one stream (each step then a ring shift across the ranks).
-            let side = (1..world.world_size).map(|_| Gpu::new(world.device)).collect::<Result<Vec<_>, _>>()?;
-            let dsts = (1..world.world_size)
-                .map(|k| {
-                    let peer = (world.rank + k) % world.world_size;
-                    Ok(ag.peer_output(peer).context("peer output not mapped")? + (world.rank as usize * shard) as u64)
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
             let at_once = harness::time_ms(&gpu, &mut &comm, timing, || {
                 // Fork every side stream first, then join them all: a join before the next
                 // fork would order the copies one after another.

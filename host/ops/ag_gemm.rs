@@ -179,12 +179,14 @@ fn tile_reads_rank(tm: u32, m: u32, shard_rows: u32, rank: u32) -> bool {
 pub const TAIL_MAX_FILL_PCT: u32 = 55;
 
 /// The fused walk's stream-K tail (`sched::TailSplit`, `AgGemmParams::tail_dp`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tail {
     /// Schedule positions taken whole.
     pub dp: u32,
-    /// Tiles cut into k-ranges after them.
-    pub tiles: u32,
+    /// The output tiles (tile row, tile column) cut into k-ranges after them, in walk order:
+    /// their f32 sums run in another order than a whole tile's, so they may differ from the
+    /// unfused path's by rounding.
+    pub tiles: Vec<(u32, u32)>,
     /// f32 partial slots per half tile.
     pub slots: u32,
 }
@@ -208,17 +210,22 @@ impl Tail {
         let ctas = ctas.max(1);
         let fill_ok = grid.count() % ctas * 100 <= ctas * TAIL_MAX_FILL_PCT;
         let split = TailSplit::new(walk, grid, k_blocks, ctas, wanted.unwrap_or(fill_ok));
-        let none = Tail { dp: grid.count(), tiles: 0, slots: 1 };
         // `walk.tile` reads `order`, which has one entry per tile row of the grid.
-        if split.tail.tiles == 0 || (split.dp..grid.count()).any(|i| local(walk.tile(i).m)) {
-            return none;
+        let tiles: Vec<(u32, u32)> = (split.dp..grid.count()).map(|i| walk.tile(i)).map(|t| (t.m, t.n)).collect();
+        if tiles.is_empty() || tiles.iter().any(|&(tm, _)| local(tm)) {
+            return Tail { dp: grid.count(), tiles: Vec::new(), slots: 1 };
         }
-        Tail { dp: split.dp, tiles: split.tail.tiles, slots: split.slots() }
+        Tail { dp: split.dp, tiles, slots: split.slots() }
+    }
+
+    /// Tail tiles (0: none).
+    pub fn count(&self) -> u32 {
+        self.tiles.len() as u32
     }
 
     /// f32 words of the tail's partials: `2 x tiles x slots` half tiles.
     pub fn workspace_floats(&self) -> usize {
-        (2 * self.tiles * self.slots) as usize * split_half_bytes(TILE_N) as usize / 4
+        (2 * self.count() * self.slots) as usize * split_half_bytes(TILE_N) as usize / 4
     }
 }
 
@@ -447,7 +454,7 @@ impl<'a> AgGemm<'a> {
         });
         params.tail_dp = tail.dp;
         let tail_workspace = gpu.alloc::<f32>(tail.workspace_floats().max(1))?;
-        let tail_counters = gpu.upload(&vec![0u32; (2 * tail.tiles).max(1) as usize])?;
+        let tail_counters = gpu.upload(&vec![0u32; (2 * tail.count()).max(1) as usize])?;
         params.tail_workspace = tail_workspace.addr();
         params.tail_counters = tail_counters.addr();
         let kernel = b_layout.pick(kernels::AG_GEMM_KN, kernels::AG_GEMM_NK);
@@ -498,21 +505,9 @@ impl<'a> AgGemm<'a> {
         (self.params.join != 0 && self.params.dynamic == 0).then_some(self.params.join_at)
     }
 
-    /// The fused walk's stream-K tail (none: `tiles` 0).
-    pub fn tail(&self) -> Tail {
-        self.tail
-    }
-
-    /// The output tiles (tile row, tile column) the fused walk's tail cuts into k-ranges: their
-    /// f32 sums run in another order than a whole tile's, so they may differ from the unfused
-    /// path's by rounding.
-    pub fn tail_tiles(&self) -> Vec<(u32, u32)> {
-        let w = self.comm.world();
-        let rows = (self.shape.m / w.world_size as usize) as u32;
-        let order = row_order(self.shape.m as u32, rows, self.split.chunk_rows, w);
-        let grid = TileGrid::new(self.shape.m as u32, self.shape.n as u32, TILE_M, TILE_N, self.params.gemm.group_m);
-        let walk = RowOrder { grid, rows: order.as_ptr() };
-        (self.tail.dp..self.tail.dp + self.tail.tiles).map(|i| walk.tile(i)).map(|t| (t.m, t.n)).collect()
+    /// The fused walk's stream-K tail (none: no tiles).
+    pub fn tail(&self) -> &Tail {
+        &self.tail
     }
 
     /// The shape (M in all).
@@ -744,19 +739,20 @@ mod tests {
             let order = row_order(shape.m as u32, rows, 256, world);
             Tail::plan(shape, &order, 8, ctas, wanted, |tm| tile_reads_rank(tm, shape.m as u32, rows, world.rank))
         };
+        let summary = |t: &Tail| (t.dp, t.count(), t.slots);
         let w4 = World::test(1, 4, 1);
         // 126 CTAs: 16 waves and 32 tiles (a quarter wave) cut into 33-k-block ranges.
-        assert_eq!(plan(&w4, 126, None), Tail { dp: 2016, tiles: 32, slots: 5 });
-        // 131 CTAs: 83 tiles fill 63% of a wave, left whole unless asked for.
-        assert_eq!(plan(&w4, 131, None).tiles, 0);
-        assert_eq!(plan(&w4, 131, Some(true)), Tail { dp: 1965, tiles: 83, slots: 3 });
-        assert_eq!(plan(&w4, 126, Some(false)).tiles, 0);
-        // 128 CTAs divide the tiles: nothing to cut.
-        assert_eq!(plan(&w4, 128, Some(true)), Tail { dp: 2048, tiles: 0, slots: 1 });
-        // One rank: every row is local (its A is written out by the tiles that load it whole).
-        assert_eq!(plan(&World::test(0, 1, 1), 126, Some(true)).tiles, 0);
         let t = plan(&w4, 126, None);
+        assert_eq!(summary(&t), (2016, 32, 5));
         assert_eq!(t.workspace_floats(), 2 * 32 * 5 * 64 * 256);
+        // 131 CTAs: 83 tiles fill 63% of a wave, left whole unless asked for.
+        assert_eq!(plan(&w4, 131, None).count(), 0);
+        assert_eq!(summary(&plan(&w4, 131, Some(true))), (1965, 83, 3));
+        assert_eq!(plan(&w4, 126, Some(false)).count(), 0);
+        // 128 CTAs divide the tiles: nothing to cut.
+        assert_eq!(summary(&plan(&w4, 128, Some(true))), (2048, 0, 1));
+        // One rank: every row is local (its A is written out by the tiles that load it whole).
+        assert_eq!(plan(&World::test(0, 1, 1), 126, Some(true)).count(), 0);
     }
 
     #[test]
