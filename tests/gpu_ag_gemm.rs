@@ -4,7 +4,8 @@
 //! f64 host reference on sampled rows; rounds with new inputs and no barrier between them; 100
 //! launches back to back; CUDA-graph replays; the tile walk static, drawn, and static with the
 //! push CTAs joining late; the stream-K tail on and off (its tiles' C within rounding of the
-//! unfused path's, every other tile bit for bit). Layouts: 1 node x 2, 2 emulated nodes x 1, and with
+//! unfused path's, every other tile bit for bit); the compute CTAs copying the shard themselves
+//! (`--spread`). Layouts: 1 node x 2, 2 emulated nodes x 1, and with
 //! four GPUs 1 x 4 and 2 x 2; ranks sharing one GPU where only one exists.
 use mkernel::testing::{gpu_or_skip, gpus_or_skip, run_ranks};
 
@@ -51,6 +52,21 @@ fn one_node_two_gpus() {
     check(2, 1, &g, &[&["--shape", "8192x4096x4096", "--join-wave", "1", "--rounds", "2"][..], &joined].concat());
     check(2, 1, &g, &[&["--shape", "2000x1544x1032", "--layout", "nk", "--graph"][..], &joined].concat());
     check(2, 1, &g, &[&["--shape", "2000x1544x1032", "--join-wave", "1000"][..], &joined].concat());
+    // No push CTAs: every compute CTA copies units of the shard (small ones: many per chunk).
+    let spread = ["--spread", "true", "--back-to-back", "20"];
+    check(
+        2,
+        1,
+        &g,
+        &[&["--shape", "2000x8x72", "--layout", "nk", "--f32", "--chunk-rows", "48"][..], &spread].concat(),
+    );
+    check(
+        2,
+        1,
+        &g,
+        &[&["--shape", "8192x4096x4096", "--spread-unit", "4096", "--rounds", "2", "--graph"][..], &spread].concat(),
+    );
+    check(2, 1, &g, &[&["--shape", "2000x1544x1032", "--in-place", "--graph"][..], &spread].concat());
 }
 
 #[test]
@@ -62,6 +78,8 @@ fn two_emulated_nodes_one_gpu_each() {
     check(2, 2, &g, &["--shape", "2000x8x72", "--layout", "nk"]);
     check(2, 2, &g, &["--shape", "2000x1544x1032", "--layout", "kn", "--in-place", "--graph"]);
     check(2, 2, &g, &["--shape", "4096x2048x2048", "--layout", "nk", "--f32", "--chunk-rows", "200"]);
+    check(2, 2, &g, &["--shape", "2000x1544x1032", "--spread", "true", "--graph"]);
+    check(2, 2, &g, &["--shape", "2000x1544x1032", "--spread", "true", "--in-place"]);
 }
 
 #[test]
@@ -73,10 +91,17 @@ fn four_gpus_one_node_and_two_nodes() {
     check(4, 1, &g, &["--shape", "4000x8x72", "--layout", "kn"]);
     check(4, 1, &g, &["--shape", "4000x1544x1032", "--layout", "nk", "--f32", "--graph"]);
     check(4, 1, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--in-place", "--rounds", "2"]);
+    // Push CTAs alone (the spread copies are the default on one node of four).
+    check(4, 1, &g, &["--shape", "8192x4096x4096", "--layout", "nk", "--spread", "false", "--graph"]);
     check(4, 2, &g, &["--shape", "4000x8x72", "--layout", "nk"]);
     check(4, 2, &g, &["--shape", "4000x1544x1032", "--layout", "kn", "--in-place", "--graph"]);
     // Pushes fanned out to the three peers at once; several nodes: to the node's other rank.
-    check(4, 1, &g, &["--shape", "4000x1544x1032", "--layout", "kn", "--fan", "--chunk-rows", "48"]);
+    check(
+        4,
+        1,
+        &g,
+        &["--shape", "4000x1544x1032", "--layout", "kn", "--fan", "--chunk-rows", "48", "--spread", "false"],
+    );
     check(4, 1, &g, &["--shape", "8192x4096x4096", "--layout", "nk", "--fan", "--in-place", "--graph"]);
     check(4, 2, &g, &["--shape", "4000x1544x1032", "--layout", "nk", "--fan", "--f32"]);
     // A static walk the push CTAs join late, from the start (wave 0) and at wave 2; drawn tiles
@@ -96,4 +121,33 @@ fn four_gpus_one_node_and_two_nodes() {
     check(4, 1, &g, &[&tail[..], &["--dynamic", "true", "--tail-split", "true", "--f32"]].concat());
     check(4, 1, &g, &[&tail[..], &["--tail-split", "false"]].concat());
     check(4, 1, &g, &[&tail[..], &["--layout", "nk", "--rounds", "2"]].concat());
+    // The compute CTAs' spare warps copying beside the push CTAs: every CTA, small units, push
+    // CTAs on every third chunk; across two nodes beside the forward CTAs.
+    let spread = ["--spread", "true", "--back-to-back", "20"];
+    check(
+        4,
+        1,
+        &g,
+        &[&["--shape", "8192x4096x4096", "--rounds", "2", "--graph", "--spread-every", "1"][..], &spread].concat(),
+    );
+    check(
+        4,
+        1,
+        &g,
+        &[&["--shape", "8192x4096x4096", "--spread-push-every", "3", "--spread-unit", "4096"][..], &spread].concat(),
+    );
+    check(
+        4,
+        1,
+        &g,
+        &[&["--shape", "4000x1544x1032", "--layout", "nk", "--f32", "--chunk-rows", "48"][..], &spread].concat(),
+    );
+    check(
+        4,
+        1,
+        &g,
+        &[&["--shape", "8192x4096x4096", "--layout", "nk", "--in-place", "--spread-unit", "8192"][..], &spread]
+            .concat(),
+    );
+    check(4, 2, &g, &[&["--shape", "4000x1544x1032", "--graph"][..], &spread].concat());
 }

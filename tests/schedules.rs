@@ -3,8 +3,9 @@
 //! ranks: every unit of work is covered exactly once, partial slots and arrival counts agree,
 //! reduce-scatter owners only reach a tile after every source sent it, the MoE's grouped tiles
 //! come group by group in the order rows fill in, AllGather + GEMM's local copy covers the shard
-//! once, a static walk joined late walks every tile once, a stream-K tail after whole waves
-//! covers every k-block once; and of the GEMM's
+//! once, and so do its spread copies' units (each chunk's counted as its flag expects), a static
+//! walk joined late walks every tile once, a stream-K tail after whole waves covers every k-block
+//! once; and of the GEMM's
 //! tile width and split-K choices, which must never ask for more than the GPU can hold at once.
 use mkernel::abi::AgGemmParams;
 use mkernel::gemm::{
@@ -282,5 +283,51 @@ proptest! {
         }
         prop_assert!(seen.iter().all(|&x| x == 1), "a (row, k-block) of the shard written {:?} times",
             seen.iter().find(|&&x| x != 1));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// AllGather + GEMM's spread copies: the push CTAs' chunks and the spread units (chunk-major,
+    /// each inside its chunk) cover every byte of the shard once, every spread chunk's units as
+    /// many as `spread_chunk_units` says (what its last arriver counts to), and the compute CTAs'
+    /// strided walk over them reaches every unit once.
+    #[test]
+    fn spread_units_cover_the_shard_once_chunk_by_chunk(
+        shard_rows in 1u32..3000, chunk_rows in 1u32..700, k8 in 1u32..1200, unit16 in 1u32..9000,
+        ctas in 1u32..133, push_every in prop_oneof![Just(0u32), 2u32..6],
+    ) {
+        let mut p = AgGemmParams { shard_rows, chunk_rows, spread_unit: 16 * unit16, spread: 2, spread_push_every: push_every, ..Default::default() };
+        p.chunks = shard_rows.div_ceil(chunk_rows);
+        p.gemm.k = 8 * k8;
+        p.spread_every = 1;
+        p.plan_spread(ctas);
+        // Every byte once: the pushed chunks whole, the rest unit by unit, in chunk order.
+        let mut seen = vec![0u8; (shard_rows as u64 * p.row_bytes() / 16) as usize];
+        let mut per_chunk = vec![0u32; p.chunks as usize];
+        for i in 0..p.pushed_chunks() {
+            let c = p.pushed_chunk(i);
+            prop_assert!(c < p.chunks && (push_every == 0 || c.is_multiple_of(push_every)));
+            let (lo, hi) = p.chunk_bytes_range(c);
+            (lo / 16..hi / 16).for_each(|v| seen[v as usize] += 1);
+        }
+        let mut last = (0u32, 0u64);
+        for u in 0..p.spread_units() {
+            let (c, lo, hi) = p.spread_unit_range(u);
+            let (clo, chi) = p.chunk_bytes_range(c);
+            prop_assert!(lo < hi && clo <= lo && hi <= chi, "unit {} is {}..{} of chunk {}", u, lo, hi, c);
+            prop_assert!(lo.is_multiple_of(16) && hi.is_multiple_of(16) && (c, lo) >= last);
+            (lo / 16..hi / 16).for_each(|v| seen[v as usize] += 1);
+            per_chunk[c as usize] += 1;
+            last = (c, hi);
+        }
+        prop_assert!(seen.iter().all(|&x| x == 1), "a 16-byte piece copied {:?} times", seen.iter().find(|&&x| x != 1));
+        for c in 0..p.chunks {
+            let pushed = push_every != 0 && c.is_multiple_of(push_every);
+            prop_assert_eq!(per_chunk[c as usize], if pushed { 0 } else { p.spread_chunk_units(c) });
+        }
+        let walked: u32 = (0..ctas).map(|cta| (cta..p.spread_units()).step_by(ctas as usize).count() as u32).sum();
+        prop_assert_eq!(walked, p.spread_units());
     }
 }

@@ -452,7 +452,7 @@ abi_struct! {
     /// needs. Flags (u32 epochs, see [`AgGemmParams::ready_flag`] / [`AgGemmParams::data_flag`]):
     /// `ready[s]` = rank s entered this launch (its `gathered` may be overwritten), then
     /// `data[s][c]` = chunk c of rank s's shard is in this rank's `gathered`.
-    pub struct AgGemmParams [424] {
+    pub struct AgGemmParams [464] {
         /// The GEMM over `gathered`; its `roles` split the grid into compute, intra-comm (push,
         /// then `fwd_ctas` forward) and inter-send CTAs.
         pub gemm: GemmParams,
@@ -537,6 +537,31 @@ abi_struct! {
         pub tail_workspace: u64,
         /// `2 x tail tiles` u32 arrival counters, zero between launches.
         pub tail_counters: u64,
+        /// With `spread`: a u32 per chunk, [`FLAG_STRIDE`] apart, counting the units of the
+        /// chunk copied this launch (the last sets it back to zero).
+        pub spread_counters: u64,
+        /// 1: the spare warps of every `spread_every`-th compute CTA copy units
+        /// ([`AgGemmParams::spread_unit_range`]) of the chunks the push CTAs leave
+        /// ([`AgGemmParams::pushed_chunks`]) into every local rank's `gathered` (its own too,
+        /// unless in place), the last unit of a chunk raising the chunk's flag on each.
+        pub spread: u32,
+        /// Bytes per unit with `spread` (a multiple of 16).
+        pub spread_unit: u32,
+        /// With `spread`: only compute CTAs `0, every, 2 * every, ...` copy.
+        pub spread_every: u32,
+        /// With `spread`: the push CTAs copy every `spread_push_every`-th chunk (from chunk 0),
+        /// the spread copies the rest; 0: no push CTA copies.
+        pub spread_push_every: u32,
+        /// With `spread`: units of a whole chunk, of the last chunk, and the copying CTAs
+        /// (`ceil(compute / spread_every)`): counted on the host ([`AgGemmParams::plan_spread`]),
+        /// so the side threads divide by nothing but the first.
+        pub spread_chunk_full: u32,
+        /// See `spread_chunk_full`.
+        pub spread_chunk_last: u32,
+        /// See `spread_chunk_full`.
+        pub spread_ctas: u32,
+        /// Padding (zero).
+        pub spread_pad: u32,
     }
 }
 
@@ -625,6 +650,76 @@ impl AgGemmParams {
         } else {
             None
         }
+    }
+    /// With [`AgGemmParams::spread`]: count the units of a chunk (`spread_unit` bytes each, the
+    /// last one shorter) and the copying CTAs among `compute`, into the `spread_chunk_*` and
+    /// `spread_ctas` fields (the host, before launching).
+    pub fn plan_spread(&mut self, compute: u32) {
+        let units = |p: &Self, c: u32| {
+            let (lo, hi) = p.chunk_bytes_range(c);
+            (hi - lo).div_ceil(p.spread_unit.max(1) as u64) as u32
+        };
+        self.spread_chunk_full = units(self, 0);
+        self.spread_chunk_last = units(self, self.chunks.saturating_sub(1));
+        self.spread_ctas = compute.div_ceil(self.spread_every.max(1));
+    }
+    /// With [`AgGemmParams::spread`]: the units chunk `c` is copied in.
+    pub const fn spread_chunk_units(&self, c: u32) -> u32 {
+        if c + 1 == self.chunks {
+            self.spread_chunk_last
+        } else {
+            self.spread_chunk_full
+        }
+    }
+    /// Chunks the push CTAs copy: every chunk, or with `spread` every `spread_push_every`-th
+    /// (from chunk 0; none when 0).
+    pub const fn pushed_chunks(&self) -> u32 {
+        if self.spread == 0 {
+            self.chunks
+        } else if self.spread_push_every == 0 {
+            0
+        } else {
+            self.chunks.div_ceil(self.spread_push_every)
+        }
+    }
+    /// The `i`-th chunk the push CTAs copy.
+    pub const fn pushed_chunk(&self, i: u32) -> u32 {
+        if self.spread == 0 {
+            i
+        } else {
+            i * self.spread_push_every
+        }
+    }
+    /// The `j`-th chunk the spread copies take: those the push CTAs leave, in order.
+    pub const fn spread_chunk(&self, j: u32) -> u32 {
+        let k = self.spread_push_every;
+        if k < 2 {
+            j
+        } else {
+            j + j / (k - 1) + 1
+        }
+    }
+    /// Units of the spread copies: every chunk but the last has as many as the first.
+    pub const fn spread_units(&self) -> u32 {
+        let n = self.chunks - self.pushed_chunks();
+        if n == 0 {
+            return 0;
+        }
+        (n - 1) * self.spread_chunk_units(0) + self.spread_chunk_units(self.spread_chunk(n - 1))
+    }
+    /// Unit `u` (chunk-major, below [`AgGemmParams::spread_units`]): its chunk and its byte
+    /// range within the shard.
+    pub const fn spread_unit_range(&self, u: u32) -> (u32, u64, u64) {
+        let per = self.spread_chunk_full;
+        if per == 0 {
+            return (0, 0, 0); // not planned: nothing to copy
+        }
+        let j = u / per;
+        let c = self.spread_chunk(j);
+        let (lo, hi) = self.chunk_bytes_range(c);
+        let start = lo + (u - j * per) as u64 * self.spread_unit as u64;
+        let end = start + self.spread_unit as u64;
+        (c, start, if end < hi { end } else { hi })
     }
     /// Byte offset of rank `s`'s shard in `gathered`.
     pub const fn shard_offset(&self, s: u32) -> u64 {

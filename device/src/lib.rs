@@ -160,6 +160,17 @@ pub mod kernels_info {
         pub const SCRATCH_OFF: u32 = scratch_off(STAGES, TILE_N);
         /// Dynamic shared memory of the [`STAGES`] ring.
         pub const SMEM_BYTES: u32 = smem_bytes(STAGES, TILE_N);
+        /// Where the side threads' shared memory starts (`InputGate::SIDE`): past the engine's
+        /// layout of a ring of `stages`.
+        pub const fn side_off(stages: u32, tile_n: u32) -> u32 {
+            smem_bytes(stages, tile_n).next_multiple_of(128)
+        }
+        /// The side threads' shared memory: AllGather + GEMM's `spread` keeps where its copies
+        /// go there (two tables of eight addresses) and a verdict word.
+        pub const SIDE_BYTES: u32 = 256;
+        /// Dynamic shared memory of the [`STAGES`] ring with the side threads' after it.
+        pub const SIDE_SMEM_BYTES: u32 = side_off(STAGES, TILE_N) + SIDE_BYTES;
+        const _: () = assert!(SIDE_SMEM_BYTES <= LIMIT);
         /// Dynamic shared memory of the [`DEEP_STAGES`] ring.
         pub const DEEP_SMEM_BYTES: u32 = deep_smem_bytes(TILE_N);
         // The comm CTAs of fused kernels run a bulk-copy ring in the same shared memory.

@@ -227,6 +227,22 @@ pub trait InputGate {
         None
     }
 
+    /// Whether the producer warpgroup's spare warps 1 and 2 ([`SIDE_THREADS`] from
+    /// [`SIDE_THREAD`]) run [`InputGate::side`] beside the tiles, with the shared memory past the engine's layout
+    /// (`Smem::side`; such launches have `kernels_info::gemm::SIDE_SMEM_BYTES`). Constant:
+    /// other kernels pay nothing.
+    const SIDE: bool = false;
+
+    /// With [`InputGate::SIDE`]: side thread `t`'s work (of [`SIDE_THREADS`]), given their
+    /// shared memory (AllGather + GEMM: a share of the shard's copies to the node's ranks). It
+    /// may return at once.
+    ///
+    /// # Safety
+    /// `smem` is `SIDE_SMEM_BYTES - side_off` bytes of this CTA's shared memory that nothing
+    /// else uses.
+    #[inline(always)]
+    unsafe fn side(&self, _smem: u32, _t: u32) {}
+
     /// Added to B's row coordinate for this tile: which of several matrices stacked in B's
     /// tensor map the tile multiplies by (a grouped GEMM's expert); 0 by default.
     #[inline(always)]
@@ -260,6 +276,12 @@ pub trait InputGate {
         0
     }
 }
+
+/// The first of the producer warpgroup's threads that run [`InputGate::side`]: warps 1 and 2,
+/// whose lane 0s only epilogues with helpers use otherwise.
+pub const SIDE_THREAD: u32 = 32;
+/// Threads that run [`InputGate::side`].
+pub const SIDE_THREADS: u32 = 64;
 
 /// Where an A writer stores a tile's A k-blocks ([`InputGate::a_copy`]): k-blocks `kb` with
 /// `kb % stride == first` go to row `row` of the tensor map `map` (same boxes as A's). The tiles

@@ -80,6 +80,19 @@ pub struct Knobs {
     /// (stream-K) (default: on a static walk).
     #[arg(long = "tail-split")]
     pub tail_split: Option<bool>,
+    /// Every few compute CTAs' spare warps copy part of the shard beside the push CTAs
+    /// (default: on one node of four ranks or more).
+    #[arg(long)]
+    pub spread: Option<bool>,
+    /// Bytes per unit of a spread copy (a multiple of 16; default 64 KiB).
+    #[arg(long = "spread-unit")]
+    pub spread_unit: Option<u32>,
+    /// With --spread: every N-th compute CTA copies (default 6).
+    #[arg(long = "spread-every", value_parser = clap::value_parser!(u32).range(1..))]
+    pub spread_every: Option<u32>,
+    /// With --spread: the push CTAs copy every N-th chunk, the compute CTAs the rest (default 2).
+    #[arg(long = "spread-push-every", value_parser = clap::value_parser!(u32).range(2..))]
+    pub spread_push_every: Option<u32>,
 }
 
 /// `--path`.
@@ -105,6 +118,10 @@ impl Knobs {
             join_wave: self.join_wave,
             claim_ahead: self.claim_ahead,
             tail_split: self.tail_split,
+            spread: self.spread,
+            spread_unit: self.spread_unit,
+            spread_every: self.spread_every,
+            spread_push_every: self.spread_push_every,
             path: match self.path {
                 PathArg::Auto => PathChoice::Auto,
                 PathArg::Fused => PathChoice::Fused,
@@ -414,6 +431,7 @@ fn records_for(run: &RunInfo, op: &AgGemm, s: GemmShape, l: BLayout, ms: &[f64])
             r.with("chosen_path", op.path().name())
                 .with("compute_ctas", split.compute)
                 .with("push_ctas", split.push)
+                .with("spread", split.spread)
                 .with("fwd_ctas", split.fwd)
                 .with("chunk_rows", split.chunk_rows)
                 .with("join_at", op.join_at())

@@ -30,14 +30,16 @@
 use super::allgather::{AllGather, AllGatherOptions};
 use super::gemm::{plan, BLayout, Gemm, GemmOptions, GemmShape, Output};
 use super::tuned;
-use crate::abi::{AgGemmParams, RoleSplit, MAX_LOCAL_RANKS};
+use crate::abi::{AgGemmParams, RoleSplit, FLAG_STRIDE, MAX_LOCAL_RANKS};
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::comm::world::World;
 use crate::error::{invalid, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use crate::sched::{KSplit, RowOrder, TailSplit, TileGrid, TileScheduler};
 use half::bf16;
-use mkernel_device::kernels_info::gemm::{split_half_bytes, SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
+use mkernel_device::kernels_info::gemm::{
+    split_half_bytes, SIDE_SMEM_BYTES, SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N,
+};
 use std::time::Duration;
 
 /// Where this rank's shard `A_r[M/W, K]` comes from.
@@ -99,7 +101,36 @@ pub struct AgGemmOptions {
     /// the tail filled 63-75% of a wave, and made the drawn walk across two emulated nodes 1-4%
     /// slower (docs/PERF.md).
     pub tail_split: Option<bool>,
+    /// The compute CTAs copy part of the shard themselves (`AgGemmParams::spread`): the two spare
+    /// warps of the producer warpgroup of every `spread_every`-th compute CTA copy units of
+    /// `spread_unit` bytes, chunk-major, into every local rank's gathered A with 16-byte loads and
+    /// stores, the last unit of a chunk raising its flag; the push CTAs (`push_ctas`, default
+    /// [`SPREAD_PUSH_CTAS`]) copy every `spread_push_every`-th chunk. So few push CTAs leave
+    /// 128 compute CTAs (a divisor of the large shapes' tiles: no partial wave), and each
+    /// copying SM gives the GEMM only a little. `None`: on one node of four ranks or more. On
+    /// 4x H200 it took the overlap from 1.013-1.067 to 1.007-1.019 at the four large shapes
+    /// (docs/PERF.md); every compute CTA copying with no push CTA, or copying with TMA bulk
+    /// copies (which stall the SM's own loads behind the NVLink writes), were 1.06-1.45.
+    pub spread: Option<bool>,
+    /// Bytes per unit with `spread` (a multiple of 16); `None`: [`SPREAD_UNIT`].
+    pub spread_unit: Option<u32>,
+    /// With `spread`: only every `spread_every`-th compute CTA copies; `None`:
+    /// [`SPREAD_EVERY`].
+    pub spread_every: Option<u32>,
+    /// With `spread` and push CTAs: the push CTAs copy every `spread_push_every`-th chunk (from
+    /// the first), the compute CTAs the rest; `None`: every other chunk.
+    pub spread_push_every: Option<u32>,
 }
+
+/// Default bytes per unit of a spread copy ([`AgGemmOptions::spread_unit`]): a 2 MiB chunk
+/// (128 rows at K = 8192) goes out from 32 SMs at once.
+pub const SPREAD_UNIT: u32 = 64 << 10;
+/// Default copying compute CTAs with `spread`: every sixth (22 of 128). Every third or fourth
+/// cost the GEMM more than the copies needed (1.04-1.09 against 1.007-1.019 of max(GEMM alone,
+/// all-gather alone) on 4x H200); every eighth was level.
+pub const SPREAD_EVERY: u32 = 6;
+/// Default push CTAs with `spread`, taking every other chunk.
+pub const SPREAD_PUSH_CTAS: u32 = 4;
 
 impl Default for AgGemmOptions {
     fn default() -> Self {
@@ -116,6 +147,10 @@ impl Default for AgGemmOptions {
             join_wave: None,
             claim_ahead: 4,
             tail_split: None,
+            spread: None,
+            spread_unit: None,
+            spread_every: None,
+            spread_push_every: None,
         }
     }
 }
@@ -133,6 +168,8 @@ pub struct Split {
     pub inter_send: u32,
     /// Rows per arrival flag.
     pub chunk_rows: u32,
+    /// The compute CTAs copy the shard (`AgGemmOptions::spread`; then `push` is 0).
+    pub spread: bool,
 }
 
 /// The unfused path's pieces, over the fused path's gathered buffer.
@@ -157,6 +194,8 @@ pub struct AgGemm<'a> {
     _launches: DeviceBuffer<u64>,
     _tile_counters: DeviceBuffer<u32>,
     tail: Tail,
+    /// With `spread`: the per-chunk unit counters (`AgGemmParams::spread_counters`).
+    _spread_counters: DeviceBuffer<u32>,
     /// The tail's f32 partials and arrival counters (`AgGemmParams::tail_workspace`).
     _tail_buffers: (DeviceBuffer<f32>, DeviceBuffer<u32>),
     _maps: DeviceBuffer<TensorMap>,
@@ -324,6 +363,25 @@ impl<'a> AgGemm<'a> {
             matches!(input, AgInput::InPlace),
             Some(comm.transport()),
         )?;
+        let spread_unit = opts.spread_unit.unwrap_or(SPREAD_UNIT);
+        if split.spread {
+            if spread_unit == 0 || !spread_unit.is_multiple_of(16) {
+                return Err(invalid("spread_unit", format!("{spread_unit} bytes; must be a positive multiple of 16")));
+            }
+            let src = match input {
+                AgInput::Buffer(a) => a.addr(),
+                AgInput::InPlace => 0,
+            };
+            if split.chunk_rows as u64 * 2 * shape.k as u64 >= 1 << 32 {
+                return Err(invalid("chunk_rows", "a chunk must stay under 4 GiB with `spread`"));
+            }
+            if !src.is_multiple_of(16) || !(2 * shape.k).is_multiple_of(16) {
+                return Err(invalid(
+                    "spread",
+                    "the shard's address and rows (K * 2 bytes) must be multiples of 16 for its bulk copies",
+                ));
+            }
+        }
         let path = match opts.path {
             PathChoice::Fused => Path::Fused,
             PathChoice::Unfused => Path::Unfused,
@@ -424,7 +482,16 @@ impl<'a> AgGemm<'a> {
         // reads them a second time) and the push CTAs copy what no tile covers, after the pushes.
         // Several nodes: the proxy sends from that copy, so the push CTAs make all of it first.
         params.local_copy_last = (world.nodes == 1) as u32;
-        params.tiles_copy_local = tiles_copy_local(&world, in_place) as u32;
+        // Spread copies make the local copy with the rest.
+        params.tiles_copy_local = (tiles_copy_local(&world, in_place) && !split.spread) as u32;
+        params.spread = split.spread as u32;
+        params.spread_unit = spread_unit;
+        params.spread_every = opts.spread_every.unwrap_or(SPREAD_EVERY);
+        params.spread_push_every = if split.push == 0 { 0 } else { opts.spread_push_every.unwrap_or(2) };
+        params.plan_spread(split.compute);
+        let spread_counters =
+            gpu.upload(&vec![0u32; if split.spread { (chunks * FLAG_STRIDE) as usize } else { 1 }])?;
+        params.spread_counters = spread_counters.addr();
         params.fan = opts.fan as u32;
         let (dynamic, join) = walk(&opts, &world)?;
         (params.dynamic, params.join) = (dynamic as u32, join as u32);
@@ -480,6 +547,7 @@ impl<'a> AgGemm<'a> {
             _launches: launches,
             _tile_counters: tile_counters,
             tail,
+            _spread_counters: spread_counters,
             _tail_buffers: (tail_workspace, tail_counters),
             _maps: maps,
             _local_map: local_map,
@@ -549,6 +617,14 @@ impl<'a> AgGemm<'a> {
     /// the "all-gather alone" of the overlap-efficiency figure.
     pub fn launch_comm_only(&self, gpu: &Gpu) -> Result<()> {
         let mut p = self.params;
+        if p.spread != 0 {
+            // Spread: every compute CTA copies as in the fused launch, over an empty walk.
+            p.gemm.m = 0;
+            p.tail_dp = 0;
+            p.comm_only = 1;
+            p.join = 0;
+            return self.launch_fused(gpu, &p);
+        }
         p.gemm.roles.compute = 0;
         p.comm_only = 1;
         p.join = 0;
@@ -585,7 +661,9 @@ impl<'a> AgGemm<'a> {
     }
 
     fn launch_fused(&self, gpu: &Gpu, p: &AgGemmParams) -> Result<()> {
-        let cfg = LaunchConfig::linear(p.gemm.roles.total(), THREADS, SMEM_BYTES);
+        // Spread copies run through a ring past the engine's shared memory.
+        let smem = if p.spread != 0 { SIDE_SMEM_BYTES } else { SMEM_BYTES };
+        let cfg = LaunchConfig::linear(p.gemm.roles.total(), THREADS, smem);
         // SAFETY: every address in `p` belongs to buffers this op owns or borrows for 'a
         // (peers' heaps stay mapped while the communicator lives); the caller synchronises before
         // dropping them (run / wait).
@@ -659,6 +737,13 @@ pub fn resolve(
     if opts.push_ctas == Some(0) {
         return Err(invalid("push_ctas", "must be at least 1"));
     }
+    let spread = opts.spread.unwrap_or(!several_nodes && world.local_world_size >= 4);
+    if spread && opts.spread_push_every.is_some_and(|k| k < 2) {
+        return Err(invalid("spread_push_every", "must be at least 2 (1 would leave the compute CTAs nothing)"));
+    }
+    if spread && opts.spread_every == Some(0) {
+        return Err(invalid("spread_every", "must be at least 1"));
+    }
     if chunk_rows == 0 {
         return Err(invalid("chunk_rows", "must be at least 1"));
     }
@@ -668,6 +753,7 @@ pub fn resolve(
     let tiles = tiles(shape);
     let others = fwd + inter_send;
     let push = match opts.push_ctas.or(table.map(|e| e.push_ctas)) {
+        _ if spread => opts.push_ctas.unwrap_or(SPREAD_PUSH_CTAS),
         Some(p) => p,
         None => {
             // The CTAs the data needs, then every SM the compute CTAs cannot use anyway: the
@@ -683,7 +769,7 @@ pub fn resolve(
     if comm >= sms {
         return Err(invalid("push_ctas", format!("{comm} communication CTAs leave no compute CTA on {sms} SMs")));
     }
-    Ok(Split { compute: (sms - comm).min(tiles), push, fwd, inter_send, chunk_rows })
+    Ok(Split { compute: (sms - comm).min(tiles), push, fwd, inter_send, chunk_rows, spread })
 }
 
 impl super::TwoPathOp for AgGemm<'_> {
@@ -722,7 +808,7 @@ mod tests {
     #[test]
     fn the_modelled_join_wave_is_when_the_copies_are_out() {
         let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
-        let split = |push| Split { compute: 132 - push, push, fwd: 0, inter_send: 0, chunk_rows: 128 };
+        let split = |push| Split { compute: 132 - push, push, fwd: 0, inter_send: 0, chunk_rows: 128, spread: false };
         // Three 64 MiB copies at 30 GB/s per CTA against 16 waves of 1.69 ms: 11 waves with 6
         // push CTAs, fewer with more.
         assert_eq!(static_join_wave(shape, &World::test(0, 4, 1), split(6), 132, true), 11);

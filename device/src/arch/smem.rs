@@ -63,6 +63,26 @@ pub unsafe fn ld_shared_u32(addr: u32) -> u32 {
     r
 }
 
+/// Store a 64-bit word at shared address `addr`.
+///
+/// # Safety
+/// `addr` must be an 8-byte aligned address inside this CTA's shared memory.
+#[inline(always)]
+pub unsafe fn st_shared_u64(addr: u32, v: u64) {
+    asm!("st.shared.u64 [{a}], {v};", a = in(reg32) addr, v = in(reg64) v, options(nostack))
+}
+
+/// Load a 64-bit word from shared address `addr`.
+///
+/// # Safety
+/// `addr` must be an 8-byte aligned address inside this CTA's shared memory.
+#[inline(always)]
+pub unsafe fn ld_shared_u64(addr: u32) -> u64 {
+    let r: u64;
+    asm!("ld.shared.u64 {r}, [{a}];", r = out(reg64) r, a = in(reg32) addr, options(nostack));
+    r
+}
+
 /// Load 16 bytes from shared address `addr`.
 ///
 /// # Safety

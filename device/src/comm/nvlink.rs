@@ -2,7 +2,8 @@
 //! - [`BulkRing`]: one thread drives TMA bulk copies global -> shared -> global through a ring
 //!   of shared-memory stages (the fastest way: ~40 GB/s per CTA, one issuing thread);
 //! - [`lsu_copy`]: 16-byte vector loads and stores from `nthreads` threads (ragged tails, or
-//!   where no shared memory is free);
+//!   where no shared memory is free); [`lsu_fan`]: aligned, to several places, each vector
+//!   loaded once (a compute CTA's spare warps: AllGather + GEMM's `spread`);
 //! - [`copy_block`]: the whole CTA copies a range, bulk for the 16-byte multiple, LSU for the rest;
 //!   [`copy_fan`]: the same to several places at once, each piece loaded once;
 //!   [`copy_fan_in`]: several (source, destination) pairs at once, their pieces interleaved, so
@@ -216,6 +217,45 @@ pub unsafe fn lsu_copy(src: *const u8, dst: *mut u8, start: u64, end: u64, tid: 
     while j < end {
         *dst.add(j as usize) = *src.add(j as usize);
         j += nthreads as u64;
+    }
+}
+
+/// Copy bytes `start..end` of `src` to `n` places at once (place `k` at `dst(k)`) with thread
+/// `tid` of `nthreads`: four 16-byte vectors in flight per thread, each loaded once and stored
+/// to every place. Few registers and no shared memory: for spare warps beside other work.
+///
+/// # Safety
+/// `src + start`, every `dst(k) + start` and `end - start` are multiples of 16 and the ranges
+/// valid global memory; all `nthreads` threads call it with the same arguments.
+#[inline(always)]
+pub unsafe fn lsu_fan(
+    src: u64,
+    (n, dst): (u32, impl Fn(u32) -> u64),
+    (start, end): (u64, u64),
+    tid: u32,
+    nthreads: u32,
+) {
+    const AHEAD: u64 = 4;
+    let step = nthreads as u64 * VEC;
+    let mut off = start + tid as u64 * VEC;
+    while off < end {
+        let mut v = [[0u32; 4]; AHEAD as usize];
+        for (j, x) in v.iter_mut().enumerate() {
+            let at = off + j as u64 * step;
+            if at < end {
+                *x = ld_global_nc_v4_u32((src + at) as *const [u32; 4]);
+            }
+        }
+        for k in 0..n {
+            let to = dst(k);
+            for (j, x) in v.iter().enumerate() {
+                let at = off + j as u64 * step;
+                if at < end {
+                    st_global_v4_u32((to + at) as *mut [u32; 4], *x);
+                }
+            }
+        }
+        off += AHEAD * step;
     }
 }
 

@@ -84,6 +84,26 @@ unsafe fn last_arriver_at<const SYS: bool>(counter: *mut u32, writers: u32, epoc
     before.wrapping_add(1) == epoch.wrapping_mul(writers)
 }
 
+/// One of `writers` finishing its part of this launch, its earlier writes (bulk copies it
+/// waited for included) published system-wide first: true for the last, which also sets the
+/// counter back to zero. For counters that not every launch of an op advances (an epoch
+/// multiple would then drift), at the price of an abandoned launch leaving it part-way.
+///
+/// # Safety
+/// `counter` is a valid `u32`, zero before the launch, that only these writers add to, once
+/// each per launch.
+#[inline(always)]
+pub unsafe fn last_arriver_reset(counter: *mut u32, writers: u32) -> bool {
+    fence_proxy_async_global();
+    fence_acq_rel_sys();
+    let last = atom_add_acq_rel_sys_u32(counter, 1).wrapping_add(1) == writers;
+    if last {
+        // Every writer has arrived: nothing else touches the counter this launch.
+        atom_add_acq_rel_gpu_u32(counter, writers.wrapping_neg());
+    }
+    last
+}
+
 /// Thread 0 of each of `ctas` CTAs of launch `epoch`, after a CTA barrier: publish the CTA's
 /// writes, arrive at the barrier `counter`, and wait (bounded, reported as `tag`) for the
 /// others. The counter only grows, as [`last_arriver`]'s.

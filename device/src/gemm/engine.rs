@@ -5,7 +5,8 @@
 //! Warpgroups 1 and 2 are consumers: each owns 64 rows of the 128-row tile, runs the wgmma
 //! mainloop one k-block behind the loads, then hands its accumulators to the [`Epilogue`]. An epilogue with helpers
 //! gets lane 0 of producer warps 1 and 2, one per consumer warpgroup (see
-//! [`Handoff`](super::epilogue::Handoff)). Registers move from the producer to the consumers with
+//! [`Handoff`](super::epilogue::Handoff)); otherwise an input gate may give those two warps side
+//! work ([`InputGate::SIDE`]: AllGather + GEMM's copies). Registers move from the producer to the consumers with
 //! `setmaxnreg`.
 use super::epilogue::{Epilogue, StoreC};
 use super::feed::Feed;
@@ -13,7 +14,7 @@ use super::mainloop::{load_b_k_block, load_k_block, mma_k_block, Acc256, Accumul
 use crate::arch::*;
 use crate::kernels_info::gemm::*;
 use crate::pipeline::PipeState;
-use crate::sched::{rem_nz, InputGate, TileScheduler};
+use crate::sched::{rem_nz, InputGate, TileScheduler, SIDE_THREAD, SIDE_THREADS};
 use crate::sync::Bound;
 use crate::tile::{swizzle128, SW128_ROW_BYTES};
 
@@ -81,6 +82,7 @@ pub unsafe fn compute_cta<
     const { assert!(!(G::GATHER && E::HELPER), "gathering producers leave no helper threads") };
     const { assert!(!(G::GATHER && G::WRITES_A), "gathering producers leave no writer thread") };
     const { assert!(!(G::GATHER && S::DYNAMIC), "gathering producers take static walks") };
+    const { assert!(!(G::SIDE && (G::GATHER || E::HELPER)), "the side thread is a helper's lane") };
     if tid == 0 {
         // A gathered A adds one `cp.async` arrival per producer thread to every fill; the A
         // writer is one more reader of every stage.
@@ -108,6 +110,8 @@ pub unsafe fn compute_cta<
             produce::<TRANS_B, STAGES, A, S, G>(ops, sched, gate, &smem, tiles(), &b);
         } else if G::WRITES_A && tid == A_WRITER {
             write_a::<STAGES, A, S, G>((ops, sched, gate), &smem, tiles(), &b);
+        } else if G::SIDE && (SIDE_THREAD..SIDE_THREAD + SIDE_THREADS).contains(&tid) {
+            gate.side(smem.side(), tid - SIDE_THREAD);
         } else if E::HELPER && (tid == 32 || tid == 64) {
             let cwg = tid / 32 - 1;
             let (mut feed, mut n) = (tiles(), 0);

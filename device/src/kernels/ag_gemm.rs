@@ -6,6 +6,8 @@
 //!   the local-store epilogue;
 //! - push CTAs (intra-comm): copy this rank's shard, chunk by chunk, into every local peer's
 //!   `gathered` over NVLink (and into its own, unless in place), raising the peer's chunk flag;
+//!   with `spread` only every `spread_push_every`-th chunk, the spare warps of every
+//!   `spread_every`-th compute CTA copying the rest ([`spread`]);
 //! - forward CTAs (intra-comm, several nodes): copy chunks that arrived from other nodes on to the
 //!   node's other ranks;
 //! - one inter-send CTA (several nodes): pushes the shard through the FIFO to this rank's
@@ -17,14 +19,15 @@
 //! back-to-back launches and CUDA-graph replays need no reset.
 use crate::abi::*;
 use crate::arch::*;
-use crate::comm::nvlink::{copy_block, copy_fan, BulkRing};
-use crate::comm::signal::{launch_epoch, signal};
+use crate::comm::nvlink::{copy_block, copy_fan, lsu_fan, BulkRing};
+use crate::comm::signal::{last_arriver_reset, launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
 use crate::gemm::engine::{compute_cta, Operands};
 use crate::gemm::feed::Feed;
 use crate::gemm::*;
 use crate::sched::{
-    div_nz, rem_nz, ACopy, Claimed, GaveUp, InputGate, KSplit, Role, RowOrder, TailSplit, Tile, TileGrid, TileScheduler,
+    div_nz, rem_nz, ACopy, Claimed, GaveUp, InputGate, KSplit, Role, RowOrder, TailSplit, Tile, TileGrid,
+    TileScheduler, SIDE_THREADS,
 };
 use crate::sync::Bound;
 
@@ -71,6 +74,20 @@ impl InputGate for ArrivalGate<'_> {
     // The producer thread draws its tiles from the counter, and the gate's row walk needs
     // registers of its own; the consumers fit 224.
     const WIDE_PRODUCER: bool = true;
+    const SIDE: bool = true;
+
+    #[inline(always)]
+    unsafe fn side(&self, smem: u32, t: u32) {
+        let p = self.p;
+        // Read here, not kept from the kernel's start: live across `setmaxnreg` it spills.
+        let cta = block_idx_x_here();
+        // Intra-comm CTAs that join the tiles (`join`) have copied already.
+        if p.spread != 0 && cta < p.gemm.roles.compute {
+            let b =
+                Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: Role::IntraComm as u32 };
+            spread(p, ld_shared_u32(dyn_smem_base() + EPOCH_WORD), smem, (cta, t), &b);
+        }
+    }
 
     #[inline(always)]
     fn a_copy(&self, tile: Tile, tile_m: u32) -> Option<ACopy> {
@@ -89,6 +106,93 @@ impl InputGate for ArrivalGate<'_> {
         } else {
             (a_map, tile.m * tile_m)
         }
+    }
+}
+
+/// Where thread 0 of a compute CTA leaves the launch's epoch for the side thread: the engine's
+/// last scratch word (split-K's last-arriver words are the two before it).
+const EPOCH_WORD: u32 = SCRATCH_OFF + 12;
+
+/// Tell this node's other ranks that this rank entered the launch (their writes into it may
+/// begin).
+#[inline(always)]
+unsafe fn raise_ready(p: &AgGemmParams, epoch: u32) {
+    for lr in 0..p.local_world {
+        if lr != p.local_rank {
+            signal((pick(&p.peer_flags, lr) as *mut u32).add(AgGemmParams::ready_flag(p.rank) as usize), epoch);
+        }
+    }
+}
+
+/// Named barrier of the side threads ([`SIDE_THREADS`]; the consumers' epilogues use 1 and 2).
+const SIDE_BARRIER: u32 = 10;
+
+/// With `spread`, side thread `t` (of [`SIDE_THREADS`], the producer warpgroup's spare warps) of
+/// every `spread_every`-th compute CTA: its units of this rank's shard (chunk-major over the
+/// chunks the push CTAs leave, [`AgGemmParams::spread_unit_range`]) into every local rank's
+/// `gathered` (this rank's first unless in place), with 16-byte loads and stores: the SM's TMA
+/// unit stays the GEMM's (bulk copies from a compute CTA stalled its loads behind the NVLink
+/// writes: 1.2-1.45x the GEMM alone on 4x H200 against 1.06-1.14x this way). The last unit of
+/// a chunk to land raises the chunk's flag on each place.
+#[inline(always)]
+unsafe fn spread(p: &AgGemmParams, epoch: u32, smem: u32, (cta, t): (u32, u32), b: &Bound) {
+    let lw = p.local_world;
+    let own = (p.in_place == 0) as u32;
+    let places = lw - 1 + own;
+    // Place 0 is this rank (unless in place), then the ranks after it. Where each place's
+    // shard and flags are goes to shared memory (two tables of 8), then a verdict word: picked
+    // from the parameters inside the copy loop, the addresses would be held in registers the
+    // producer warpgroup lacks.
+    let verdict = smem + 128;
+    if t == 0 {
+        if cta == 0 {
+            raise_ready(p, epoch);
+        }
+        let flags = p.flags as *const u32;
+        let mut ok = true;
+        for k in 1..lw {
+            let rank = p.rank - p.local_rank + rem_nz(p.local_rank + k, lw);
+            // A failure is reported; the waiting tiles report too, and the launch ends.
+            ok = ok && b.flag(flags.add(AgGemmParams::ready_flag(rank) as usize), epoch, rank).is_ok();
+        }
+        for k in 0..places {
+            let lr = rem_nz(p.local_rank + k + 1 - own, lw);
+            let local = lr == p.local_rank;
+            let to = if local { p.gathered } else { pick(&p.peer_gathered, lr) };
+            st_shared_u64(smem + 8 * k, to + p.shard_offset(p.rank));
+            st_shared_u64(smem + 64 + 8 * k, if local { p.flags } else { pick(&p.peer_flags, lr) });
+        }
+        st_shared_u32(verdict, ok as u32);
+    }
+    named_barrier_sync(SIDE_BARRIER, SIDE_THREADS);
+    // Nothing to copy when alone on the node in place: the proxy sends from the shard itself.
+    if ld_shared_u32(verdict) == 0 || places == 0 {
+        return;
+    }
+    let (every, units, step) = (p.spread_every, p.spread_units(), p.spread_ctas);
+    // `every` is at least 1 (the host's rule).
+    let mut u = if rem_nz(cta, every) == 0 { div_nz(cta, every) } else { units };
+    while u < units {
+        let (c, lo, hi) = p.spread_unit_range(u);
+        lsu_fan(p.shard_src, (places, |k| ld_shared_u64(smem + 8 * k)), (lo, hi), t, SIDE_THREADS);
+        // Every side thread's stores issued; thread 0's system-scope fence then covers them.
+        named_barrier_sync(SIDE_BARRIER, SIDE_THREADS);
+        if opaque_u32(t) == 0
+            && last_arriver_reset(
+                (p.spread_counters as *mut u32).add((c * FLAG_STRIDE) as usize),
+                p.spread_chunk_units(c),
+            )
+        {
+            for k in 0..places {
+                let flags = ld_shared_u64(smem + 64 + 8 * k) as *mut u32;
+                signal(flags.add(p.data_flag(p.rank, c) as usize), epoch);
+            }
+        }
+        u += step;
+    }
+    // Tested afresh, not kept from the start: a predicate live across the loop spills.
+    if p.comm_only != 0 && opaque_u32(t) == 0 && block_idx_x_here() == 0 {
+        wait_all(p, epoch, b);
     }
 }
 
@@ -196,17 +300,19 @@ unsafe fn push(p: &AgGemmParams, mv: &mut Mover, idx: u32, ctas: u32) {
     let own = (p.in_place == 0) as u32;
     let peers = if p.fan != 0 { (p.local_world > 1) as u32 } else { p.local_world - 1 };
     let per_chunk = own + peers;
+    let chunks = p.pushed_chunks();
     let mut i = idx;
-    while i < p.chunks * per_chunk {
+    while i < chunks * per_chunk {
         let (c, j) = if p.local_copy_last != 0 {
-            if i < p.chunks * peers {
+            if i < chunks * peers {
                 (div_nz(i, peers), 1 + rem_nz(i, peers))
             } else {
-                (i - p.chunks * peers, 0)
+                (i - chunks * peers, 0)
             }
         } else {
             (div_nz(i, per_chunk), rem_nz(i, per_chunk) + 1 - own)
         };
+        let c = p.pushed_chunk(c);
         // j = 0: the local copy; j = 1..: the j-th rank after this one (with `fan`, all of them).
         if j > 0 && p.fan != 0 {
             mv.fan(c);
@@ -450,7 +556,15 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
     let bound =
         |role: Role| Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: role as u32 };
     match roles.role_of(block_idx_x()) {
-        Some((Role::Compute, _)) => compute::<TRANS_B>(p, epoch, bound(Role::Compute)),
+        Some((Role::Compute, _)) => {
+            // For the side threads (`spread`), past the engine's first block barrier: thread 0,
+            // the only one with the epoch (1 or more), tested by it rather than by its index
+            // (a predicate kept from the kernel's start spills).
+            if epoch != 0 {
+                st_shared_u32(dyn_smem_base() + EPOCH_WORD, epoch);
+            }
+            compute::<TRANS_B>(p, epoch, bound(Role::Compute))
+        }
         Some((Role::IntraComm, idx)) => {
             let ring = if tid == 0 { Some(BulkRing::new(ring_base())) } else { None };
             let b = bound(Role::IntraComm);
@@ -458,14 +572,7 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
             let push_ctas = roles.intra_comm - p.fwd_ctas;
             if idx < push_ctas {
                 if idx == 0 && tid == 0 {
-                    // Tell this node's ranks that we entered the launch.
-                    for lr in 0..p.local_world {
-                        if lr != p.local_rank {
-                            let flag =
-                                (pick(&p.peer_flags, lr) as *mut u32).add(AgGemmParams::ready_flag(p.rank) as usize);
-                            signal(flag, epoch);
-                        }
-                    }
+                    raise_ready(p, epoch);
                 }
                 push(p, &mut mv, idx, push_ctas);
                 if idx == 0 && tid == 0 && p.comm_only != 0 {
