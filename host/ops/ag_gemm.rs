@@ -613,12 +613,14 @@ impl<'a> AgGemm<'a> {
         }
     }
 
-    /// The fused kernel's communication alone (no compute CTAs; ends when every chunk arrived):
-    /// the "all-gather alone" of the overlap-efficiency figure.
+    /// The fused kernel's communication alone (no tiles; ends when every chunk arrived): the
+    /// "all-gather alone" of the overlap-efficiency figure. With `spread` the compute CTAs still
+    /// launch, for their side warps' copies.
     pub fn launch_comm_only(&self, gpu: &Gpu) -> Result<()> {
         let mut p = self.params;
         if p.spread != 0 {
-            // Spread: every compute CTA copies as in the fused launch, over an empty walk.
+            // Spread: the push CTAs and the copying compute CTAs' side warps copy as in the fused
+            // launch, over an empty walk (M = 0: no tiles).
             p.gemm.m = 0;
             p.tail_dp = 0;
             p.comm_only = 1;
