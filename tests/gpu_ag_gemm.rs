@@ -52,7 +52,8 @@ fn one_node_two_gpus() {
     check(2, 1, &g, &[&["--shape", "8192x4096x4096", "--join-wave", "1", "--rounds", "2"][..], &joined].concat());
     check(2, 1, &g, &[&["--shape", "2000x1544x1032", "--layout", "nk", "--graph"][..], &joined].concat());
     check(2, 1, &g, &[&["--shape", "2000x1544x1032", "--join-wave", "1000"][..], &joined].concat());
-    // No push CTAs: every compute CTA copies units of the shard (small ones: many per chunk).
+    // Spread copies (four push CTAs on every other chunk, every sixth compute CTA's spare warps
+    // on the rest), here where they are not the default; small units: many per chunk.
     let spread = ["--spread", "true", "--back-to-back", "20"];
     check(
         2,

@@ -168,7 +168,7 @@ pub struct Split {
     pub inter_send: u32,
     /// Rows per arrival flag.
     pub chunk_rows: u32,
-    /// The compute CTAs copy the shard (`AgGemmOptions::spread`; then `push` is 0).
+    /// The compute CTAs copy part of the shard (`AgGemmOptions::spread`; the push CTAs the rest).
     pub spread: bool,
 }
 
@@ -378,7 +378,7 @@ impl<'a> AgGemm<'a> {
             if !src.is_multiple_of(16) || !(2 * shape.k).is_multiple_of(16) {
                 return Err(invalid(
                     "spread",
-                    "the shard's address and rows (K * 2 bytes) must be multiples of 16 for its bulk copies",
+                    "the shard's address and rows (K * 2 bytes) must be multiples of 16 for its 16-byte copies",
                 ));
             }
         }
@@ -487,7 +487,8 @@ impl<'a> AgGemm<'a> {
         params.spread = split.spread as u32;
         params.spread_unit = spread_unit;
         params.spread_every = opts.spread_every.unwrap_or(SPREAD_EVERY);
-        params.spread_push_every = if split.push == 0 { 0 } else { opts.spread_push_every.unwrap_or(2) };
+        // (`push` is at least 1: `resolve`.)
+        params.spread_push_every = opts.spread_push_every.unwrap_or(2);
         params.plan_spread(split.compute);
         let spread_counters =
             gpu.upload(&vec![0u32; if split.spread { (chunks * FLAG_STRIDE) as usize } else { 1 }])?;

@@ -109,8 +109,9 @@ impl InputGate for ArrivalGate<'_> {
     }
 }
 
-/// Where thread 0 of a compute CTA leaves the launch's epoch for the side thread: the engine's
-/// last scratch word (split-K's last-arriver words are the two before it).
+/// Where thread 0 of every CTA leaves the launch's epoch for a compute CTA's side threads: the
+/// engine's last scratch word (split-K's last-arriver words are the two before it; a comm CTA's
+/// ring ends before the scratch).
 const EPOCH_WORD: u32 = SCRATCH_OFF + 12;
 
 /// Tell this node's other ranks that this rank entered the launch (their writes into it may
@@ -552,19 +553,19 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
     let tid = thread_idx_x();
     let roles = p.gemm.roles;
     // Only thread 0 of a CTA waits on or raises flags, so only it needs the epoch.
-    let epoch = if tid == 0 { launch_epoch(p.launches as *mut u64, roles.total()) } else { 0 };
+    let epoch = if tid == 0 {
+        let epoch = launch_epoch(p.launches as *mut u64, roles.total());
+        // For a compute CTA's side threads (`spread`), read past the engine's first block
+        // barrier; a word no other role's shared memory uses.
+        st_shared_u32(dyn_smem_base() + EPOCH_WORD, epoch);
+        epoch
+    } else {
+        0
+    };
     let bound =
         |role: Role| Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: role as u32 };
     match roles.role_of(block_idx_x()) {
-        Some((Role::Compute, _)) => {
-            // For the side threads (`spread`), past the engine's first block barrier: thread 0,
-            // the only one with the epoch (1 or more), tested by it rather than by its index
-            // (a predicate kept from the kernel's start spills).
-            if epoch != 0 {
-                st_shared_u32(dyn_smem_base() + EPOCH_WORD, epoch);
-            }
-            compute::<TRANS_B>(p, epoch, bound(Role::Compute))
-        }
+        Some((Role::Compute, _)) => compute::<TRANS_B>(p, epoch, bound(Role::Compute)),
         Some((Role::IntraComm, idx)) => {
             let ring = if tid == 0 { Some(BulkRing::new(ring_base())) } else { None };
             let b = bound(Role::IntraComm);
