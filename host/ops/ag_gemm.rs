@@ -664,7 +664,7 @@ impl<'a> AgGemm<'a> {
     }
 
     fn launch_fused(&self, gpu: &Gpu, p: &AgGemmParams) -> Result<()> {
-        // Spread copies run through a ring past the engine's shared memory.
+        // Spread copies keep their address tables past the engine's shared memory.
         let smem = if p.spread != 0 { SIDE_SMEM_BYTES } else { SMEM_BYTES };
         let cfg = LaunchConfig::linear(p.gemm.roles.total(), THREADS, smem);
         // SAFETY: every address in `p` belongs to buffers this op owns or borrows for 'a

@@ -113,8 +113,8 @@ impl<const STAGES: u32, A: Accumulators> Smem<STAGES, A> {
     pub const fn handoff(&self) -> u32 {
         self.base + handoff_off(STAGES, A::N)
     }
-    /// The side ring's shared memory (`kernels_info::gemm::side_off`), past everything else:
-    /// only a launch with `SIDE_SMEM_BYTES` has it.
+    /// The side threads' shared memory (`kernels_info::gemm::side_off`, `SIDE_BYTES` long),
+    /// past everything else: only a launch with `SIDE_SMEM_BYTES` has it.
     #[inline(always)]
     pub const fn side(&self) -> u32 {
         self.base + side_off(STAGES, A::N)
