@@ -62,7 +62,9 @@ pub trait Epilogue<A: Accumulators = Acc256> {
 /// - `free`: the helper's copies finished reading the staging tile (it may be rewritten).
 ///
 /// A side is never more than one phase ahead of the other: the helper arrives `ready` for tile
-/// `n + 1` only after `staged` of tile `n`, and `free` of tile `n` only after its `staged`. An
+/// `n + 1` only after `staged` of tile `n`, and `free` of tile `n` only after its `staged`; a
+/// consumer that waits on `ready` only at some tiles must know the helper is not two phases
+/// behind (GEMM + RS: `ready` of tile `n + 1` arrives before `free` of tile `n`). An
 /// epilogue may stage twice per tile if both sides agree (the one-shot all-reduce: partial, then
 /// sum; `staged` then completes phases `2n` and `2n + 1`, and `ready` comes between them).
 #[derive(Clone, Copy)]

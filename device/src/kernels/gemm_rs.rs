@@ -533,12 +533,15 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                 mbarrier_arrive(h.loaded());
             }
         }
+        // `ready` before `free`: consumers that saw `free` of tile n - 1 (staging tile n) know
+        // `ready` of tile n completed, so their parity wait on `ready` at tile n + 1 cannot be
+        // met by tile n - 1's phase (they wait on `ready` only at tiles they sum).
+        mbarrier_arrive(h.ready());
         // The previous tile's copies, and this tile's pulls through it, are done with the staging
         // tile.
         if n > 0 {
             mbarrier_arrive(h.free());
         }
-        mbarrier_arrive(h.ready());
         let _ = self.bound().mbarrier(h.staged(), n & 1, tile.index, WAIT_MBAR_HANDOFF);
         if !own {
             // The rank of this node that sums the block: its owner, or (several nodes) its
