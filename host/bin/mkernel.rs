@@ -434,11 +434,13 @@ enum TuneCmd {
               default_value = "4096x7168x2048x256x8,8192x4096x14336x8x2")]
         configs: Vec<cmd_moe::MoeConfig>,
         /// Pull CTA counts to try.
-        #[arg(long = "pull-ctas", value_delimiter = ',', default_value = "12,16,20,24",
+        #[arg(long = "pull-ctas", value_delimiter = ',', default_value = "8,12,16,20,24",
               value_parser = clap::value_parser!(u32).range(1..=64))]
         pull_ctas: Vec<u32>,
-        /// Records per pull item to try.
-        #[arg(long = "run-records", value_delimiter = ',', default_value = "16,32,64",
+        /// Records per pull item to try. Short runs by default: on 4 x H200 each pull-CTA count
+        /// had one best run length, at about 120-140 records in flight in all (docs/PERF.md,
+        /// "MoE at 1 x 4: more pull CTAs with shorter runs").
+        #[arg(long = "run-records", value_delimiter = ',', default_value = "4,5,6,8,12,16,32",
               value_parser = clap::value_parser!(u32).range(1..))]
         run_records: Vec<u32>,
         #[command(flatten)]
