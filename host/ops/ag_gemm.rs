@@ -619,19 +619,18 @@ impl<'a> AgGemm<'a> {
     /// launch, for their side warps' copies.
     pub fn launch_comm_only(&self, gpu: &Gpu) -> Result<()> {
         let mut p = self.params;
-        if p.spread != 0 {
-            // Spread: the push CTAs and the copying compute CTAs' side warps copy as in the fused
-            // launch, over an empty walk (M = 0: no tiles).
-            p.gemm.m = 0;
-            p.tail_dp = 0;
-            p.comm_only = 1;
-            p.join = 0;
-            return self.launch_fused(gpu, &p);
-        }
-        p.gemm.roles.compute = 0;
         p.comm_only = 1;
         p.join = 0;
-        p.tiles_copy_local = 0; // no compute tiles: the push CTAs make the whole local copy
+        // No tiles: the copies make the whole local copy (with `spread` they always do).
+        p.tiles_copy_local = 0;
+        if p.spread != 0 {
+            // The push CTAs and the copying compute CTAs' side warps copy as in the fused launch,
+            // over an empty walk (M = 0: no tiles).
+            p.gemm.m = 0;
+            p.tail_dp = 0;
+        } else {
+            p.gemm.roles.compute = 0;
+        }
         self.launch_fused(gpu, &p)
     }
 
