@@ -179,6 +179,14 @@ fn selftest_sass_uses_hopper_instructions() {
     }
 }
 
+/// Kernel `k`'s wgmma k-loop in its SASS: from the line of the first `wgmma` instruction to the
+/// loop's back edge.
+fn mainloop_of<'a>(k: &str, sass: &'a str, wgmma: &str) -> &'a str {
+    let at = sass.find(wgmma).unwrap_or_else(|| panic!("{k} has no {wgmma}"));
+    let first = sass[..at].rfind('\n').map_or(0, |i| i + 1);
+    &sass[first..first + loop_back_edge(&sass[first..]).unwrap_or_else(|| panic!("{k}: no k-loop"))]
+}
+
 /// Bytes of spill stores in a kernel's ptxas report (`u32::MAX` when it says none).
 fn spilled_bytes(report: &str) -> u32 {
     report
@@ -202,9 +210,7 @@ fn gemm_sass_is_the_fast_path() {
             // AllGather + GEMM's spread copies (the producer warpgroup's spare warps, at 56
             // registers) leave ptxas one word of predicates to keep in local memory: allowed,
             // never inside the wgmma k-loop.
-            let hgmma = sass.find("HGMMA.64x256x16.F32.BF16").unwrap();
-            let first = sass[..hgmma].rfind('\n').map_or(0, |i| i + 1);
-            let mainloop = &sass[first..first + loop_back_edge(&sass[first..]).expect("a k-loop")];
+            let mainloop = mainloop_of(k, &sass, "HGMMA.64x256x16.F32.BF16");
             assert!(!mainloop.contains("LDL") && !mainloop.contains("STL"), "{k}: local memory inside the mainloop");
             assert!(spilled_bytes(&report) <= 64, "{k} spills:\n{report}");
         } else {
@@ -294,14 +300,12 @@ fn summing_epilogues_keep_the_mainloop_clean() {
     ];
     for (k, width, limit) in kernels {
         let sass = sass_of(k);
-        let hgmma = sass.find(width).unwrap_or_else(|| panic!("{k} has no {width}"));
         // One width per kernel: a narrow kernel that also holds a wider wgmma is the wrong one.
         for other in [wide, n224, n192, n128, n64].into_iter().filter(|&o| o != width) {
             assert!(!sass.contains(other), "{k} holds {other} besides {width}");
         }
         assert!(sass.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1"), "{k}: no wgmma batch stays in flight");
-        let first = sass[..hgmma].rfind('\n').map_or(0, |i| i + 1);
-        let mainloop = &sass[first..first + loop_back_edge(&sass[first..]).unwrap_or_else(|| panic!("{k}: no k-loop"))];
+        let mainloop = mainloop_of(k, &sass, width);
         assert!(!mainloop.contains("LDL") && !mainloop.contains("STL"), "{k}: local memory inside the mainloop");
         let report = ptxas_report(k);
         let spilled = spilled_bytes(&report);
