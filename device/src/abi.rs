@@ -1221,8 +1221,11 @@ abi_struct! {
     ///    expert e's rows start at a multiple of `TILE_M` (`expert_off`), sources in the order
     ///    me, me + 1, ... (own rows first), each source's rows in its token order; it writes the
     ///    tile and pull tables to `scratch` and raises the local layout flag.
-    /// 3. Pull items, handed out in order by a scratch counter the layout reset: copies of this
-    ///    rank's tokens into `x_heap` (the last one raises `xready`), then runs of records taken
+    /// 3. This rank's tokens are copied into `x_heap` in chunks (the last one raises `xready`):
+    ///    in a fused launch by the compute CTAs from the launch's start (chunk i by compute CTA
+    ///    i mod compute), before the layout; in the dispatch alone by the pull CTAs, as its
+    ///    first pull items. Pull items, handed out in order by a scratch counter the layout
+    ///    reset: those copies where the pull CTAs do them, then runs of records taken
     ///    from each source in turn, whose rows move through shared memory (own tokens from `x`, a
     ///    peer's from its `x_heap` once its `xready` is up): a row is read once per destination
     ///    rank and written to every local expert row it has. Each row written bumps the counter

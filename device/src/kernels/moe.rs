@@ -5,11 +5,15 @@
 //!   counts as soon as they are known, then its records (NVLink on this node, FIFO + proxy to
 //!   other nodes), while intra-comm CTA 1 lays out what this rank receives ([`MoeScratch`]
 //!   tables) once every rank's counts are in: the layout no longer waits for the records;
+//! - in a fused launch the compute CTAs copy this rank's tokens into `x_heap` (where node peers
+//!   read them; the last chunk also sends them once per other node into a rank's `rx` there)
+//!   from the launch's start, while the router runs, instead of the pull CTAs after the layout:
+//!   the peers' first tiles wait for those rows;
 //! - pull CTAs (intra-comm, the router's CTA among them) move rows through a [`BulkRing`], taking
-//!   items in order from a counter: this rank's tokens into `x_heap` first (and once per other
-//!   node into a rank's `rx` there), then runs of records from each source in turn; a row is read
-//!   once per destination rank and written from shared memory to every expert row it has there;
-//! - compute CTAs first take pull items too, until their first tile's rows are in (the
+//!   items in order from a counter (the dispatch alone starts with the copies into `x_heap`),
+//!   runs of records from each source in turn; a row is read once per destination rank and
+//!   written from shared memory to every expert row it has there;
+//! - compute CTAs then take pull items too, until their first tile's rows are in (the
 //!   [`MOE_COMPUTE_HELPS`] flag), then run the GEMM engine with a [`GroupedTiles`] scheduler
 //!   (expert by expert, the order the rows fill in), a [`RowGate`] (a tile waits for the rows of
 //!   its tile row) and the local-store epilogue; the gate also picks the tile's expert in the
@@ -87,6 +91,13 @@ unsafe fn report(p: &MoeParams, code: u32, a: u32, b: u32, c: u32) {
         *e.add(2) = b;
         *e.add(3) = c;
     }
+}
+
+/// Whether the compute CTAs copy this rank's tokens into `x_heap` (a fused launch, before the
+/// layout: [`moe`]) rather than the pull CTAs (the first pull items).
+#[inline(always)]
+fn compute_copies_x(p: &MoeParams) -> bool {
+    p.mode == MOE_FUSED
 }
 
 /// The source at position `q` of this rank's receive order (me, me + 1, ...), a global rank.
@@ -786,7 +797,7 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound, wait_record
         }
         // A layout that does not fit has no tiles and no pull items (pull CTAs still copy this
         // rank's own tokens for the peers).
-        tb.set(l.items, p.x_items());
+        tb.set(l.items, if compute_copies_x(p) { 0 } else { p.x_items() });
         let mut most = 0;
         for q in 0..p.world {
             let n = *counts(source_at(p, q)).add(1);
@@ -1053,32 +1064,8 @@ unsafe fn pull_item(
     let unit = |i: u32| (div_nz(i, pieces), rem_nz(i, pieces));
     let x_items = tb.get(l.items);
     if item < x_items {
-        // Own tokens t0..t1 into x_heap, where this node's peers read them and from where the
-        // proxy sends them to the other nodes.
         if let Some(ring) = ring.as_deref_mut() {
-            if st.first_x {
-                let _ = wait_done(p, epoch, b);
-                st.first_x = false;
-            }
-            let x_heap = pick(&p.table().x_heap, p.local_rank);
-            let t0 = item * p.chunk_tokens;
-            let t1 = (t0 + p.chunk_tokens).min(p.tokens);
-            let at = |i: u32| {
-                let (r, pc) = unit(i);
-                let (off, len) = p.piece(pc);
-                ((t0 + r) as u64 * p.row_bytes() + off, len)
-            };
-            let moved = ring.gather(
-                (t1 - t0) * pieces,
-                |i| Some((p.x + at(i).0, at(i).1)),
-                |i, stage| bulk_store(x_heap + at(i).0, stage, at(i).1),
-                b,
-                item,
-            );
-            if moved && last_arriver(tb.at(MoeScratch::X_COUNTER), x_items, epoch) {
-                signal((p.flags() as *mut u32).add(p.xready_flag() as usize), epoch);
-                send_tokens(p, b, epoch);
-            }
+            copy_x(p, tb, item, epoch, b, ring, &mut st.first_x);
         }
         return;
     }
@@ -1168,6 +1155,42 @@ unsafe fn pull_item(
         }
         sync_threads(); // the staged records are rewritten next
         b0 = b1;
+    }
+}
+
+/// Thread 0 of a CTA that copies this rank's tokens (a pull CTA taking an item, or a compute
+/// CTA before the layout): chunk `item` of them into `x_heap`, where this node's peers read
+/// them and from where the proxy sends them to the other nodes; the last chunk raises `xready`.
+/// `first` is set until the CTA's first chunk of the launch, which waits until every peer
+/// finished reading the last launch's.
+///
+/// # Safety
+/// The file's contract; `item < p.x_items()`, copied by this CTA alone this launch.
+#[inline(always)]
+unsafe fn copy_x(p: &MoeParams, tb: &Tables, item: u32, epoch: u32, b: &Bound, ring: &mut BulkRing, first: &mut bool) {
+    if *first {
+        let _ = wait_done(p, epoch, b);
+        *first = false;
+    }
+    let pieces = p.pieces();
+    let x_heap = pick(&p.table().x_heap, p.local_rank);
+    let t0 = item * p.chunk_tokens;
+    let t1 = (t0 + p.chunk_tokens).min(p.tokens);
+    let at = |i: u32| {
+        let (r, pc) = (div_nz(i, pieces), rem_nz(i, pieces));
+        let (off, len) = p.piece(pc);
+        ((t0 + r) as u64 * p.row_bytes() + off, len)
+    };
+    let moved = ring.gather(
+        (t1 - t0) * pieces,
+        |i| Some((p.x + at(i).0, at(i).1)),
+        |i, stage| bulk_store(x_heap + at(i).0, stage, at(i).1),
+        b,
+        item,
+    );
+    if moved && last_arriver(tb.at(MoeScratch::X_COUNTER), p.x_items(), epoch) {
+        signal((p.flags() as *mut u32).add(p.xready_flag() as usize), epoch);
+        send_tokens(p, b, epoch);
     }
 }
 
@@ -1282,8 +1305,19 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
         |role: Role| Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: role as u32 };
     let tb = Tables::of(p);
     match roles.role_of(block_idx_x()) {
-        Some((Role::Compute, _)) => {
+        Some((Role::Compute, ci)) => {
             let scratch = dyn_smem_base() + crate::kernels_info::gemm::SCRATCH_OFF;
+            let early_x = compute_copies_x(p);
+            // Thread 0's ring, for the early copies and the help after the layout.
+            let mut ring = if tid == 0 && early_x { Some(BulkRing::new(dyn_smem_base())) } else { None };
+            if let Some(ring) = ring.as_mut() {
+                // The layout is tens of microseconds away (routing, then every rank's counts),
+                // and the peers' first tiles wait for these rows: copy this CTA's share now.
+                let mut first = true;
+                for item in (ci..p.x_items()).step_by(roles.compute as usize) {
+                    copy_x(p, &tb, item, epoch, &bound(Role::Compute), ring, &mut first);
+                }
+            }
             if tid == 0 {
                 let ok = gemm_only || bound(Role::Compute).flag(tb.at(MoeScratch::LAYOUT_FLAG), epoch, 0).is_ok();
                 st_shared_u32(scratch, ok as u32);
@@ -1300,14 +1334,15 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
                 groups: p.local_experts,
                 tile_m: TILE_M,
             };
-            if !gemm_only && p.flags & MOE_COMPUTE_HELPS != 0 {
+            if early_x && p.flags & MOE_COMPUTE_HELPS != 0 {
                 // Until its first tile's rows are in, this CTA moves rows too: early on the GEMM
                 // waits for the pull (a token's rows fill all its experts at once).
                 // The engine's walk (`TileIter`, from this CTA's index) gives its first tile.
                 let mut walk = TileIter::new(block_idx_x(), roles.compute, sched.count());
                 let first = walk.next().map_or(u32::MAX, |i| sched.tile(i).m);
-                let mut ring = if tid == 0 { Some(BulkRing::new(dyn_smem_base())) } else { None };
                 pull(p, &tb, Puller::Helper { first }, epoch, &bound(Role::Compute), ring.as_mut());
+            }
+            if early_x {
                 if let Some(ring) = ring {
                     st_shared_u32(scratch, ring.retire() as u32);
                 }
