@@ -1213,11 +1213,9 @@ abi_struct! {
     ///    this rank's tokens routed to it (token order), and per destination rank a record per
     ///    token it needs (token, then `(local expert | slot << 16, position, weight)` for each of
     ///    its experts there), records ordered by the token's first expert there, in the outbox.
-    ///    Intra-comm CTA 0 copies the counts to each other destination's `inbox` as soon as
-    ///    they are known (before the records are written) and raises `counts[me]` there, then
-    ///    the records, raising `records[me]` (a rank's own stay in its outbox).
-    /// 2. Once every rank's counts are in (and its own records written), intra-comm CTA 1 (CTA 0
-    ///    when it is the only one) lays out what this rank receives, beside the records' shipping:
+    ///    Intra-comm CTA 0 copies counts and records to each other destination's `inbox` (a
+    ///    rank's own stay in its outbox), then `records[me]` and `counts[me]` are raised there.
+    /// 2. Once every rank's counts are in, intra-comm CTA 0 lays out what this rank receives:
     ///    expert e's rows start at a multiple of `TILE_M` (`expert_off`), sources in the order
     ///    me, me + 1, ... (own rows first), each source's rows in its token order; it writes the
     ///    tile and pull tables to `scratch` and raises the local layout flag.

@@ -2,9 +2,8 @@
 //! protocol is documented on [`MoeParams`]):
 //! - the router (every intra-comm CTA, a share of the tokens each) scans this rank's routing once
 //!   and writes one record per token and destination; intra-comm CTA 0 sends each destination its
-//!   counts as soon as they are known, then its records (NVLink on this node, FIFO + proxy to
-//!   other nodes), while intra-comm CTA 1 lays out what this rank receives ([`MoeScratch`]
-//!   tables) once every rank's counts are in: the layout no longer waits for the records;
+//!   counts and records (NVLink on this node, FIFO + proxy to other nodes), then lays out what
+//!   this rank receives ([`MoeScratch`] tables);
 //! - in a fused launch the compute CTAs copy this rank's tokens into `x_heap` (where node peers
 //!   read them; the last chunk also sends them once per other node into a rank's `rx` there)
 //!   from the launch's start, while the router runs, instead of the pull CTAs after the layout:
@@ -603,51 +602,12 @@ unsafe fn route(p: &MoeParams, tb: &Tables, c: u32, epoch: u32, b: &Bound) -> bo
         },
     );
     sync_threads();
-    if c == 0 {
-        send_counts(p, epoch, b);
-    }
     by_top_k!(p.top_k, write_records(p, &sm, w, tokens));
     sync_threads();
     if tid == 0 {
         last_arriver(tb.at(MoeScratch::RECORDS_BARRIER), routers, epoch);
     }
     true
-}
-
-/// Every thread of router CTA 0, once its outbox holds every destination's counts (before the
-/// records are written): copy the counts to this node's ranks (this rank's own stay in its
-/// outbox) and raise `counts[me]` there, so that their layouts need not wait for the records
-/// ([`ship`] sends other nodes theirs). Nothing is written into an inbox before every rank
-/// finished reading this rank's last launch ([`wait_done`]).
-///
-/// # Safety
-/// Every thread of router CTA 0 calls it (it synchronises the CTA) after [`route`]'s scans.
-#[inline(always)]
-unsafe fn send_counts(p: &MoeParams, epoch: u32, b: &Bound) {
-    let (tid, nthreads) = (thread_idx_x(), block_dim_x());
-    let verdict = dyn_smem_base() + VERDICT_SMEM;
-    if tid == 0 {
-        st_shared_u32(verdict, wait_done(p, epoch, b) as u32);
-    }
-    sync_threads();
-    let go = ld_shared_u32(verdict) != 0;
-    sync_threads(); // every thread read the verdict before anyone rewrites it
-    if !go {
-        return; // the wait reported; the layouts that wait for these counts report too
-    }
-    let cw = MoeParams::counts_words(p.local_experts) as u64 * 4;
-    for d in 0..p.world {
-        let Some(lr) = local_of(p, d) else { continue };
-        let c = p.counts_at(d);
-        if d != p.rank {
-            let inbox = pick(&p.table().inbox, lr);
-            // Ends with a block barrier: thread 0 may raise the flag.
-            copy_block(p.outbox, inbox + p.counts_at(p.rank) - c, (c, c + cw), false, None, b, d, (tid, nthreads));
-        }
-        if tid == 0 {
-            signal((pick(&p.table().flags, lr) as *mut u32).add(MoeParams::counts_flag(p.rank) as usize), epoch);
-        }
-    }
 }
 
 /// Where source s's counts and records for this rank are: its own stay in its outbox (at the
@@ -702,14 +662,15 @@ unsafe fn ship(p: &MoeParams, tb: &Tables, routed: bool, epoch: u32, b: &Bound, 
         let n = *((ob + c) as *const u32).add(1);
         let (r0, r1) = (p.record_at(d, 0), p.record_at(d, n));
         if let Some(lr) = local_of(p, d) {
-            // This node (its counts went ahead, `send_counts`): an NVLink copy (none to this
-            // rank), then the flag.
+            // This node: NVLink copies (none to this rank), then both flags.
             if d != p.rank {
                 let inbox = pick(&p.table().inbox, lr);
+                copy_block(ob, inbox + p.counts_at(p.rank) - c, (c, c + cw), false, None, b, d, (tid, nthreads));
                 let dst = inbox + p.record_at(p.rank, 0) - r0;
                 ok &= copy_block(ob, dst, (r0, r1), true, ring.as_deref_mut(), b, d, (tid, nthreads)) || tid != 0;
             }
             if tid == 0 && ok {
+                signal((pick(&p.table().flags, lr) as *mut u32).add(MoeParams::counts_flag(p.rank) as usize), epoch);
                 signal((pick(&p.table().flags, lr) as *mut u32).add(p.records_flag(p.rank) as usize), epoch);
             }
         } else if tid == 0 && ok {
@@ -730,27 +691,22 @@ unsafe fn ship(p: &MoeParams, tb: &Tables, routed: bool, epoch: u32, b: &Bound, 
     }
 }
 
-/// Every thread of the layout CTA (router CTA 1, or 0 when it routes alone), after [`route`]:
-/// once every rank's counts are in (and, with `wait_records`, this rank's records are written),
-/// lay out what this rank receives and publish the tables (the local layout flag).
+/// Every thread of the router CTA, after [`route`]: once every rank's counts are in, lay
+/// out what this rank receives and publish the tables (the local layout flag).
 ///
 /// # Safety
-/// Every thread of the layout CTA calls it after [`route`]; `tb` is the launch's scratch.
+/// Every thread of the router CTA calls it after [`route`]; `tb` is the launch's scratch.
 #[inline(always)]
-unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound, wait_records: bool) {
+unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
     let tid = thread_idx_x();
     let nthreads = block_dim_x();
     let el = p.local_experts;
     let l = tb.l;
     if tid == 0 {
-        // Pull CTAs read this rank's own records once the layout is out: every router CTA must
-        // have written them (`ship` waited for that when it runs first on this CTA).
-        let routers = p.gemm.roles.intra_comm;
-        let mut ok =
-            !wait_records || b.flag(tb.at(MoeScratch::RECORDS_BARRIER), epoch.wrapping_mul(routers), 0).is_ok();
+        let mut ok = true;
         for s in 0..p.world {
             let f = (p.flags() as *const u32).add(MoeParams::counts_flag(s) as usize);
-            if !ok || b.flag(f, epoch, s).is_err() {
+            if b.flag(f, epoch, s).is_err() {
                 ok = false;
                 break;
             }
@@ -1361,14 +1317,9 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
             let ring_base = dyn_smem_base();
             let mut ring = if tid == 0 { Some(BulkRing::new(ring_base)) } else { None };
             let routed = route(p, &tb, idx, epoch, &b);
-            // The layout needs only the counts, which went ahead (`send_counts`): router CTA 1
-            // lays out while CTA 0 ships the records (CTA 0 does both when it routes alone).
-            let layout_cta = (roles.intra_comm > 1) as u32;
             if idx == 0 {
                 ship(p, &tb, routed, epoch, &b, ring.as_mut());
-            }
-            if idx == layout_cta {
-                lay_out(p, &tb, epoch, &b, idx != 0);
+                lay_out(p, &tb, epoch, &b);
             } else {
                 if tid == 0 {
                     let ok = b.flag(tb.at(MoeScratch::LAYOUT_FLAG), epoch, 0).is_ok();
