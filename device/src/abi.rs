@@ -1237,7 +1237,8 @@ abi_struct! {
     ///
     /// Ranks on other nodes: records and counts arrive by FIFO WRITEs through the proxy (raising
     /// `records[s]` and `counts[s]`), `done` by SIGNALs; a rank's tokens go once per other node
-    /// to the rank there with the same local rank (its `rx`, raising `rxready[s]`), from which
+    /// (after its counts and records: the proxy serves the FIFO in order) to the rank there with
+    /// the same local rank (its `rx`, raising `rxready[s]`), from which
     /// that node's ranks pull them.
     ///
     /// `world` is at most [`MOE_MAX_WORLD`], `local_world` at most [`MAX_LOCAL_RANKS`].

@@ -93,7 +93,8 @@ unsafe fn report(p: &MoeParams, code: u32, a: u32, b: u32, c: u32) {
 }
 
 /// Whether the compute CTAs copy this rank's tokens into `x_heap` (a fused launch, before the
-/// layout: [`moe`]) rather than the pull CTAs (the first pull items).
+/// layout: [`moe`]) rather than the pull CTAs (the first pull items). Then [`ship`] sends them
+/// to the other nodes, after the counts and records; otherwise the last copy does.
 #[inline(always)]
 fn compute_copies_x(p: &MoeParams) -> bool {
     p.mode == MOE_FUSED
@@ -689,6 +690,16 @@ unsafe fn ship(p: &MoeParams, tb: &Tables, routed: bool, epoch: u32, b: &Bound, 
                 && push(p, b, write(c, p.counts_at(p.rank), cw, MoeParams::counts_flag(p.rank)), d);
         }
     }
+    if tid == 0 && ok && compute_copies_x(p) && p.nodes() > 1 && p.x_items() > 0 {
+        // The compute CTAs copied the tokens early; sending them to the other nodes before the
+        // counts and records would queue those behind the tokens in the proxy (the FIFO is in
+        // order): each node's layout waits for them, so the tokens go last. A rank without
+        // tokens has no copies, no `xready` and nothing to send (nobody pulls from it).
+        let xready = (p.flags() as *const u32).add(p.xready_flag() as usize);
+        if b.flag(xready, epoch, p.rank).is_ok() {
+            send_tokens(p, b, epoch);
+        }
+    }
 }
 
 /// Every thread of the router CTA, after [`route`]: once every rank's counts are in, lay
@@ -1146,11 +1157,14 @@ unsafe fn copy_x(p: &MoeParams, tb: &Tables, item: u32, epoch: u32, b: &Bound, r
     );
     if moved && last_arriver(tb.at(MoeScratch::X_COUNTER), p.x_items(), epoch) {
         signal((p.flags() as *mut u32).add(p.xready_flag() as usize), epoch);
-        send_tokens(p, b, epoch);
+        if !compute_copies_x(p) {
+            send_tokens(p, b, epoch);
+        }
     }
 }
 
-/// Thread 0 of the last `x_heap` copy: this rank's tokens, once per other node, to the rank
+/// Thread 0 of the last `x_heap` copy (of router CTA 0 after [`ship`] when the compute CTAs
+/// copy: [`compute_copies_x`]): this rank's tokens, once per other node, to the rank
 /// there that shares this local rank (into its `rx`, raising `rxready[me]` there); that rank's
 /// node peers pull them over NVLink.
 ///
