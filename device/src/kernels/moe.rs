@@ -5,9 +5,9 @@
 //!   counts and records (NVLink on this node, FIFO + proxy to other nodes), then lays out what
 //!   this rank receives ([`MoeScratch`] tables);
 //! - in a fused launch the compute CTAs copy this rank's tokens into `x_heap` (where node peers
-//!   read them; the last chunk also sends them once per other node into a rank's `rx` there)
-//!   from the launch's start, while the router runs, instead of the pull CTAs after the layout:
-//!   the peers' first tiles wait for those rows;
+//!   read them; router CTA 0 sends them once per other node into a rank's `rx` there, after the
+//!   counts and records) from the launch's start, while the router runs, instead of the pull
+//!   CTAs after the layout: the peers' first tiles wait for those rows;
 //! - pull CTAs (intra-comm, the router's CTA among them) move rows through a [`BulkRing`], taking
 //!   items in order from a counter (the dispatch alone starts with the copies into `x_heap`),
 //!   runs of records from each source in turn; a row is read once per destination rank and
@@ -762,8 +762,8 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
         if off > p.cap_rows {
             report(p, MOE_ERR_CAPACITY, off, p.cap_rows, 0);
         }
-        // A layout that does not fit has no tiles and no pull items (pull CTAs still copy this
-        // rank's own tokens for the peers).
+        // A layout that does not fit has no tiles and no pull items (this rank's own tokens are
+        // still copied for the peers).
         tb.set(l.items, if compute_copies_x(p) { 0 } else { p.x_items() });
         let mut most = 0;
         for q in 0..p.world {
