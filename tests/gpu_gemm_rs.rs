@@ -3,8 +3,9 @@
 //! outputs; the fused result bit for bit against the unfused path (our GEMM, then a pull-and-sum
 //! kernel) and within the precision contract of an f64 host reference on sampled rows; rounds
 //! with new inputs and no barrier; 100 launches back to back; CUDA-graph replays; the tile walk's
-//! lead at its extremes; the all-reduce in both forms (one shot and two phases); the
-//! reduce-scatter with its partials pushed as well as pulled. Layouts: 1 node x 2 and, with four GPUs, 1 x 4; ranks sharing one GPU
+//! lead at its extremes; the all-reduce in both forms (one shot and two phases); partials pushed
+//! by their sources and pulled by their owners, with and without the send tiles prefetching the
+//! own tiles' partials. Layouts: 1 node x 2 and, with four GPUs, 1 x 4; ranks sharing one GPU
 //! where only one exists. Several nodes (emulated: FIFO, proxy and emulated NIC between groups
 //! of ranks of this host): 2 x 1, 2 x 2 and 3 x 1 with every rank on GPU 0 (their kernels
 //! time-slice, so shapes stay small), 2 x 1 on two GPUs, 2 x 2 and 4 x 1 on four.
@@ -177,21 +178,21 @@ fn four_gpus_as_two_and_four_nodes() {
     }
 }
 
-/// The reduce-scatter whose sources push their partials into the owners' inboxes (`--push on`)
-/// instead of the owners pulling them: 1 x 2, and 1 x 4 with four GPUs; two ranks sharing one
-/// GPU where only one exists.
+/// Sources pushing their partials into the owners' inboxes (`--push on`) instead of the owners
+/// pulling them (the default at two ranks): 1 x 2, and 1 x 4 with four GPUs, the reduce-scatter
+/// and the all-reduce's two phases; two ranks sharing one GPU where only one exists.
 #[test]
-fn reduce_scatter_pushed() {
-    if gpu_or_skip("reduce_scatter_pushed").is_none() {
+fn pushed_partials() {
+    if gpu_or_skip("pushed_partials").is_none() {
         return;
     }
-    if !gpus_or_skip("reduce_scatter_pushed (two GPUs)", 2) {
+    if !gpus_or_skip("pushed_partials (two GPUs)", 2) {
         check("gemm-rs", 2, &[0, 0], &["--shape", "512x264x128", "--rounds", "2", "--push", "on"]);
         return;
     }
     let layouts: &[(u32, &[u32])] = &[(2, &[0, 1]), (4, &[0, 1, 2, 3])];
     for &(w, g) in layouts {
-        if w == 4 && !gpus_or_skip("reduce_scatter_pushed (four GPUs)", 4) {
+        if w == 4 && !gpus_or_skip("pushed_partials (four GPUs)", 4) {
             continue;
         }
         let awkward = format!("{}x8x{}", 1000 * w, 72 * w);
@@ -202,5 +203,53 @@ fn reduce_scatter_pushed() {
         rs(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
         rs(&["--shape", "4000x1544x1024", "--lead", "0", "--back-to-back", "20"]);
         rs(&["--shape", "4000x1544x1024", "--lead", "all"]);
+        let ar = |extra: &[&str]| check("gemm-ar", w, g, &[extra, &["--push", "on", "--one-shot", "off"]].concat());
+        ar(&["--shape", &awkward, "--layout", "kn"]);
+        ar(&["--shape", "4000x1544x2048", "--layout", "nk", "--f32", "--graph"]);
+        ar(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2", "--back-to-back", "20"]);
+    }
+}
+
+/// Owners pulling the all-reduce's partials (`--push off`), and the own tiles' partials
+/// prefetched by the send tiles (`--prefetch on`) for both collectives: 1 x 2, and 1 x 4 with
+/// four GPUs; two ranks sharing one GPU where only one exists. The walk's other extreme too: an
+/// own tile right behind its round's sends (lead 0) waits for prefetches of the same round.
+#[test]
+fn pulled_and_prefetched() {
+    if gpu_or_skip("pulled_and_prefetched").is_none() {
+        return;
+    }
+    // Two phases (the all-reduce runs one shot by default at the smaller sizes).
+    let pre = ["--one-shot", "off", "--push", "off", "--prefetch", "on"];
+    if !gpus_or_skip("pulled_and_prefetched (two GPUs)", 2) {
+        for op in ["gemm-rs", "gemm-ar"] {
+            check(
+                op,
+                2,
+                &[0, 0],
+                &[&pre[..], &["--shape", "512x264x128", "--rounds", "2", "--back-to-back", "10"]].concat(),
+            );
+        }
+        return;
+    }
+    let layouts: &[(u32, &[u32])] = &[(2, &[0, 1]), (4, &[0, 1, 2, 3])];
+    for &(w, g) in layouts {
+        if w == 4 && !gpus_or_skip("pulled_and_prefetched (four GPUs)", 4) {
+            continue;
+        }
+        let awkward = format!("{}x8x{}", 1000 * w, 72 * w);
+        for op in ["gemm-rs", "gemm-ar"] {
+            let c = |extra: &[&str]| check(op, w, g, &[&pre[..], extra].concat());
+            c(&["--shape", &awkward, "--layout", "kn"]);
+            c(&["--shape", &awkward, "--layout", "nk", "--f32"]);
+            c(&["--shape", "4000x1544x2048", "--layout", "nk", "--graph"]);
+            c(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2", "--back-to-back", "20"]);
+            c(&["--shape", "4000x1544x1024", "--lead", "0", "--back-to-back", "20"]);
+        }
+        // The all-reduce pulling without prefetches.
+        let pull = ["--one-shot", "off", "--push", "off", "--prefetch", "off"];
+        let ar = |extra: &[&str]| check("gemm-ar", w, g, &[&pull[..], extra].concat());
+        ar(&["--shape", &awkward, "--layout", "nk", "--f32"]);
+        ar(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
     }
 }

@@ -734,9 +734,11 @@ abi_struct! {
     ///
     /// **One node** (`nodes` = 1, `mk_gemm_rs_{kn,nk}`): a tile owned by another rank is rounded
     /// to bf16 and written, in the accumulators' own layout, into the owner's `staging` slot for
-    /// this source, then flagged; the owner sums every source's partial in rank order (fp32)
-    /// when it reaches its own tile and stores the result into its output block (`all_reduce`:
-    /// into the same block of every rank's output, then flags it there).
+    /// this source (`push`), or into this rank's outbox for the owner to pull (with `prefetch`,
+    /// right after the owner sent it the same tile of this rank's block), then flagged; the
+    /// owner sums every source's partial in rank order (fp32) when it reaches its own tile and
+    /// stores the result into its output block (`all_reduce`: into the same block of every
+    /// rank's output, then flags it there).
     ///
     /// **One-shot all-reduce** (`one_shot`, one node): every rank walks every tile in the same
     /// order, pushes its bf16 partial of each into the inbox slot `[me][q * per_owner + slot]`
@@ -815,11 +817,17 @@ abi_struct! {
         /// every other rank and sums every tile itself, so only partials cross NVLink and no
         /// tile waits for a second hop (see `kernels::gemm_rs`). 0: two phases.
         pub one_shot: u32,
-        /// 1: the reduce-scatter's sources push their partials into the owner's inbox, as the
-        /// all-reduce's do, instead of owners pulling them from the sources' outboxes.
+        /// 1: sources push their partials into the owner's inbox (one node; the all-reduce's
+        /// collectors across nodes always receive them so) instead of owners pulling them from
+        /// the sources' outboxes.
         pub push: u32,
-        /// Padding up to the asserted size; always 0.
-        pub _pad: u32,
+        /// 1 (one node, two phases, owners pulling): each send tile's helper, once the tile is
+        /// in the outbox, pulls the same tile of this rank's own block from the block's owner
+        /// (that rank computes it in the same round) into the inbox and raises this rank's own
+        /// `pref` flag for it; an own tile then waits for those flags instead of pulling. The
+        /// reads move from the own tiles' part of the launch to the sends' part, where the
+        /// all-reduce's second phase does not write.
+        pub prefetch: u32,
     }
 }
 
@@ -854,10 +862,10 @@ impl GemmRsParams {
         }
     }
     /// Flag words per rank: `ready[world]`, `part[world][inbox tiles][2]`,
-    /// `done[world][inbox tiles][2]`, and with several nodes `node[nodes][nodes][2 tiles]`
-    /// (`inbox_tiles`: [`Self::inbox_tiles_of`]).
+    /// `done[world][inbox tiles][2]`, with several nodes `node[nodes][nodes][2 tiles]`, on one
+    /// node `pref[world][inbox tiles][2]` (`inbox_tiles`: [`Self::inbox_tiles_of`]).
     pub const fn flag_words(world: u32, nodes: u32, per_owner: u32, inbox_tiles: u32) -> u32 {
-        let node = if nodes > 1 { nodes * nodes * 2 * per_owner } else { 0 };
+        let node = if nodes > 1 { nodes * nodes * 2 * per_owner } else { 2 * world * inbox_tiles };
         (world + 4 * world * inbox_tiles + node) * FLAG_STRIDE
     }
     fn tiles(&self) -> u32 {
@@ -890,19 +898,25 @@ impl GemmRsParams {
     pub fn done_flag(&self, q: u32, slot: u32, half: u32) -> u32 {
         (self.world + 2 * self.world * self.inbox_tiles() + (q * self.tiles() + slot) * 2 + half) * FLAG_STRIDE
     }
+    /// Index of `pref[s][slot][half]` (one node, [`Self::prefetch`]): source s's partial of my
+    /// tile `slot` is in my inbox, pulled by one of my send tiles' helpers.
+    pub fn pref_flag(&self, s: u32, slot: u32, half: u32) -> u32 {
+        (self.world + (2 * self.world + s) * 2 * self.inbox_tiles() + slot * 2 + half) * FLAG_STRIDE
+    }
     /// Byte offset of source s's slot for my inbox slot `slot` ([`Self::inbox_slot`]), half
     /// `half`, in `staging` (the inbox; several nodes: `s` = [`GemmRsParams::inbox`]).
     pub fn slot_offset(&self, s: u32, slot: u32, half: u32) -> u64 {
         ((s * self.inbox_tiles() + slot) * 2 + half) as u64 * HALF_TILE_BYTES as u64
     }
-    /// Whether owners pull the partials (reduce-scatter) rather than sources pushing them
-    /// (all-reduce): see `kernels::gemm_rs`.
+    /// Whether owners (or collectors) pull the partials rather than sources pushing them: see
+    /// `kernels::gemm_rs`.
     pub const fn pulls(&self) -> bool {
-        Self::owners_pull(self.all_reduce != 0, self.push != 0)
+        self.push == 0
     }
-    /// The rule behind [`Self::pulls`], for the host before the parameters exist.
-    pub const fn owners_pull(all_reduce: bool, push: bool) -> bool {
-        !all_reduce && !push
+    /// Whether own tiles' partials come through the send tiles' prefetches (see
+    /// [`Self::prefetch`]).
+    pub const fn prefetches(&self) -> bool {
+        self.pulls() && self.prefetch != 0 && self.nodes <= 1 && self.one_shot == 0
     }
     /// Byte offset in `staging`, after the inbox, of my partial of block q's tile `slot`, half
     /// `half`, waiting for q's collector (one node: q itself) to pull it (when [`Self::pulls`]).

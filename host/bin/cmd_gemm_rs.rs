@@ -37,9 +37,13 @@ pub struct CheckArgs {
     /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.
     #[arg(long = "one-shot", value_parser = clap::builder::BoolishValueParser::new())]
     pub one_shot: Option<bool>,
-    /// Reduce-scatter on one node: sources push their partials (on) or owners pull them (off).
+    /// One node: sources push their partials (on) or owners pull them (off); default: the
+    /// reduce-scatter pulls at two ranks, pushes above, the all-reduce pushes.
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     pub push: Option<bool>,
+    /// One node, two phases, owners pulling: send tiles prefetch the own tiles' partials (on).
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+    pub prefetch: Option<bool>,
     #[command(flatten)]
     pub inter: NodeKnobs,
     #[command(flatten)]
@@ -95,6 +99,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         lead: a.lead,
         one_shot: a.one_shot,
         push: a.push,
+        prefetch: a.prefetch,
         timeout,
         ..Default::default()
     });
@@ -163,7 +168,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
     };
     let roles = op.roles();
     println!(
-        "rank {} of {} ({} nodes, transport {}): {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}, one shot {}, {} inter-send + {} inter-reduce CTAs, group {}; by default {}",
+        "rank {} of {} ({} nodes, transport {}): {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}, one shot {}, push {}, prefetch {}, {} inter-send + {} inter-reduce CTAs, group {}; by default {}",
         world.rank,
         world.world_size,
         world.nodes,
@@ -174,6 +179,8 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         roles.compute,
         op.lead(),
         op.one_shot(),
+        op.push(),
+        op.prefetch(),
         roles.inter_send,
         roles.inter_reduce,
         op.group(),
@@ -255,6 +262,7 @@ pub fn bench(
                     .with("lead", op.lead())
                     .with("one_shot", op.one_shot())
                     .with("push", op.push())
+                    .with("prefetch", op.prefetch())
                     .with("default_path", op.describe_path());
                 records.push(match model_ms {
                     Some(mm) => r.with("modelled_inter_node_ms", mm).with("overlap_vs_model", t / ms[2].max(mm)),

@@ -321,9 +321,13 @@ pub struct RsBenchArgs {
     /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.
     #[arg(long = "one-shot", value_parser = clap::builder::BoolishValueParser::new())]
     one_shot: Option<bool>,
-    /// Reduce-scatter on one node: sources push their partials (on) or owners pull them (off).
+    /// One node: sources push their partials (on) or owners pull them (off); default: the
+    /// reduce-scatter pulls at two ranks, pushes above, the all-reduce pushes.
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     push: Option<bool>,
+    /// One node, two phases, owners pulling: send tiles prefetch the own tiles' partials (on).
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+    prefetch: Option<bool>,
     #[command(flatten)]
     inter: cmd_gemm_rs::NodeKnobs,
     #[command(flatten)]
@@ -342,6 +346,7 @@ impl RsBenchArgs {
             lead: self.lead,
             one_shot: self.one_shot,
             push: self.push,
+            prefetch: self.prefetch,
             ..Default::default()
         });
         cmd_gemm_rs::bench(collective, &self.shapes, &self.layouts, opts, &self.ranks, self.timing.timing(), json)

@@ -5,9 +5,10 @@
 //!
 //! The fused path is ONE persistent launch (`device/src/kernels/gemm_rs.rs`): each rank computes
 //! the tiles of the other ranks' row blocks first and hands each, rounded to bf16, to its owner as
-//! soon as its epilogue has it (reduce-scatter: the owner pulls it from this rank's outbox over
-//! NVLink; all-reduce: it is pushed into the owner's inbox); the owner computes its own block
-//! last and adds what arrived. A small all-reduce goes one shot instead
+//! soon as its epilogue has it (two ranks: the owner pulls it from this rank's outbox over
+//! NVLink, right after sending it the same tile of the puller's block, [`GemmRsOptions::prefetch`];
+//! more ranks: it is pushed into the owner's inbox, [`GemmRsOptions::push`]); the owner computes
+//! its own block last and adds what arrived. A small all-reduce goes one shot instead
 //! ([`GemmRsOptions::one_shot`]): every rank pushes its partial of every tile to every other
 //! rank and sums every tile itself, so no tile waits for a second hop. Helper threads in the
 //! producer warpgroup do all the waiting and copying, so the tensor cores never wait on
@@ -89,10 +90,14 @@ pub struct GemmRsOptions {
     /// owner, then copied to the others). None: the tuned table's, else one shot up to
     /// [`ONE_SHOT_MAX_BYTES`] of partial (`M x N` bf16), two phases above.
     pub one_shot: Option<bool>,
-    /// Reduce-scatter on one node: sources push their partials into the owner's inbox over
-    /// NVLink, as the all-reduce's do, instead of owners pulling them. None: [`pushes`]' rule
-    /// (above two ranks).
+    /// One node: sources push their partials into the owner's inbox over NVLink instead of
+    /// owners pulling them from the sources' outboxes. None: [`pushes`]' rule.
     pub push: Option<bool>,
+    /// One node, two phases, owners pulling: each send tile's helper pulls the same tile of this
+    /// rank's own block right after sending (its owner computes it in the same round), so the
+    /// reads fall in the sends' part of the launch rather than in the own tiles' (where the
+    /// all-reduce's second phase writes). None: [`prefetches`]' rule.
+    pub prefetch: Option<bool>,
     /// Several nodes: CTAs pushing node partials into the FIFO (None: [`DEFAULT_INTER_SEND`]).
     pub inter_send: Option<u32>,
     /// Several nodes: CTAs adding the node partials (None: the tuned table's for this transport
@@ -117,6 +122,7 @@ impl Default for GemmRsOptions {
             lead: None,
             one_shot: None,
             push: None,
+            prefetch: None,
             inter_send: None,
             inter_reduce: None,
             group: None,
@@ -181,13 +187,35 @@ pub fn one_shot(opts: &GemmRsOptions, collective: Collective, shape: GemmShape, 
     form_switch(("one_shot", opts.one_shot, rule), possible, shape.m * shape.n * 2 <= ONE_SHOT_MAX_BYTES)
 }
 
-/// Whether the reduce-scatter's sources push their partials: the option, else above two ranks
-/// (4 x H200, docs/PERF.md "Pushed partials": pushing was 2.5-5% faster at world 4 and 2-6%
-/// slower at world 2). Errors name the option and the rule: the all-reduce always pushes, and
-/// several nodes collect by pulling.
-pub fn pushes(opts: &GemmRsOptions, collective: Collective, world: &World) -> Result<bool> {
-    let possible = collective == Collective::ReduceScatter && world.nodes <= 1;
-    form_switch(("push", opts.push, "applies to the reduce-scatter on one node"), possible, world.world_size > 2)
+/// Whether the sources push their partials: the option, else (one node) above two ranks (4 x
+/// H200, docs/PERF.md "Pushed partials": the reduce-scatter's pushing was 2.5-5% faster at world
+/// 4 and 2-6% slower at world 2; at world 2 the all-reduce pulling with [`prefetches`] was 3-5%
+/// faster than pushing, "Prefetched partials"). Several nodes and one shot fix it
+/// (the reduce-scatter's collectors pull, the all-reduce's receive pushes, one shot pushes);
+/// asking for the other is a typed error naming the option and the rule.
+pub fn pushes(opts: &GemmRsOptions, collective: Collective, world: &World, one_shot: bool) -> Result<bool> {
+    let rs = collective == Collective::ReduceScatter;
+    let fixed = |fixed: bool, rule: &str| match opts.push {
+        Some(v) if v != fixed => Err(invalid("push", rule)),
+        _ => Ok(fixed),
+    };
+    if world.nodes > 1 {
+        fixed(!rs, "is fixed across nodes: the reduce-scatter's collectors pull, the all-reduce's receive pushes")
+    } else if one_shot {
+        fixed(true, "is fixed for the one-shot all-reduce, which pushes (set one_shot to Some(false) to pull)")
+    } else {
+        Ok(opts.push.unwrap_or(world.world_size > 2))
+    }
+}
+
+/// Whether own tiles' partials are prefetched by the send tiles ([`GemmRsOptions::prefetch`]):
+/// the option (one node, two phases, owners pulling: else a typed error), else where measured:
+/// at two ranks (2 x H200, docs/PERF.md "Prefetched partials": the all-reduce 3-5% faster than
+/// pulling at its own tiles, the reduce-scatter about 1%).
+pub fn prefetches(opts: &GemmRsOptions, world: &World, (one_shot, push): (bool, bool)) -> Result<bool> {
+    let possible = world.nodes <= 1 && !one_shot && !push;
+    let rule = "applies on one node to the two-phase form with owners pulling (push off)";
+    form_switch(("prefetch", opts.prefetch, rule), possible, world.world_size == 2)
 }
 
 /// An on/off choice of the fused form that only some ops and layouts have: the asked value
@@ -358,7 +386,7 @@ impl Sizes {
         let all_reduce = collective == Collective::AllReduce;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
         let inbox_tiles = GemmRsParams::inbox_tiles_of(w, per_owner, one_shot);
-        let pulls = GemmRsParams::owners_pull(all_reduce, push);
+        let pulls = !push;
         let nodebox = if nodes > 1 { GemmRsParams::nodebox_bytes(nodes, per_owner) } else { 0 };
         let es = if out_f32 { 4 } else { 2 };
         Sizes {
@@ -456,7 +484,8 @@ impl<'a> GemmRs<'a> {
         };
         let one_shot = one_shot(&opts, collective, shape, &world)?;
         form_takes_lead(one_shot, asked_lead)?;
-        let push = pushes(&opts, collective, &world)?;
+        let push = pushes(&opts, collective, &world, one_shot)?;
+        let prefetch = prefetches(&opts, &world, (one_shot, push))?;
         let rows = shape.m / w;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
         let roles = role_split(&opts, collective, world.nodes, w as u32 * per_owner, gpu.info().sm_count)?;
@@ -560,7 +589,7 @@ impl<'a> GemmRs<'a> {
             group,
             one_shot: one_shot as u32,
             push: push as u32,
-            _pad: 0,
+            prefetch: prefetch as u32,
         };
         let kernel = match (world.nodes > 1, one_shot, b_layout) {
             (false, false, BLayout::KN) => kernels::GEMM_RS_KN,
@@ -743,7 +772,7 @@ impl<'a> GemmRs<'a> {
         // The form is a one-node knob: no transport needed.
         let (opts, _) = with_tuned(opts, collective, shape, world, None);
         let one_shot = one_shot(&opts, collective, shape, world).unwrap_or(false);
-        let push = pushes(&opts, collective, world).unwrap_or(false);
+        let push = pushes(&opts, collective, world, one_shot).unwrap_or(false);
         Sizes::of(collective, shape, world, opts.out_f32, (one_shot, push)).total()
     }
 
@@ -752,9 +781,15 @@ impl<'a> GemmRs<'a> {
         self.params.one_shot != 0
     }
 
-    /// Whether the fused reduce-scatter's sources push their partials ([`GemmRsOptions::push`]).
+    /// Whether the fused kernel's sources push their partials ([`GemmRsOptions::push`]).
     pub fn push(&self) -> bool {
         self.params.push != 0
+    }
+
+    /// Whether the fused kernel's send tiles prefetch the own tiles' partials
+    /// ([`GemmRsOptions::prefetch`]).
+    pub fn prefetch(&self) -> bool {
+        self.params.prefetch != 0
     }
 
     /// Rounds of sends before the first own tile, as launched (the option or its default, at
@@ -939,15 +974,20 @@ mod tests {
     #[test]
     fn push_rules() {
         let (ar, rs) = (Collective::AllReduce, Collective::ReduceScatter);
-        let (node, nodes) = (World::test(0, 4, 1), World::test(0, 4, 2));
+        let (node, two, nodes) = (World::test(0, 4, 1), World::test(0, 2, 1), World::test(0, 4, 2));
         let on = GemmRsOptions { push: Some(true), ..Default::default() };
-        assert!(pushes(&on, rs, &node).unwrap());
+        let off = GemmRsOptions { push: Some(false), ..Default::default() };
         let def = GemmRsOptions::default();
-        assert!(pushes(&def, rs, &node).unwrap(), "push by default above two ranks");
-        assert!(!pushes(&def, rs, &World::test(0, 2, 1)).unwrap(), "pull at two");
-        assert!(!pushes(&def, rs, &nodes).unwrap(), "pull across nodes");
-        for (c, w) in [(ar, &node), (rs, &nodes)] {
-            let e = pushes(&on, c, w).unwrap_err().to_string();
+        assert!(pushes(&on, rs, &node, false).unwrap());
+        assert!(pushes(&def, rs, &node, false).unwrap(), "push by default above two ranks");
+        assert!(!pushes(&def, rs, &two, false).unwrap(), "pull at two");
+        assert!(!pushes(&def, rs, &nodes, false).unwrap(), "pull across nodes");
+        assert!(!pushes(&def, ar, &two, false).unwrap(), "the all-reduce pulls at two");
+        assert!(pushes(&def, ar, &node, false).unwrap(), "and pushes above");
+        assert!(!pushes(&off, ar, &node, false).unwrap(), "the all-reduce may pull on one node");
+        assert!(pushes(&def, ar, &nodes, false).unwrap() && pushes(&def, ar, &two, true).unwrap());
+        for (o, c, w, one_shot) in [(&on, rs, &nodes, false), (&off, ar, &nodes, false), (&off, ar, &two, true)] {
+            let e = pushes(o, c, w, one_shot).unwrap_err().to_string();
             assert!(e.starts_with("invalid argument `push`"), "{e}");
         }
         // A pushed reduce-scatter needs no outbox: half the staging.
@@ -956,9 +996,23 @@ mod tests {
             (Sizes::of(rs, shape, &node, false, (false, true)), Sizes::of(rs, shape, &node, false, (false, false)));
         assert_eq!(2 * pushed.staging, pulled.staging);
         assert!(GemmRs::heap_bytes(rs, shape, &node, &on) >= pushed.total());
-        // Off is off everywhere.
-        let off = GemmRsOptions { push: Some(false), ..Default::default() };
-        assert!(!pushes(&off, ar, &nodes).unwrap());
+        // Pulled all-reduce partials need the outbox too.
+        assert!(GemmRs::heap_bytes(ar, shape, &node, &off) >= pulled.total());
+    }
+
+    #[test]
+    fn prefetch_rules() {
+        let w = World::test(0, 2, 1);
+        let on = GemmRsOptions { prefetch: Some(true), ..Default::default() };
+        assert!(prefetches(&on, &w, (false, false)).unwrap());
+        let def = GemmRsOptions::default();
+        assert!(prefetches(&def, &w, (false, false)).unwrap(), "on by default at two ranks");
+        assert!(!prefetches(&def, &World::test(0, 4, 1), (false, false)).unwrap(), "off above");
+        assert!(!prefetches(&def, &w, (false, true)).unwrap(), "off when pushing");
+        for (w, form) in [(&w, (true, false)), (&w, (false, true)), (&World::test(0, 2, 2), (false, false))] {
+            let e = prefetches(&on, w, form).unwrap_err().to_string();
+            assert!(e.starts_with("invalid argument `prefetch`"), "{e}");
+        }
     }
 
     #[test]
@@ -979,7 +1033,7 @@ mod tests {
         }
         // One shot: the inbox holds every source's partial of every tile, not of one block.
         let (one, two) =
-            (Sizes::of(ar, small, &node, false, (true, false)), Sizes::of(ar, small, &node, false, (false, false)));
+            (Sizes::of(ar, small, &node, false, (true, true)), Sizes::of(ar, small, &node, false, (false, true)));
         assert_eq!(one.staging, 2 * two.staging);
         assert!(GemmRs::heap_bytes(ar, small, &node, &def) >= one.total());
     }
@@ -990,9 +1044,9 @@ mod tests {
         for (w, nodes) in [(2, 1), (2, 2), (4, 2), (4, 4)] {
             for c in [Collective::ReduceScatter, Collective::AllReduce] {
                 let wd = World::test(0, w, nodes);
-                let s = Sizes::of(c, shape, &wd, false, (false, false));
-                let total =
-                    GemmRs::heap_bytes(c, shape, &wd, &GemmRsOptions { one_shot: Some(false), ..Default::default() });
+                let o = GemmRsOptions { one_shot: Some(false), ..Default::default() };
+                let s = Sizes::of(c, shape, &wd, false, (false, pushes(&o, c, &wd, false).unwrap()));
+                let total = GemmRs::heap_bytes(c, shape, &wd, &o);
                 let partials = 2 * shape.m * shape.n * 2;
                 assert!(total >= s.out + s.staging + s.flags + partials + s.unfused_flags);
                 if nodes > 1 {

@@ -7,22 +7,26 @@
 //!   move the data, wait for the copies and raise flags, under the consumers' next mainloop;
 //! - a tile owned by another rank: the consumers round it to bf16 into their staging tile in the
 //!   accumulators' own layout (thread t's j-th 16 bytes at `(j * 128 + t) * 16`: conflict-free,
-//!   one contiguous half tile). Reduce-scatter ([`GemmRsParams::pulls`]): the helper bulk-copies
-//!   it into this rank's own outbox and flags the owner, who pulls it over NVLink. All-reduce,
-//!   and a reduce-scatter with `push`: the helper pushes it into the owner's inbox slot for this
-//!   source over NVLink, then flags it. (Measured on 2 x H200: NVLink writes from a GEMM's SMs
-//!   slow the GEMM by 4-11%, reads of the same bytes by half as much; the all-reduce pushes
-//!   because pulling would crowd both of its phases' traffic into the second half of the launch.
-//!   On 4 x H200 the reduce-scatter's owners pull three partials per own tile, one load at a
-//!   time per helper, and pushing was 2.5-5% faster.)
+//!   one contiguous half tile). Owners pulling ([`GemmRsParams::pulls`]): the helper bulk-copies
+//!   it into this rank's own outbox and flags the owner, who pulls it over NVLink. Sources
+//!   pushing (`push`): the helper pushes it into the owner's inbox slot for this source over
+//!   NVLink, then flags it. With `prefetch` (owners pulling, one node) the helper then pulls the
+//!   same tile of this rank's own block from that owner, which computed it in the same round,
+//!   into its inbox and raises a local `pref` flag. (Measured on 2 x H200: NVLink writes from a
+//!   GEMM's SMs slow the GEMM by 4-11%, reads of the same bytes by half as much; pulled at the
+//!   own tiles, the all-reduce's reads crowd into the half of the launch where its second phase
+//!   writes, and it was 2-8% slower than pushing; prefetched, 3-5% faster. On 4 x H200 the
+//!   reduce-scatter's owners pull three partials per own tile, one load at a time per helper,
+//!   and pushing was 2.5-5% faster.)
 //! - an own tile: while the consumers still multiply, the helper waits for every other source's
-//!   flag and pulls the partials into the inbox (or, pushed, pulls them into L2); the consumers
-//!   then sum the partials in fp32, this rank's first and then the others in rank order (every
-//!   partial rounded to bf16 exactly once, so the unfused reference, summing in the same order,
-//!   gives the same bits), and stage the sum; the helper TMA-stores it into this rank's block of
-//!   the output, and with `all_reduce` into the same block of every local rank's output, then
-//!   flags it there; each rank's helpers finally wait for the blocks of the others. (f32
-//!   output: the consumers store from registers and flag themselves.)
+//!   flag and pulls the partials into the inbox (prefetched: waits for the `pref` flags and
+//!   brings the partials into L2; pushed: brings them into L2); the consumers then sum the
+//!   partials in fp32, this rank's first and then the others in rank order (every partial
+//!   rounded to bf16 exactly once, so the unfused reference, summing in the same order, gives the
+//!   same bits), and stage the sum; the helper TMA-stores it into this rank's block of the
+//!   output, and with `all_reduce` into the same block of every local rank's output, then flags
+//!   it there; each rank's helpers finally wait for the blocks of the others. (f32 output: the
+//!   consumers store from registers and flag themselves.)
 //!
 //! One-shot all-reduce (`mk_gemm_ar_one_shot_*`, one node): every rank walks every tile in the
 //! same order; the consumers stage their partial, the helper pushes it into every other rank's
@@ -44,7 +48,7 @@
 //! counter, so back-to-back launches and CUDA-graph replays need no reset.
 use crate::abi::*;
 use crate::arch::*;
-use crate::comm::signal::{launch_epoch, signal};
+use crate::comm::signal::{launch_epoch, signal, signal_gpu};
 use crate::gemm::engine::Operands;
 use crate::gemm::epilogue::{store_f32, tma_store_tile, write_bf16, Handoff};
 use crate::gemm::mainloop::Smem;
@@ -259,14 +263,29 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         }
     }
 
-    /// Pull (helper thread) every other source's partial of this warpgroup's half of my tile
-    /// `slot` of block `q` from that source's outbox over NVLink into my inbox slot for it,
-    /// through the staging tile `c` (the previous tile's copies are done with it, and the
-    /// consumers rewrite it only after the helper's next `free`), once the source's flag says it
-    /// is there.
+    /// Pull (helper thread) source `s`'s partial of this warpgroup's half of my tile `slot` from
+    /// its outbox entry for block `block` over NVLink into my inbox slot for it (`inbox`: the
+    /// source's inbox index), through the staging tile `c` (free: the previous tile's copies are
+    /// done with it, and the consumers rewrite it only after the helper's next `free`), once the
+    /// source's flag says it is there. `load` numbers this load on the `loaded` barrier.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn pull_partials(&self, h: Handoff, c: u32, q: u32, slot: u32, n: u32, cwg: u32, tile: u32) {
+    unsafe fn pull_one(&self, h: Handoff, c: u32, s: u32, inbox: u32, block: u32, slot: u32, cwg: u32, load: u32) {
+        let p = self.p;
+        let _ = self.wait_flag(p.part_flag(inbox, slot, cwg), slot);
+        let src = peer(&self.table().staging, s) + p.outbox_offset(block, slot, cwg);
+        mbarrier_arrive_expect_tx(h.loaded(), HALF_TILE_BYTES);
+        bulk_load(c, src, HALF_TILE_BYTES, h.loaded());
+        let _ = self.bound().mbarrier(h.loaded(), load & 1, slot, WAIT_MBAR_HANDOFF);
+        bulk_store(p.staging + p.slot_offset(inbox, slot, cwg), c, HALF_TILE_BYTES);
+        bulk_commit_group();
+        bulk_wait_group_read::<0>();
+    }
+
+    /// Pull (helper thread) every other source's partial of this warpgroup's half of my tile
+    /// `slot` of block `q` into my inbox ([`Self::pull_one`]), `n` being this helper's tile count.
+    #[inline(always)]
+    unsafe fn pull_partials(&self, h: Handoff, c: u32, q: u32, slot: u32, n: u32, cwg: u32) {
         let p = self.p;
         let (base, count, me) = self.sources(q);
         // One node: my own block, sources' local ranks offset by my node's first rank (0).
@@ -275,18 +294,29 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         // read from the same source first.
         for k in 0..count - 1 {
             let s = rem_nz(me + 1 + k, count);
-            let _ = self.wait_flag(p.part_flag(base + s, slot, cwg), slot);
-            let src = peer(&self.table().staging, s - first_rank) + p.outbox_offset(block, slot, cwg);
-            mbarrier_arrive_expect_tx(h.loaded(), HALF_TILE_BYTES);
-            bulk_load(c, src, HALF_TILE_BYTES, h.loaded());
-            let _ = self.bound().mbarrier(h.loaded(), (n * (count - 1) + k) & 1, tile, WAIT_MBAR_HANDOFF);
-            bulk_store(p.staging + p.slot_offset(base + s, slot, cwg), c, HALF_TILE_BYTES);
-            bulk_commit_group();
-            bulk_wait_group_read::<0>();
+            self.pull_one(h, c, s - first_rank, base + s, block, slot, cwg, n * (count - 1) + k);
         }
         // Written through the async proxy, read by the consumers' ordinary loads.
         bulk_wait_group::<0>();
         fence_proxy_async_global();
+    }
+
+    /// Prefetch (helper thread of a send tile of block `q`, one node, [`GemmRsParams::prefetch`]):
+    /// q computes its partial of my tile `slot` in the same round as mine of its tile; pull it
+    /// into my inbox now and raise my `pref` flag for it, which my own tile `slot` waits for.
+    /// The staging tile is free: this tile's send read it, the consumers rewrite it after `free`.
+    #[inline(always)]
+    unsafe fn prefetch(&self, h: Handoff, c: u32, q: u32, slot: u32, n: u32, cwg: u32) {
+        let p = self.p;
+        let count = p.world;
+        // This tile's loads on the `loaded` barrier: count - 1 of them, this one last.
+        for _ in 0..count - 2 {
+            mbarrier_arrive(h.loaded());
+        }
+        self.pull_one(h, c, q - (p.rank - p.local_rank), q, p.rank, slot, cwg, n * (count - 1) + count - 2);
+        bulk_wait_group::<0>();
+        fence_proxy_async_global();
+        signal_gpu((p.flags as *mut u32).add(p.pref_flag(q, slot, cwg) as usize), epoch());
     }
 
     /// f32 output of my tile of block q: from registers into my block (one shot: block q of my
@@ -516,9 +546,22 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
         let own = self.sums(o.owner);
         let (base, count, me) = self.sources(o.owner);
         let pull = p.pulls();
+        let prefetch = !NODES && p.prefetches();
         if own {
-            if pull {
-                self.pull_partials(h, c, o.owner, o.slot, n, cwg, tile.index);
+            if prefetch {
+                // My send tiles' helpers pulled the partials (`prefetch`), half a launch ago:
+                // bring them back into L2 for the consumers' sum.
+                for s in 0..count {
+                    if s != me {
+                        let _ = self.wait_flag(p.pref_flag(base + s, o.slot, cwg), o.slot);
+                        bulk_prefetch_l2(p.staging + p.slot_offset(base + s, o.slot, cwg), HALF_TILE_BYTES);
+                    }
+                }
+                for _ in 1..count {
+                    mbarrier_arrive(h.loaded());
+                }
+            } else if pull {
+                self.pull_partials(h, c, o.owner, o.slot, n, cwg);
             } else {
                 for s in 0..count {
                     if s != me {
@@ -527,7 +570,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                     }
                 }
             }
-        } else if pull {
+        } else if pull && !prefetch {
             // Keep the load barrier's phases in step: one per other source per tile.
             for _ in 1..count {
                 mbarrier_arrive(h.loaded());
@@ -563,6 +606,9 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             bulk_commit_group();
             bulk_wait_group::<0>();
             self.signal_peer(lr, p.part_flag(src, o.slot, cwg));
+            if prefetch {
+                self.prefetch(h, c, o.owner, o.slot, n, cwg);
+            }
         } else if NODES {
             // The tile's index in its block's walk names its node-partial slot.
             let t = self.tiles;
