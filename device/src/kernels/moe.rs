@@ -666,7 +666,13 @@ unsafe fn ship(p: &MoeParams, tb: &Tables, routed: bool, epoch: u32, b: &Bound, 
             // This node: NVLink copies (none to this rank), then both flags.
             if d != p.rank {
                 let inbox = pick(&p.table().inbox, lr);
-                copy_block(ob, inbox + p.counts_at(p.rank) - c, (c, c + cw), false, None, b, d, (tid, nthreads));
+                // Ordinary loads: this CTA stored the counts during the launch (`copy_block`'s
+                // non-coherent loads are for data nobody writes while the kernel runs). The
+                // records' copy below ends with the block barrier thread 0's flags come after.
+                let (from, to) = ((ob + c) as *const u32, (inbox + p.counts_at(p.rank)) as *mut u32);
+                for w in (tid..(cw / 4) as u32).step_by(nthreads as usize) {
+                    *to.add(w as usize) = *from.add(w as usize);
+                }
                 let dst = inbox + p.record_at(p.rank, 0) - r0;
                 ok &= copy_block(ob, dst, (r0, r1), true, ring.as_deref_mut(), b, d, (tid, nthreads)) || tid != 0;
             }
@@ -1028,7 +1034,6 @@ unsafe fn pull_item(
     let (tid, nthreads) = (thread_idx_x(), block_dim_x());
     let l = tb.l;
     let pieces = p.pieces();
-    let unit = |i: u32| (div_nz(i, pieces), rem_nz(i, pieces));
     let x_items = tb.get(l.items);
     if item < x_items {
         if let Some(ring) = ring.as_deref_mut() {
@@ -1100,12 +1105,12 @@ unsafe fn pull_item(
                 && ring.gather(
                     (b1 - b0) * pieces,
                     |i| {
-                        let (r, pc) = unit(i);
+                        let (r, pc) = row_piece(p, i);
                         let (off, len) = p.piece(pc);
                         Some((src + ld_shared_u32(srec(r)) as u64 * p.row_bytes() + off, len))
                     },
                     |i, stage| {
-                        let (r, pc) = unit(i);
+                        let (r, pc) = row_piece(p, i);
                         sc.store(srec(r), pc, stage);
                     },
                     b,
@@ -1123,6 +1128,14 @@ unsafe fn pull_item(
         sync_threads(); // the staged records are rewritten next
         b0 = b1;
     }
+}
+
+/// Copy unit `i` of a run of whole rows, each moved in [`MoeParams::pieces`] pieces: (row of the
+/// run, piece).
+#[inline(always)]
+fn row_piece(p: &MoeParams, i: u32) -> (u32, u32) {
+    let pieces = p.pieces();
+    (div_nz(i, pieces), rem_nz(i, pieces))
 }
 
 /// Thread 0 of a CTA that copies this rank's tokens (a pull CTA taking an item, or a compute
@@ -1144,7 +1157,7 @@ unsafe fn copy_x(p: &MoeParams, tb: &Tables, item: u32, epoch: u32, b: &Bound, r
     let t0 = item * p.chunk_tokens;
     let t1 = (t0 + p.chunk_tokens).min(p.tokens);
     let at = |i: u32| {
-        let (r, pc) = (div_nz(i, pieces), rem_nz(i, pieces));
+        let (r, pc) = row_piece(p, i);
         let (off, len) = p.piece(pc);
         ((t0 + r) as u64 * p.row_bytes() + off, len)
     };
@@ -1304,15 +1317,15 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
                 groups: p.local_experts,
                 tile_m: TILE_M,
             };
-            if early_x && p.flags & MOE_COMPUTE_HELPS != 0 {
-                // Until its first tile's rows are in, this CTA moves rows too: early on the GEMM
-                // waits for the pull (a token's rows fill all its experts at once).
-                // The engine's walk (`TileIter`, from this CTA's index) gives its first tile.
-                let mut walk = TileIter::new(block_idx_x(), roles.compute, sched.count());
-                let first = walk.next().map_or(u32::MAX, |i| sched.tile(i).m);
-                pull(p, &tb, Puller::Helper { first }, epoch, &bound(Role::Compute), ring.as_mut());
-            }
             if early_x {
+                if p.flags & MOE_COMPUTE_HELPS != 0 {
+                    // Until its first tile's rows are in, this CTA moves rows too: early on the
+                    // GEMM waits for the pull (a token's rows fill all its experts at once).
+                    // The engine's walk (`TileIter`, from this CTA's index) gives its first tile.
+                    let mut walk = TileIter::new(block_idx_x(), roles.compute, sched.count());
+                    let first = walk.next().map_or(u32::MAX, |i| sched.tile(i).m);
+                    pull(p, &tb, Puller::Helper { first }, epoch, &bound(Role::Compute), ring.as_mut());
+                }
                 if let Some(ring) = ring {
                     st_shared_u32(scratch, ring.retire() as u32);
                 }
