@@ -178,36 +178,44 @@ fn four_gpus_as_two_and_four_nodes() {
     }
 }
 
+/// `each(world, GPUs, the awkward shape there: M = W x 1000, N = 8, K/W = 72)` at 1 x 2
+/// and, with four GPUs, 1 x 4; where only one GPU exists, `shared()` instead (ranks sharing it).
+/// `name` names the test in its skip lines.
+fn one_node_layouts(name: &str, shared: impl FnOnce(), mut each: impl FnMut(u32, &[u32], &str)) {
+    if gpu_or_skip(name).is_none() {
+        return;
+    }
+    if !gpus_or_skip(&format!("{name} (two GPUs)"), 2) {
+        return shared();
+    }
+    let layouts: &[(u32, &[u32])] = &[(2, &[0, 1]), (4, &[0, 1, 2, 3])];
+    for &(w, g) in layouts {
+        if w == 4 && !gpus_or_skip(&format!("{name} (four GPUs)"), 4) {
+            continue;
+        }
+        each(w, g, &format!("{}x8x{}", 1000 * w, 72 * w));
+    }
+}
+
 /// Sources pushing their partials into the owners' inboxes (`--push on`) instead of the owners
 /// pulling them (the default at two ranks): 1 x 2, and 1 x 4 with four GPUs, the reduce-scatter
 /// and the all-reduce's two phases; two ranks sharing one GPU where only one exists.
 #[test]
 fn pushed_partials() {
-    if gpu_or_skip("pushed_partials").is_none() {
-        return;
-    }
-    if !gpus_or_skip("pushed_partials (two GPUs)", 2) {
-        check("gemm-rs", 2, &[0, 0], &["--shape", "512x264x128", "--rounds", "2", "--push", "on"]);
-        return;
-    }
-    let layouts: &[(u32, &[u32])] = &[(2, &[0, 1]), (4, &[0, 1, 2, 3])];
-    for &(w, g) in layouts {
-        if w == 4 && !gpus_or_skip("pushed_partials (four GPUs)", 4) {
-            continue;
-        }
-        let awkward = format!("{}x8x{}", 1000 * w, 72 * w);
+    let shared = || check("gemm-rs", 2, &[0, 0], &["--shape", "512x264x128", "--rounds", "2", "--push", "on"]);
+    one_node_layouts("pushed_partials", shared, |w, g, awkward| {
         let rs = |extra: &[&str]| check("gemm-rs", w, g, &[extra, &["--push", "on"]].concat());
-        rs(&["--shape", &awkward, "--layout", "kn"]);
-        rs(&["--shape", &awkward, "--layout", "nk", "--f32"]);
+        rs(&["--shape", awkward, "--layout", "kn"]);
+        rs(&["--shape", awkward, "--layout", "nk", "--f32"]);
         rs(&["--shape", "4000x1544x2048", "--layout", "nk", "--graph"]);
         rs(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
         rs(&["--shape", "4000x1544x1024", "--lead", "0", "--back-to-back", "20"]);
         rs(&["--shape", "4000x1544x1024", "--lead", "all"]);
         let ar = |extra: &[&str]| check("gemm-ar", w, g, &[extra, &["--push", "on", "--one-shot", "off"]].concat());
-        ar(&["--shape", &awkward, "--layout", "kn"]);
+        ar(&["--shape", awkward, "--layout", "kn"]);
         ar(&["--shape", "4000x1544x2048", "--layout", "nk", "--f32", "--graph"]);
         ar(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2", "--back-to-back", "20"]);
-    }
+    });
 }
 
 /// Owners pulling the all-reduce's partials (`--push off`), and the own tiles' partials
@@ -216,32 +224,19 @@ fn pushed_partials() {
 /// own tile right behind its round's sends (lead 0) waits for prefetches of the same round.
 #[test]
 fn pulled_and_prefetched() {
-    if gpu_or_skip("pulled_and_prefetched").is_none() {
-        return;
-    }
     // Two phases (the all-reduce runs one shot by default at the smaller sizes).
     let pre = ["--one-shot", "off", "--push", "off", "--prefetch", "on"];
-    if !gpus_or_skip("pulled_and_prefetched (two GPUs)", 2) {
+    let shared = || {
         for op in ["gemm-rs", "gemm-ar"] {
-            check(
-                op,
-                2,
-                &[0, 0],
-                &[&pre[..], &["--shape", "512x264x128", "--rounds", "2", "--back-to-back", "10"]].concat(),
-            );
+            let small = ["--shape", "512x264x128", "--rounds", "2", "--back-to-back", "10"];
+            check(op, 2, &[0, 0], &[&pre[..], &small].concat());
         }
-        return;
-    }
-    let layouts: &[(u32, &[u32])] = &[(2, &[0, 1]), (4, &[0, 1, 2, 3])];
-    for &(w, g) in layouts {
-        if w == 4 && !gpus_or_skip("pulled_and_prefetched (four GPUs)", 4) {
-            continue;
-        }
-        let awkward = format!("{}x8x{}", 1000 * w, 72 * w);
+    };
+    one_node_layouts("pulled_and_prefetched", shared, |w, g, awkward| {
         for op in ["gemm-rs", "gemm-ar"] {
             let c = |extra: &[&str]| check(op, w, g, &[&pre[..], extra].concat());
-            c(&["--shape", &awkward, "--layout", "kn"]);
-            c(&["--shape", &awkward, "--layout", "nk", "--f32"]);
+            c(&["--shape", awkward, "--layout", "kn"]);
+            c(&["--shape", awkward, "--layout", "nk", "--f32"]);
             c(&["--shape", "4000x1544x2048", "--layout", "nk", "--graph"]);
             c(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2", "--back-to-back", "20"]);
             c(&["--shape", "4000x1544x1024", "--lead", "0", "--back-to-back", "20"]);
@@ -249,7 +244,7 @@ fn pulled_and_prefetched() {
         // The all-reduce pulling without prefetches.
         let pull = ["--one-shot", "off", "--push", "off", "--prefetch", "off"];
         let ar = |extra: &[&str]| check("gemm-ar", w, g, &[&pull[..], extra].concat());
-        ar(&["--shape", &awkward, "--layout", "nk", "--f32"]);
+        ar(&["--shape", awkward, "--layout", "nk", "--f32"]);
         ar(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
-    }
+    });
 }
