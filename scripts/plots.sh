@@ -20,8 +20,12 @@ plot $L/allgather-w4-{n1,n4}-b7214f4.jsonl $L/torch-multi-w4-8192-b7214f4.jsonl
 plot $L/allgather-w4-inplace-b7214f4.jsonl $L/torch-multi-w4-8192-b7214f4.jsonl
 # GEMM vs cuBLAS and GEMM + ReduceScatter / AllReduce beside torch: commit b7f267e.
 plot $F/gemm-rs-ar.jsonl $F/gemm.jsonl $F/torch-multi.jsonl
-# MoE dispatch + grouped GEMM beside torch (all_to_all + grouped_mm), world 2: the re-tuned
-# defaults of 2026-11-26 (call 3 of that day; the 2026-11-22 world-2 chart is in its log folder's
-# figures, PERF.md).
-M=docs/gpu-logs/2026-11-26a-h200x2-world2
-plot $M/call3-moe-w2.jsonl $M/call3-torch-moe-w2.jsonl
+# MoE dispatch + grouped GEMM beside torch (all_to_all + grouped_mm), world 2: the code of the
+# ninth session of 2026-11-27 (call 7; the later of two runs drawn).
+S=docs/gpu-logs/2026-11-27i-ar-prefetch
+plot $S/call7/moe-w2-2.jsonl $S/call7/torch-moe-w2.jsonl
+# GEMM + RS / AR at world 2 with the prefetched partials (call 3), and the three tensor-parallel
+# ops at world 4, 1 x 4 and 2 x 2 (call 6), each beside torch_baselines.py multi of its call;
+# they replace the charts of the same names drawn above.
+plot $S/call3/gemm-rs-w2-n1.jsonl $S/call3/gemm-ar-w2-n1.jsonl $S/call3/torch-multi-w2.jsonl
+plot $S/call6/ag-w4-n{1,2}.jsonl $S/call6/gemm-{rs,ar}-w4-n1.jsonl $S/call6/torch-multi-w4.jsonl
