@@ -91,7 +91,9 @@ pub struct GemmRsOptions {
     /// [`ONE_SHOT_MAX_BYTES`] of partial (`M x N` bf16), two phases above.
     pub one_shot: Option<bool>,
     /// One node: sources push their partials into the owner's inbox over NVLink instead of
-    /// owners pulling them from the sources' outboxes. None: [`pushes`]' rule.
+    /// owners pulling them from the sources' outboxes (pulling takes an outbox as large as the
+    /// inbox: an `M x N` bf16 buffer, tile-padded, see [`GemmRs::heap_bytes`]). None:
+    /// [`pushes`]' rule.
     pub push: Option<bool>,
     /// One node, two phases, owners pulling: each send tile's helper pulls the same tile of this
     /// rank's own block right after sending (its owner computes it in the same round), so the
