@@ -268,6 +268,10 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
     /// source's inbox index), through the staging tile `c` (free: the previous tile's copies are
     /// done with it, and the consumers rewrite it only after the helper's next `free`), once the
     /// source's flag says it is there. `load` numbers this load on the `loaded` barrier.
+    ///
+    /// # Safety
+    /// The helper thread, between its tile's `staged` wait (or the start of `help`) and its next
+    /// `free`; `s` is a local rank whose outbox entry for `block` this launch fills.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn pull_one(&self, h: Handoff, c: u32, s: u32, inbox: u32, block: u32, slot: u32, cwg: u32, load: u32) {
@@ -284,6 +288,10 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
 
     /// Pull (helper thread) every other source's partial of this warpgroup's half of my tile
     /// `slot` of block `q` into my inbox ([`Self::pull_one`]), `n` being this helper's tile count.
+    ///
+    /// # Safety
+    /// The helper thread of my own tile `slot` of block `q`, the `n`-th tile it helps, before it
+    /// arrives `free`.
     #[inline(always)]
     unsafe fn pull_partials(&self, h: Handoff, c: u32, q: u32, slot: u32, n: u32, cwg: u32) {
         let p = self.p;
@@ -305,6 +313,10 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
     /// q computes its partial of my tile `slot` in the same round as mine of its tile; pull it
     /// into my inbox now and raise my `pref` flag for it, which my own tile `slot` waits for.
     /// The staging tile is free: this tile's send read it, the consumers rewrite it after `free`.
+    ///
+    /// # Safety
+    /// The helper thread of a one-node launch with [`GemmRsParams::prefetches`], right after its
+    /// send of block `q`'s tile `slot` completed, as the `n`-th tile it helps.
     #[inline(always)]
     unsafe fn prefetch(&self, h: Handoff, c: u32, q: u32, slot: u32, n: u32, cwg: u32) {
         let p = self.p;
