@@ -1326,13 +1326,8 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
                     let first = walk.next().map_or(u32::MAX, |i| sched.tile(i).m);
                     pull(p, &tb, Puller::Helper { first }, epoch, &bound(Role::Compute), ring.as_mut());
                 }
-                if let Some(ring) = ring {
-                    st_shared_u32(scratch, ring.retire() as u32);
-                }
-                sync_threads();
-                let free = ld_shared_u32(scratch) != 0;
-                sync_threads(); // every thread read the word before the GEMM's set-up reuses it
-                if !free {
+                // The GEMM's set-up reuses the ring's shared memory.
+                if !BulkRing::hand_over(ring, scratch) {
                     return; // a wait gave up mid-copy (reported): the ring's memory is not free
                 }
             }
