@@ -560,26 +560,25 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
         let pull = p.pulls();
         let prefetch = !NODES && p.prefetches();
         if own {
-            if prefetch {
-                // My send tiles' helpers pulled the partials (`prefetch`), half a launch ago:
-                // bring them back into L2 for the consumers' sum.
-                for s in 0..count {
-                    if s != me {
-                        let _ = self.wait_flag(p.pref_flag(base + s, o.slot, cwg), o.slot);
-                        bulk_prefetch_l2(p.staging + p.slot_offset(base + s, o.slot, cwg), HALF_TILE_BYTES);
-                    }
-                }
-                for _ in 1..count {
-                    mbarrier_arrive(h.loaded());
-                }
-            } else if pull {
+            if pull && !prefetch {
                 self.pull_partials(h, c, o.owner, o.slot, n, cwg);
             } else {
+                // The partials are in my inbox once their flags are up: pushed by their sources,
+                // or pulled by my send tiles' helpers half a launch ago (`prefetch`). Bring them
+                // into L2 for the consumers' sum.
                 for s in 0..count {
                     if s != me {
-                        let _ = self.wait_flag(p.part_flag(base + s, o.slot, cwg), o.slot);
-                        bulk_prefetch_l2(p.staging + p.slot_offset(base + s, o.slot, cwg), HALF_TILE_BYTES);
+                        let i = base + s;
+                        let flag = if prefetch { p.pref_flag(i, o.slot, cwg) } else { p.part_flag(i, o.slot, cwg) };
+                        let _ = self.wait_flag(flag, o.slot);
+                        bulk_prefetch_l2(p.staging + p.slot_offset(i, o.slot, cwg), HALF_TILE_BYTES);
                     }
+                }
+            }
+            if prefetch {
+                // Keep the load barrier's phases in step: this tile pulls nothing.
+                for _ in 1..count {
+                    mbarrier_arrive(h.loaded());
                 }
             }
         } else if pull && !prefetch {
