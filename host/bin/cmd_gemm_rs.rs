@@ -37,8 +37,8 @@ pub struct CheckArgs {
     /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.
     #[arg(long = "one-shot", value_parser = clap::builder::BoolishValueParser::new())]
     pub one_shot: Option<bool>,
-    /// One node: sources push their partials (on) or owners pull them (off); default: the
-    /// reduce-scatter pulls at two ranks, pushes above, the all-reduce pushes.
+    /// One node, two phases: sources push their partials (on) or owners pull them (off);
+    /// default: pull at two ranks, push above.
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     pub push: Option<bool>,
     /// One node, two phases, owners pulling: send tiles prefetch the own tiles' partials (on).
