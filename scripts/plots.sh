@@ -20,6 +20,10 @@ plot $L/allgather-w4-{n1,n4}-b7214f4.jsonl $L/torch-multi-w4-8192-b7214f4.jsonl
 plot $L/allgather-w4-inplace-b7214f4.jsonl $L/torch-multi-w4-8192-b7214f4.jsonl
 # GEMM vs cuBLAS and GEMM + ReduceScatter / AllReduce beside torch: commit b7f267e.
 plot $F/gemm-rs-ar.jsonl $F/gemm.jsonl $F/torch-multi.jsonl
+# AllGather + GEMM at world 2 beside torch: the seventh session's figures of record (call 9,
+# binary of 7691c54); replaces the f50d8ba chart of the same name drawn above.
+G=docs/gpu-logs/2026-11-27g-moe-controls
+plot $G/call9/ag-w2-n1.jsonl $G/call9/torch-multi-w2.jsonl
 # MoE dispatch + grouped GEMM beside torch (all_to_all + grouped_mm), world 2: the code of the
 # ninth session of 2026-11-27 (call 7; the later of two runs drawn).
 S=docs/gpu-logs/2026-11-27i-ar-prefetch
@@ -29,3 +33,9 @@ plot $S/call7/moe-w2-2.jsonl $S/call7/torch-moe-w2.jsonl
 # they replace the charts of the same names drawn above.
 plot $S/call3/gemm-rs-w2-n1.jsonl $S/call3/gemm-ar-w2-n1.jsonl $S/call3/torch-multi-w2.jsonl
 plot $S/call6/ag-w4-n{1,2}.jsonl $S/call6/gemm-{rs,ar}-w4-n1.jsonl $S/call6/torch-multi-w4.jsonl
+# The all-gather alone at worlds 2 and 4 with the tenth session's defaults, beside NCCL (call 5;
+# the second of two runs; NCCL's all-gather lines of torch_baselines.py multi only): replaces
+# the world-4 chart drawn above.
+T=docs/gpu-logs/2026-11-27j-nvlink-lsu
+plot $T/call5/w4-auto-r2.jsonl $T/call5/torch-multi-w4-allgather.jsonl
+plot $T/call5/w2-auto-r2.jsonl $T/call5/torch-multi-w2-allgather.jsonl

@@ -26,7 +26,7 @@ for w in (4,2):
         f=R[(sh,'mkernel-fused')]; fu=f['ms']; un=R[(sh,'mkernel-unfused')]['ms']; g=R[(sh,'gemm-alone')]['ms']
         tt=T.get((op,sh),{})
         if op=='ag_gemm':
-            c=R[(sh,'ag-alone-16cta')]['ms']; ov=fu/max(g,c)
+            c=R.get((sh,'ag-alone-unfused'),R.get((sh,'ag-alone-16cta')))['ms']; ov=fu/max(g,c)
             knobs=f"push {f['push_ctas']} rows {f['chunk_rows']} compute {f['compute_ctas']} tail {f.get('tail_tiles', 0)}"
         else:
             c=tt.get('comm_alone_ms',float('nan')); ov=fu/max(g,c)

@@ -90,10 +90,13 @@ fn allgather_four_gpus_one_node_and_two_nodes() {
         allgather(4, 1, &[0, 1, 2, 3], shard, 6);
         allgather(4, 2, &[0, 1, 2, 3], shard, 6);
     }
-    // Fan: each piece loaded once and stored to the three others (and this rank's own output);
-    // pull: each rank reads the others' shards.
+    // Fan and LSU: each piece loaded once and stored to the three others (and this rank's own
+    // output), by bulk copies or from every thread's registers; pull: each rank reads the
+    // others' shards.
     let modes = [
-        &["--copy", "fan"][..],
+        &["--copy", "lsu"][..],
+        &["--copy", "lsu", "--in-place", "--intra-ctas", "5"],
+        &["--copy", "fan"],
         &["--copy", "fan", "--in-place"],
         &["--copy", "pull"],
         &["--copy", "pull", "--in-place"],

@@ -101,6 +101,15 @@ impl Record {
         self
     }
 
+    /// Tag the record `device_barrier: true` when the timing lined the GPUs up (JSON only).
+    pub fn timed_with(self, t: Timing) -> Self {
+        if t.device_barrier {
+            self.with("device_barrier", true)
+        } else {
+            self
+        }
+    }
+
     /// The record as one JSON line (no newline).
     pub fn json(&self) -> String {
         serde_json::to_string(self).expect("a record always serialises")
@@ -114,11 +123,13 @@ pub struct Timing {
     pub warmup: usize,
     /// Timed iterations (at least 1).
     pub reps: usize,
+    /// Line the GPUs up after each barrier ([`super::RankGroup`]; where a command builds one).
+    pub device_barrier: bool,
 }
 
 impl Default for Timing {
     fn default() -> Self {
-        Self { warmup: 5, reps: 20 }
+        Self { warmup: 5, reps: 20, device_barrier: false }
     }
 }
 

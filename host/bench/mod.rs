@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod device_barrier;
 pub mod harness;
+pub use device_barrier::RankGroup;
 pub use harness::{median, print_table, time_each, time_ms, write_json, Group, Record, RunInfo, Solo, Timing};
 
 impl BLayout {

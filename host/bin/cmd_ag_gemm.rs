@@ -5,7 +5,7 @@ use crate::cmd_rank::{agreed_seed, bench_rank, repeat_checks, RepeatArgs, Sweep}
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
-use mkernel::bench::{harness, Record, RunInfo, Timing};
+use mkernel::bench::{harness, RankGroup, Record, RunInfo, Timing};
 use mkernel::comm::communicator::{CommOptions, Communicator};
 use mkernel::comm::transport::NicModel;
 use mkernel::comm::world::World;
@@ -334,6 +334,7 @@ pub fn bench(
     let w = world.world_size as usize;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
     let mut records = Vec::new();
+    let mut group = RankGroup::new(&comm, &gpu, timing.device_barrier)?;
     let bar = harness::progress((shapes.len() * layouts.len()) as u64, "bench ag-gemm");
     for &s in shapes {
         ensure!(s.m % w == 0, "--shapes: M = {} must be a multiple of the world size {w}", s.m);
@@ -356,8 +357,10 @@ pub fn bench(
                 // The same random shard, now inside the gathered buffer (never time on zeros).
                 op.shard().copy_from(&a.to_vec()?)?;
             }
-            let ms = time_variants(&gpu, &comm, &op, timing)?;
-            records.extend(records_for(&run, &op, s, l, &ms).into_iter().map(|r| r.with("in_place", in_place)));
+            let ms = time_variants(&gpu, &mut group, &op, timing)?;
+            records.extend(
+                records_for(&run, &op, s, l, &ms).into_iter().map(|r| r.with("in_place", in_place).timed_with(timing)),
+            );
             bar.inc(1);
         }
     }
@@ -391,19 +394,19 @@ pub fn bench(
 
 /// The variants `bench ag-gemm` times, in order.
 const VARIANTS: [&str; 5] =
-    ["mkernel-fused", "mkernel-unfused", "gemm-alone", "ag-alone-fused-split", "ag-alone-16cta"];
+    ["mkernel-fused", "mkernel-unfused", "gemm-alone", "ag-alone-fused-split", "ag-alone-unfused"];
 
 /// [`VARIANTS`], interleaved: medians in that order. The all-gather alone twice: the fused
 /// kernel's communication with its own CTA split and no compute, and our standalone all-gather
-/// (16 copy CTAs, what the unfused path runs).
-fn time_variants(gpu: &Gpu, comm: &Communicator, op: &AgGemm, timing: Timing) -> anyhow::Result<Vec<f64>> {
+/// (what the unfused path runs: its default copy and CTAs; `ag-alone-16cta` in records before
+/// the default became 64 CTAs of `lsu`).
+fn time_variants(gpu: &Gpu, group: &mut RankGroup, op: &AgGemm, timing: Timing) -> anyhow::Result<Vec<f64>> {
     let mut fused = || op.launch_path(gpu, Path::Fused);
     let mut unfused = || op.launch_path(gpu, Path::Unfused);
     let mut gemm = || op.launch_gemm_only(gpu);
     let mut ag = || op.launch_comm_only(gpu);
     let mut ag16 = || op.launch_allgather_only(gpu);
-    let ms =
-        harness::time_each(gpu, &mut &*comm, timing, &mut [&mut fused, &mut unfused, &mut gemm, &mut ag, &mut ag16])?;
+    let ms = harness::time_each(gpu, group, timing, &mut [&mut fused, &mut unfused, &mut gemm, &mut ag, &mut ag16])?;
     op.wait(gpu)?;
     Ok(ms)
 }

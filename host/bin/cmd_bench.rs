@@ -3,11 +3,10 @@
 use crate::cmd_rank::as_rank;
 use crate::{CopyArg, RanksArgs};
 use anyhow::Context;
-use mkernel::bench::{self, harness, Record, RunInfo, Timing};
+use mkernel::bench::{self, harness, RankGroup, Record, RunInfo, Timing};
 use mkernel::comm::communicator::{CommOptions, Communicator};
-use mkernel::comm::world::World;
 use mkernel::gemm::{BLayout, GemmShape};
-use mkernel::ops::allgather::{AllGather, AllGatherOptions, NvlinkCopy};
+use mkernel::ops::allgather::{AllGather, AllGatherOptions};
 use mkernel::Gpu;
 use std::path::Path;
 
@@ -96,15 +95,10 @@ pub fn attention(
     finish(&records, None, json)
 }
 
-/// The way the all-gather copies for `copy` on this world (`auto` resolved), for the records.
-fn opts_copy(copy: CopyArg, world: &World) -> NvlinkCopy {
-    NvlinkCopy::from(copy).resolve(world.local_world_size)
-}
-
 /// How `bench allgather` runs the all-gather (its command-line options).
 #[derive(Clone, Copy, Debug)]
 pub struct AllgatherHow {
-    pub intra_ctas: u32,
+    pub intra_ctas: Option<u32>,
     pub copy: CopyArg,
     pub in_place: bool,
 }
@@ -123,6 +117,7 @@ pub fn allgather(
     let heap = 2 * sizes.iter().max().copied().unwrap_or(0) + (16 << 20);
     let comm = Communicator::new(&gpu, &world, CommOptions { heap_bytes: heap, ..CommOptions::from_env()? })?;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
+    let mut group = RankGroup::new(&comm, &gpu, timing.device_barrier)?;
     // One more stream per peer, for the copy engines' all-gather at once (one node only).
     let side_streams = if world.nodes == 1 { world.world_size - 1 } else { 0 };
     let side = (0..side_streams).map(|_| Gpu::new(world.device)).collect::<Result<Vec<_>, _>>()?;
@@ -133,15 +128,16 @@ pub fn allgather(
         let shard = total / w;
         let opts = AllGatherOptions { intra_ctas, copy: copy.into(), in_place, ..Default::default() };
         let ag = AllGather::new(&comm, &gpu, shard, opts)?;
-        let ms = harness::time_ms(&gpu, &mut &comm, timing, || ag.launch(&gpu))?;
+        let ms = harness::time_ms(&gpu, &mut group, timing, || ag.launch(&gpu))?;
         ag.wait(&gpu)?;
         let busbw = (total as f64) * (w as f64 - 1.0) / w as f64;
         records.push(
             run.record("all_gather", total.to_string(), "-", "mkernel", ms)
                 .with_bytes(busbw)
-                .with("intra_ctas", intra_ctas)
-                .with("copy", format!("{:?}", opts_copy(copy, &world)).to_lowercase())
-                .with("in_place", in_place),
+                .with("intra_ctas", ag.intra_ctas())
+                .with("copy", format!("{:?}", ag.copy()).to_lowercase())
+                .with("in_place", in_place)
+                .timed_with(timing),
         );
         // The copy engine pushing this rank's shard into the next local rank's output: the bytes
         // the kernel's CTAs move over NVLink to one peer, for the "share of the copy engine".
@@ -154,7 +150,7 @@ pub fn allgather(
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let src = ag.input().addr();
-            let ms = harness::time_ms(&gpu, &mut &comm, timing, || {
+            let ms = harness::time_ms(&gpu, &mut group, timing, || {
                 // SAFETY: both ranges are `shard` bytes of live buffers owned by `ag` (ours, and
                 // the peer's mapped output, kept alive until the closing barrier below).
                 unsafe { gpu.copy_async(dsts[0], src, shard)? };
@@ -164,12 +160,13 @@ pub fn allgather(
                 // Tagged with the run's mode so that `mkernel plot` draws it beside that run.
                 run.record("all_gather", total.to_string(), "-", "copy-engine-p2p", ms)
                     .with_bytes(shard as f64)
-                    .with("in_place", in_place),
+                    .with("in_place", in_place)
+                    .timed_with(timing),
             );
             // The copy engines doing the whole all-gather (this rank's shard into every other
             // rank's output): one stream per peer, all at once; and one peer after another on
             // one stream (each step then a ring shift across the ranks).
-            let at_once = harness::time_ms(&gpu, &mut &comm, timing, || {
+            let at_once = harness::time_ms(&gpu, &mut group, timing, || {
                 // Fork every side stream first, then join them all: a join before the next
                 // fork would order the copies one after another.
                 for s in &side {
@@ -184,7 +181,7 @@ pub fn allgather(
                 }
                 Ok(())
             })?;
-            let stepped = harness::time_ms(&gpu, &mut &comm, timing, || {
+            let stepped = harness::time_ms(&gpu, &mut group, timing, || {
                 for &dst in &dsts {
                     // SAFETY: as above.
                     unsafe { gpu.copy_async(dst, src, shard)? };
@@ -195,7 +192,8 @@ pub fn allgather(
                 records.push(
                     run.record("all_gather", total.to_string(), "-", impl_name, ms)
                         .with_bytes(busbw)
-                        .with("in_place", in_place),
+                        .with("in_place", in_place)
+                        .timed_with(timing),
                 );
             }
         }

@@ -5,7 +5,7 @@ use crate::cmd_rank::{agreed_seed, bench_rank, repeat_checks, same_bits, RepeatA
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
-use mkernel::bench::{harness, RunInfo, Timing};
+use mkernel::bench::{harness, RankGroup, RunInfo, Timing};
 use mkernel::comm::communicator::{CommOptions, Communicator};
 use mkernel::comm::transport::NicModel;
 use mkernel::comm::world::World;
@@ -29,9 +29,22 @@ pub struct CheckArgs {
     /// f32 output instead of bf16.
     #[arg(long)]
     pub f32: bool,
-    /// Rounds of sends before each rank's first own tile, or `all` (default: the tuned table's,
-    /// else every send first, two waves for a reduce-scatter over more than two ranks; one node,
-    /// two-phase form).
+    #[command(flatten)]
+    pub knobs: Knobs,
+    #[command(flatten)]
+    pub repeat: RepeatArgs,
+    /// Bound on each bootstrap step and device wait.
+    #[arg(long = "timeout-ms", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
+}
+
+/// The fused kernel's knobs, shared by `rank-check` and `bench` (defaults: `ops::gemm_rs`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Knobs {
+    /// Rounds of sends before each rank's first collected tile (one node: own tile; several
+    /// nodes: in each half of the walk), or `all` (default: the tuned table's, else every send
+    /// first, two waves for a reduce-scatter over more than two ranks, one wave of the first half
+    /// over several nodes; two-phase form).
     #[arg(long, value_parser = crate::args::lead)]
     pub lead: Option<u32>,
     /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.
@@ -44,18 +57,6 @@ pub struct CheckArgs {
     /// One node, two phases, owners pulling: send tiles prefetch the own tiles' partials (on).
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     pub prefetch: Option<bool>,
-    #[command(flatten)]
-    pub inter: NodeKnobs,
-    #[command(flatten)]
-    pub repeat: RepeatArgs,
-    /// Bound on each bootstrap step and device wait.
-    #[arg(long = "timeout-ms", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub timeout_ms: u64,
-}
-
-/// The several-node knobs of the fused kernel (defaults: `ops::gemm_rs`).
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct NodeKnobs {
     /// Several nodes: CTAs pushing node partials into the FIFO.
     #[arg(long = "inter-send")]
     pub inter_send: Option<u32>,
@@ -67,10 +68,19 @@ pub struct NodeKnobs {
     pub group: Option<u32>,
 }
 
-impl NodeKnobs {
+impl Knobs {
     /// The op's options with these knobs.
     pub fn options(&self, base: GemmRsOptions) -> GemmRsOptions {
-        GemmRsOptions { inter_send: self.inter_send, inter_reduce: self.inter_reduce, group: self.group, ..base }
+        GemmRsOptions {
+            lead: self.lead,
+            one_shot: self.one_shot,
+            push: self.push,
+            prefetch: self.prefetch,
+            inter_send: self.inter_send,
+            inter_reduce: self.inter_reduce,
+            group: self.group,
+            ..base
+        }
     }
 }
 
@@ -93,16 +103,8 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
     ensure!(m % w == 0 && k % (8 * w) == 0, "--shape: M must be a multiple of {w} and K of {}", 8 * w);
     let local = GemmShape { m, n, k: k / w };
     let timeout = Duration::from_millis(a.timeout_ms);
-    let opts = a.inter.options(GemmRsOptions {
-        out_f32: a.f32,
-        path: PathChoice::Fused,
-        lead: a.lead,
-        one_shot: a.one_shot,
-        push: a.push,
-        prefetch: a.prefetch,
-        timeout,
-        ..Default::default()
-    });
+    let opts =
+        a.knobs.options(GemmRsOptions { out_f32: a.f32, path: PathChoice::Fused, timeout, ..Default::default() });
     let heap = GemmRs::heap_bytes(collective, a.shape, world, &opts) + (64 << 20);
     let comm = Communicator::new(&gpu, world, CommOptions { heap_bytes: heap, timeout, ..CommOptions::from_env()? })?;
     let seed = agreed_seed(&comm, "rank-check gemm-rs")?;
@@ -231,6 +233,7 @@ pub fn bench(
     let Some((world, gpu, comm)) = bench_rank(ranks, "--shapes", elements, heap)? else { return Ok(()) };
     let w = world.world_size as usize;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
+    let mut group = RankGroup::new(&comm, &gpu, timing.device_barrier)?;
     let mut records = Vec::new();
     for &s in shapes {
         ensure!(s.m % w == 0 && s.k % (8 * w) == 0, "--shapes: M must be a multiple of {w} and K of {}", 8 * w);
@@ -242,7 +245,7 @@ pub fn bench(
             let mut fused = || op.launch_path(&gpu, Path::Fused);
             let mut unfused = || op.launch_path(&gpu, Path::Unfused);
             let mut gemm = || op.launch_gemm_only(&gpu);
-            let ms = harness::time_each(&gpu, &mut &comm, timing, &mut [&mut fused, &mut unfused, &mut gemm])?;
+            let ms = harness::time_each(&gpu, &mut group, timing, &mut [&mut fused, &mut unfused, &mut gemm])?;
             op.wait(&gpu)?;
             let flops = 2.0 * s.m as f64 * s.n as f64 * (s.k / w) as f64; // per GPU
                                                                           // Several nodes: what this rank's NIC carries (node partials), at the NIC model's
@@ -263,7 +266,8 @@ pub fn bench(
                     .with("one_shot", op.one_shot())
                     .with("push", op.push())
                     .with("prefetch", op.prefetch())
-                    .with("default_path", op.describe_path());
+                    .with("default_path", op.describe_path())
+                    .timed_with(timing);
                 records.push(match model_ms {
                     Some(mm) => r.with("modelled_inter_node_ms", mm).with("overlap_vs_model", t / ms[2].max(mm)),
                     None => r,

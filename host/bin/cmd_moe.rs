@@ -5,7 +5,7 @@ use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
 use mkernel::abi::MoeRow;
-use mkernel::bench::{harness, RunInfo, Timing};
+use mkernel::bench::{harness, RankGroup, RunInfo, Timing};
 use mkernel::comm::communicator::{CommOptions, Communicator};
 use mkernel::comm::world::World;
 use mkernel::gemm::BLayout;
@@ -485,6 +485,7 @@ pub fn bench(
     let Some((world, gpu, comm)) = moe_rank(ranks, configs)? else { return Ok(()) };
     let w = world.world_size as usize;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
+    let mut group = RankGroup::new(&comm, &gpu, timing.device_barrier)?;
     let mut records = Vec::new();
     for c in configs {
         let s = c.shape;
@@ -506,7 +507,7 @@ pub fn bench(
             let mut dispatch = || op.launch_dispatch_only(&gpu);
             let ms = harness::time_each(
                 &gpu,
-                &mut &comm,
+                &mut group,
                 timing,
                 &mut [&mut fused, &mut unfused, &mut gemm, &mut dispatch],
             )?;
@@ -522,7 +523,8 @@ pub fn bench(
                         .with("run_records", op.run_records())
                         .with("helpers", op.compute_helps())
                         .with("gather", knobs.gather)
-                        .with("chunk_tokens", knobs.options().chunk_tokens),
+                        .with("chunk_tokens", knobs.options().chunk_tokens)
+                        .timed_with(timing),
                 );
             }
         }

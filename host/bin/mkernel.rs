@@ -89,11 +89,20 @@ pub struct TimingArgs {
     /// Untimed launches first.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub warmup: u32,
+    /// After each host barrier, also line the GPUs up with a 16-byte all-gather queued before
+    /// the timed work, so that the host barrier's release spread (tens of us) is not timed
+    /// (`bench allgather`, `ag-gemm`, `gemm-rs`, `gemm-ar`, `moe`).
+    #[arg(long)]
+    pub device_barrier: bool,
 }
 
 impl TimingArgs {
     fn timing(&self) -> mkernel::bench::Timing {
-        mkernel::bench::Timing { warmup: self.warmup as usize, reps: self.reps as usize }
+        mkernel::bench::Timing {
+            warmup: self.warmup as usize,
+            reps: self.reps as usize,
+            device_barrier: self.device_barrier,
+        }
     }
 }
 
@@ -190,9 +199,9 @@ enum BenchCmd {
         /// Output sizes (bytes, or with K/M/G), comma-separated.
         #[arg(long, value_delimiter = ',', value_parser = args::size, default_value = "1M,16M,256M")]
         sizes: Vec<usize>,
-        /// CTAs copying over NVLink.
-        #[arg(long = "intra-ctas", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
-        intra_ctas: u32,
+        /// CTAs copying over NVLink (default: 64 for `lsu`, 16 for the bulk copies).
+        #[arg(long = "intra-ctas", value_parser = clap::value_parser!(u32).range(1..=1024))]
+        intra_ctas: Option<u32>,
         /// How those CTAs copy.
         #[arg(long, value_enum, default_value_t = CopyArg::Auto)]
         copy: CopyArg,
@@ -312,24 +321,8 @@ pub struct RsBenchArgs {
     /// B layouts: kn ([K/W, N], as torch_baselines.py) and/or nk.
     #[arg(long, value_delimiter = ',', value_parser = args::layout, default_value = "kn")]
     layouts: Vec<BLayout>,
-    /// Rounds of sends before each rank's first collected tile (one node: own tile; several
-    /// nodes: in each half of the walk), or `all` (default: the tuned table's, else every send
-    /// first, two waves for a reduce-scatter over more than two ranks, one wave of the first half
-    /// over several nodes; two-phase form).
-    #[arg(long, value_parser = crate::args::lead)]
-    lead: Option<u32>,
-    /// All-reduce on one node: one shot (on) or two phases (off); default: by the partial's size.
-    #[arg(long = "one-shot", value_parser = clap::builder::BoolishValueParser::new())]
-    one_shot: Option<bool>,
-    /// One node, two phases: sources push their partials (on) or owners pull them (off);
-    /// default: pull at two ranks, push above.
-    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
-    push: Option<bool>,
-    /// One node, two phases, owners pulling: send tiles prefetch the own tiles' partials (on).
-    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
-    prefetch: Option<bool>,
     #[command(flatten)]
-    inter: cmd_gemm_rs::NodeKnobs,
+    knobs: cmd_gemm_rs::Knobs,
     #[command(flatten)]
     ranks: RanksArgs,
     #[command(flatten)]
@@ -342,13 +335,7 @@ pub struct RsBenchArgs {
 impl RsBenchArgs {
     fn run(self, collective: mkernel::ops::gemm_rs::Collective) -> anyhow::Result<()> {
         let json = self.json.as_deref();
-        let opts = self.inter.options(mkernel::ops::gemm_rs::GemmRsOptions {
-            lead: self.lead,
-            one_shot: self.one_shot,
-            push: self.push,
-            prefetch: self.prefetch,
-            ..Default::default()
-        });
+        let opts = self.knobs.options(Default::default());
         cmd_gemm_rs::bench(collective, &self.shapes, &self.layouts, opts, &self.ranks, self.timing.timing(), json)
     }
 }
@@ -392,13 +379,14 @@ impl RsTuneArgs {
 pub enum CopyArg {
     /// TMA bulk copies through shared memory, one issuing thread per CTA.
     Bulk,
-    /// 16-byte vector loads and stores from every thread.
+    /// 16-byte vector loads and stores from every thread, each vector loaded once and stored to
+    /// every local rank.
     Lsu,
     /// Bulk copies, each piece loaded once and stored to every local rank at once.
     Fan,
     /// Bulk copies that read: each rank pulls every local peer's shard into its own output.
     Pull,
-    /// `fan` above two ranks per node, `bulk` otherwise.
+    /// `lsu` from 8 MiB shards on; below, `fan` above two ranks per node, `bulk` at two.
     Auto,
 }
 
@@ -485,9 +473,9 @@ pub enum RankCheckCmd {
         /// Checked launches.
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
         iters: u32,
-        /// CTAs copying over NVLink.
-        #[arg(long = "intra-ctas", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
-        intra_ctas: u32,
+        /// CTAs copying over NVLink (default: the op's, by copy and shard size).
+        #[arg(long = "intra-ctas", value_parser = clap::value_parser!(u32).range(1..=1024))]
+        intra_ctas: Option<u32>,
         /// How they copy.
         #[arg(long, value_enum, default_value_t = CopyArg::Auto)]
         copy: CopyArg,

@@ -634,7 +634,8 @@ impl<'a> AgGemm<'a> {
         self.launch_fused(gpu, &p)
     }
 
-    /// The unfused path's all-gather alone (16 copy CTAs, in place into the gathered buffer).
+    /// The unfused path's all-gather alone (the standalone all-gather's defaults, in place into the
+    /// gathered buffer).
     pub fn launch_allgather_only(&self, gpu: &Gpu) -> Result<()> {
         self.unfused.ag.launch(gpu)
     }

@@ -12,44 +12,58 @@ use std::time::Duration;
 /// How the intra-comm CTAs move bytes over NVLink.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NvlinkCopy {
-    /// 16-byte vector loads and stores from all 512 threads of a CTA.
+    /// 16-byte vector loads and stores from all 512 threads of a CTA, eight vectors in flight
+    /// per thread, each loaded once and stored to every local rank.
     Lsu,
     /// TMA bulk copies through a shared-memory ring, issued by one thread per CTA.
     Bulk,
-    /// As `Bulk`, each piece loaded once and stored to every local rank at once. Measured on
-    /// 4x H200 (256 MiB, 16 CTAs, one call): at world 4 291 / 306 GB/s per GPU (out of place /
-    /// in place) against bulk's 257 / 278; at world 2 265 / 317 against 317 / 313.
+    /// As `Bulk`, each piece loaded once and stored to every local rank at once.
     Fan,
     /// TMA bulk copies that read: each rank pulls every local peer's shard into its own output,
     /// the reads from every peer interleaved in each CTA.
     Pull,
-    /// `Fan` above two ranks per node, `Bulk` otherwise (the measurements above).
+    /// By shard size and ranks per node ([`NvlinkCopy::plan`]).
     Auto,
 }
 
+/// Shards from which `Auto` copies with [`NvlinkCopy::Lsu`] (see [`NvlinkCopy::plan`]).
+pub const LSU_FROM_BYTES: usize = 8 << 20;
+
 impl NvlinkCopy {
-    /// The way a node of `local_world` ranks copies (resolves [`NvlinkCopy::Auto`]).
+    /// The way `ctas` CTAs (`None`: the way's default) copy a `shard_bytes` shard to a node of
+    /// `local_world` ranks. `Auto` takes, measured on 4x H200 (docs/PERF.md "The all-gather
+    /// from every thread's registers"):
+    /// - from [`LSU_FROM_BYTES`] on, `Lsu` on 64 CTAs: at 256 MiB 312-320 GB/s per GPU at world
+    ///   4 against `Fan`'s 297-298 on 16 CTAs (whose rate more CTAs do not raise), 328-331 at
+    ///   world 2 against `Bulk`'s 310-316; at 16 MiB (world 2) 156-162 against 132-155;
+    /// - below, the bulk copies on 16 CTAs (`Fan` above two ranks per node, `Bulk` at two): at
+    ///   16 MiB and world 4 `Lsu` on 64 CTAs moved 116-124 GB/s against `Fan`'s 137-151.
     ///
     /// ```
     /// use mkernel::ops::allgather::NvlinkCopy;
-    /// assert_eq!(NvlinkCopy::Auto.resolve(4), NvlinkCopy::Fan);
-    /// assert_eq!(NvlinkCopy::Auto.resolve(2), NvlinkCopy::Bulk);
-    /// assert_eq!(NvlinkCopy::Lsu.resolve(8), NvlinkCopy::Lsu);
+    /// assert_eq!(NvlinkCopy::Auto.plan(4, 64 << 20, None), (NvlinkCopy::Lsu, 64));
+    /// assert_eq!(NvlinkCopy::Auto.plan(4, 4 << 20, None), (NvlinkCopy::Fan, 16));
+    /// assert_eq!(NvlinkCopy::Auto.plan(2, 4 << 20, Some(8)), (NvlinkCopy::Bulk, 8));
+    /// assert_eq!(NvlinkCopy::Lsu.plan(2, 1 << 10, None), (NvlinkCopy::Lsu, 64));
     /// ```
-    pub fn resolve(self, local_world: u32) -> NvlinkCopy {
-        match self {
+    pub fn plan(self, local_world: u32, shard_bytes: usize, ctas: Option<u32>) -> (NvlinkCopy, u32) {
+        let copy = match self {
+            NvlinkCopy::Auto if shard_bytes >= LSU_FROM_BYTES => NvlinkCopy::Lsu,
             NvlinkCopy::Auto if local_world > 2 => NvlinkCopy::Fan,
             NvlinkCopy::Auto => NvlinkCopy::Bulk,
             c => c,
-        }
+        };
+        // Every thread's stores need more CTAs than one thread's bulk copies to fill the links.
+        let default = if copy == NvlinkCopy::Lsu { 64 } else { 16 };
+        (copy, ctas.unwrap_or(default))
     }
 }
 
 /// Tuning settings.
 #[derive(Clone, Debug)]
 pub struct AllGatherOptions {
-    /// CTAs copying over NVLink.
-    pub intra_ctas: u32,
+    /// CTAs copying over NVLink; `None`: the copy's default ([`NvlinkCopy::plan`]).
+    pub intra_ctas: Option<u32>,
     /// How they copy.
     pub copy: NvlinkCopy,
     /// The shard is written straight into this rank's slice of the output
@@ -64,7 +78,7 @@ pub struct AllGatherOptions {
 impl Default for AllGatherOptions {
     fn default() -> Self {
         Self {
-            intra_ctas: 16,
+            intra_ctas: None,
             copy: NvlinkCopy::Auto,
             in_place: false,
             chunk_bytes: 1 << 20,
@@ -138,8 +152,8 @@ impl<'c> AllGather<'c> {
         if total >= 1 << 48 {
             return Err(invalid("shard_bytes", format!("output of {total} bytes exceeds the 2^48 FIFO offset range")));
         }
-        if opts.intra_ctas == 0 || opts.intra_ctas > 1024 {
-            return Err(invalid("intra_ctas", format!("{} must be in 1..=1024", opts.intra_ctas)));
+        if let Some(n @ (0 | 1025..)) = opts.intra_ctas {
+            return Err(invalid("intra_ctas", format!("{n} must be in 1..=1024")));
         }
         if opts.chunk_bytes == 0 {
             return Err(invalid("chunk_bytes", "must be at least 1"));
@@ -171,6 +185,7 @@ impl<'c> AllGather<'c> {
                 (out_addr + world.rank as u64 * shard_bytes as u64, out_off + world.rank as u64 * shard_bytes as u64)
             }
         };
+        let (copy, ctas) = opts.copy.plan(world.local_world_size, shard_bytes, opts.intra_ctas);
         let flags = comm.alloc(12 * w as usize)?; // data[w], ready[w], taken[w]
         let counters = gpu.upload(&vec![0u32; 2 * world.local_world_size as usize])?; // pushes, then pulls
         let launches = gpu.upload(&[0u64])?;
@@ -193,15 +208,10 @@ impl<'c> AllGather<'c> {
             world: w,
             local_rank: world.local_rank,
             local_world: world.local_world_size,
-            roles: RoleSplit {
-                compute: 0,
-                intra_comm: opts.intra_ctas,
-                inter_send: (world.nodes > 1) as u32,
-                inter_reduce: 0,
-            },
-            copy_mode: match opts.copy.resolve(world.local_world_size) {
-                NvlinkCopy::Lsu => COPY_LSU,
-                NvlinkCopy::Bulk | NvlinkCopy::Auto => COPY_BULK,
+            roles: RoleSplit { compute: 0, intra_comm: ctas, inter_send: (world.nodes > 1) as u32, inter_reduce: 0 },
+            copy_mode: match copy {
+                NvlinkCopy::Lsu | NvlinkCopy::Auto => COPY_LSU,
+                NvlinkCopy::Bulk => COPY_BULK,
                 NvlinkCopy::Fan => COPY_FAN,
                 NvlinkCopy::Pull => COPY_PULL,
             },
@@ -269,6 +279,21 @@ impl<'c> AllGather<'c> {
     /// Shard size.
     pub fn shard_bytes(&self) -> usize {
         self.shard_bytes
+    }
+
+    /// CTAs copying over NVLink (the options' count or the copy's default).
+    pub fn intra_ctas(&self) -> u32 {
+        self.params.roles.intra_comm
+    }
+
+    /// How they copy (`Auto` resolved).
+    pub fn copy(&self) -> NvlinkCopy {
+        match self.params.copy_mode {
+            COPY_LSU => NvlinkCopy::Lsu,
+            COPY_FAN => NvlinkCopy::Fan,
+            COPY_PULL => NvlinkCopy::Pull,
+            _ => NvlinkCopy::Bulk,
+        }
     }
 
     /// Grid size (intra + inter CTAs).

@@ -12,6 +12,25 @@ pub fn sync_threads() {
     unsafe { asm!("barrier.sync 0;", options(nostack)) }
 }
 
+/// [`sync_threads`] that also tells every thread whether any thread passed `pred = true`
+/// (`barrier.red.or`): one thread's verdict reaches the whole block at the barrier.
+#[inline(always)]
+pub fn sync_threads_or(pred: bool) -> bool {
+    let out: u32;
+    unsafe {
+        asm!(
+            "{{ .reg .pred q, r;",
+            "setp.ne.u32 q, {p}, 0;",
+            "barrier.red.or.pred r, 0, q;",
+            "selp.u32 {o}, 1, 0, r; }}",
+            p = in(reg32) pred as u32,
+            o = out(reg32) out,
+            options(nostack)
+        )
+    }
+    out != 0
+}
+
 /// Named barrier `id` (1..16) over `count` threads (a multiple of 32): every participating warp
 /// must call it with the same `count`.
 #[inline(always)]

@@ -221,25 +221,26 @@ pub unsafe fn lsu_copy(src: *const u8, dst: *mut u8, start: u64, end: u64, tid: 
 }
 
 /// Copy bytes `start..end` of `src` to `n` places at once (place `k` at `dst(k)`) with thread
-/// `tid` of `nthreads`: four 16-byte vectors in flight per thread, each loaded once and stored
-/// to every place. Few registers and no shared memory: for spare warps beside other work.
+/// `tid` of `nthreads`: `AHEAD` 16-byte vectors in flight per thread, each loaded once and stored
+/// to every place. No shared memory: for spare warps beside other work (4 ahead, few registers)
+/// or a whole comm CTA (8 ahead: NVLink stores from every thread beat one thread's TMA bulk
+/// stores, measured in `comm::nvlink`'s module docs).
 ///
 /// # Safety
 /// `src + start`, every `dst(k) + start` and `end - start` are multiples of 16 and the ranges
 /// valid global memory; all `nthreads` threads call it with the same arguments.
 #[inline(always)]
-pub unsafe fn lsu_fan(
+pub unsafe fn lsu_fan<const AHEAD: usize>(
     src: u64,
     (n, dst): (u32, impl Fn(u32) -> u64),
     (start, end): (u64, u64),
     tid: u32,
     nthreads: u32,
 ) {
-    const AHEAD: u64 = 4;
     let step = nthreads as u64 * VEC;
     let mut off = start + tid as u64 * VEC;
     while off < end {
-        let mut v = [[0u32; 4]; AHEAD as usize];
+        let mut v = [[0u32; 4]; AHEAD];
         for (j, x) in v.iter_mut().enumerate() {
             let at = off + j as u64 * step;
             if at < end {
@@ -255,7 +256,7 @@ pub unsafe fn lsu_fan(
                 }
             }
         }
-        off += AHEAD * step;
+        off += AHEAD as u64 * step;
     }
 }
 
@@ -312,8 +313,12 @@ pub unsafe fn copy_fan(
         };
         ok = r.gather(span.pieces(), |i| Some((src + span.off(i), span.len(i))), store, b, tag);
     }
+    // Without bulk copies, every thread's vectors fan out (each loaded once); the ragged tail,
+    // and unaligned places, byte by byte.
+    let fan_end = if aligned { span.lsu_from + (end - span.lsu_from) / VEC * VEC } else { span.lsu_from };
+    lsu_fan::<8>(src, (n, &dst), (span.lsu_from, fan_end), tid, nthreads);
     for k in 0..n {
-        lsu_copy(src as *const u8, dst(k) as *mut u8, span.lsu_from, end, tid, nthreads);
+        lsu_copy(src as *const u8, dst(k) as *mut u8, fan_end, end, tid, nthreads);
     }
     sync_threads();
     ok

@@ -175,7 +175,7 @@ unsafe fn spread(p: &AgGemmParams, epoch: u32, smem: u32, (cta, t): (u32, u32), 
     let mut u = if rem_nz(cta, every) == 0 { div_nz(cta, every) } else { units };
     while u < units {
         let (c, lo, hi) = p.spread_unit_range(u);
-        lsu_fan(p.shard_src, (places, |k| ld_shared_u64(smem + 8 * k)), (lo, hi), t, SIDE_THREADS);
+        lsu_fan::<4>(p.shard_src, (places, |k| ld_shared_u64(smem + 8 * k)), (lo, hi), t, SIDE_THREADS);
         // Every side thread's stores issued; thread 0's system-scope fence then covers them.
         named_barrier_sync(SIDE_BARRIER, SIDE_THREADS);
         if opaque_u32(t) == 0

@@ -45,7 +45,8 @@ fn piece(p: &AllGatherParams, idx: u32, ctas: u32) -> (u64, u64) {
 }
 
 /// Thread 0: wait until every other local rank entered this launch (its shard is written and
-/// its output may be written); then a block barrier. Returns whether thread 0 gave up.
+/// its output may be written); then a block barrier. Returns, on every thread, whether thread 0
+/// gave up (so that no thread writes into a rank that never became ready).
 #[inline(always)]
 unsafe fn wait_local_ready(p: &AllGatherParams, epoch: u32, b: &Bound, tid: u32) -> bool {
     let mut failed = false;
@@ -55,23 +56,31 @@ unsafe fn wait_local_ready(p: &AllGatherParams, epoch: u32, b: &Bound, tid: u32)
             failed = b.flag((p.flags as *const u32).add((p.world + rank) as usize), epoch, rank).is_err();
         }
     }
-    sync_threads();
-    failed
+    sync_threads_or(failed)
 }
 
 /// Fan push: CTA `idx` of `ctas` loads its piece of this rank's shard once and stores
-/// it to every local rank (this rank's own output first, unless the shard is in it); the last
-/// CTA done with a place raises `data[rank]` there (`counters[place]`).
+/// it to every local rank (this rank's own output first, unless the shard is in it), by TMA bulk
+/// copies (`bulk`, [`COPY_FAN`]) or from every thread's registers ([`COPY_LSU`]); the last CTA
+/// done with a place raises `data[rank]` there (`counters[place]`).
 #[inline(always)]
-unsafe fn push_fan(p: &AllGatherParams, ring: Option<&mut BulkRing>, (idx, ctas): (u32, u32), epoch: u32, b: &Bound) {
+unsafe fn push_fan(
+    p: &AllGatherParams,
+    (bulk, ring): (bool, Option<&mut BulkRing>),
+    (idx, ctas): (u32, u32),
+    epoch: u32,
+    b: &Bound,
+) {
     let tid = thread_idx_x();
     let mut failed = wait_local_ready(p, epoch, b, tid); // nobody copies into a peer before it is ready
     let first = (p.in_place != 0) as u32;
     let place = |k: u32| crate::sched::rem_nz(p.local_rank + first + k, p.local_world);
     let dst_off = p.rank as u64 * p.shard_bytes;
     let places = (p.local_world - first, |k| pick(&p.peer_output, place(k)) + dst_off);
-    let ring = if failed { None } else { ring };
-    failed |= !copy_fan(p.input, places, piece(p, idx, ctas), true, ring, b, p.rank, (tid, block_dim_x()));
+    if failed {
+        return;
+    }
+    failed = !copy_fan(p.input, places, piece(p, idx, ctas), bulk, ring, b, p.rank, (tid, block_dim_x()));
     for k in 0..places.0 {
         if tid == 0 && !failed && last_arriver((p.counters as *mut u32).add(place(k) as usize), ctas, epoch) {
             signal((pick(&p.peer_flags, place(k)) as *mut u32).add(p.rank as usize), epoch);
@@ -101,8 +110,10 @@ unsafe fn pull(p: &AllGatherParams, ring: Option<&mut BulkRing>, (idx, ctas): (u
         let lr = source(k);
         (from(lr), p.output + rank_of(lr) as u64 * p.shard_bytes)
     };
-    let ring = if failed { None } else { ring };
-    failed |= !copy_fan_in((n, pair), piece(p, idx, ctas), true, ring, b, p.rank, (tid, block_dim_x()));
+    if failed {
+        return;
+    }
+    failed = !copy_fan_in((n, pair), piece(p, idx, ctas), true, ring, b, p.rank, (tid, block_dim_x()));
     for k in 0..n {
         let lr = source(k);
         let counter = (p.counters as *mut u32).add((p.local_world + lr) as usize);
@@ -122,9 +133,9 @@ unsafe fn intra(p: &AllGatherParams, idx: u32, epoch: u32, b: &Bound) {
     let bulk = p.copy_mode != COPY_LSU;
     let mut ring = if bulk && tid == 0 { Some(BulkRing::new(dyn_smem_base())) } else { None };
     match p.copy_mode {
-        COPY_FAN => return push_fan(p, ring.as_mut(), (idx, ctas), epoch, b),
+        COPY_FAN | COPY_LSU => return push_fan(p, (bulk, ring.as_mut()), (idx, ctas), epoch, b),
         COPY_PULL => return pull(p, ring.as_mut(), (idx, ctas), epoch, b),
-        _ => {}
+        _ => {} // COPY_BULK: one peer after another, below
     }
     let (start, end) = piece(p, idx, ctas);
     let dst_off = p.rank as u64 * p.shard_bytes;
@@ -144,7 +155,7 @@ unsafe fn intra(p: &AllGatherParams, idx: u32, epoch: u32, b: &Bound) {
             sync_threads(); // nobody copies into the peer before it is ready
         }
         let dst = pick(&p.peer_output, peer) + dst_off;
-        failed |= !copy_block(p.input, dst, (start, end), bulk, ring.as_mut(), b, peer, (tid, nthreads));
+        failed |= !copy_block(p.input, dst, (start, end), true, ring.as_mut(), b, peer, (tid, nthreads));
         if tid == 0 && !failed && last_arriver((p.counters as *mut u32).add(peer as usize), ctas, epoch) {
             signal((pick(&p.peer_flags, peer) as *mut u32).add(p.rank as usize), epoch);
         }
