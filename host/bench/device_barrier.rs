@@ -30,6 +30,11 @@ impl<'c> RankGroup<'c> {
 
 impl Group for RankGroup<'_> {
     fn barrier(&mut self) -> Result<()> {
+        if let Some(ag) = &self.device {
+            // The last lining-up all-gather is done (the harness synchronised): report a device
+            // timeout in it, or a proxy error, rather than time behind it.
+            ag.wait(self.gpu)?;
+        }
         Communicator::barrier(self.comm)?;
         if let Some(ag) = &self.device {
             ag.launch(self.gpu)?;

@@ -89,20 +89,28 @@ pub struct TimingArgs {
     /// Untimed launches first.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub warmup: u32,
-    /// After each host barrier, also line the GPUs up with a 16-byte all-gather queued before
-    /// the timed work, so that the host barrier's release spread (tens of us) is not timed
-    /// (`bench allgather`, `ag-gemm`, `gemm-rs`, `gemm-ar`, `moe`).
-    #[arg(long)]
-    pub device_barrier: bool,
 }
 
 impl TimingArgs {
     fn timing(&self) -> mkernel::bench::Timing {
-        mkernel::bench::Timing {
-            warmup: self.warmup as usize,
-            reps: self.reps as usize,
-            device_barrier: self.device_barrier,
-        }
+        mkernel::bench::Timing { warmup: self.warmup as usize, reps: self.reps as usize, device_barrier: false }
+    }
+}
+
+/// How the timed loops of a multi-rank benchmark run.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct RankTimingArgs {
+    #[command(flatten)]
+    timing: TimingArgs,
+    /// After each host barrier, also line the GPUs up with a 16-byte all-gather queued before
+    /// the timed work, so that the host barrier's release spread (tens of us) is not timed.
+    #[arg(long)]
+    device_barrier: bool,
+}
+
+impl RankTimingArgs {
+    fn timing(&self) -> mkernel::bench::Timing {
+        mkernel::bench::Timing { device_barrier: self.device_barrier, ..self.timing.timing() }
     }
 }
 
@@ -211,7 +219,7 @@ enum BenchCmd {
         #[command(flatten)]
         ranks: RanksArgs,
         #[command(flatten)]
-        timing: TimingArgs,
+        timing: RankTimingArgs,
         /// Also write JSON lines here (rank 0).
         #[arg(long)]
         json: Option<PathBuf>,
@@ -233,7 +241,7 @@ enum BenchCmd {
         #[command(flatten)]
         ranks: RanksArgs,
         #[command(flatten)]
-        timing: TimingArgs,
+        timing: RankTimingArgs,
         /// Also write JSON lines here (rank 0).
         #[arg(long)]
         json: Option<PathBuf>,
@@ -257,7 +265,7 @@ enum BenchCmd {
         #[command(flatten)]
         ranks: RanksArgs,
         #[command(flatten)]
-        timing: TimingArgs,
+        timing: RankTimingArgs,
         /// Also write JSON lines here (rank 0).
         #[arg(long)]
         json: Option<PathBuf>,
@@ -326,7 +334,7 @@ pub struct RsBenchArgs {
     #[command(flatten)]
     ranks: RanksArgs,
     #[command(flatten)]
-    timing: TimingArgs,
+    timing: RankTimingArgs,
     /// Also write JSON lines here (rank 0).
     #[arg(long)]
     json: Option<PathBuf>,

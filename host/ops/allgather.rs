@@ -33,7 +33,7 @@ impl NvlinkCopy {
     /// The way `ctas` CTAs (`None`: the way's default) copy a `shard_bytes` shard to a node of
     /// `local_world` ranks. `Auto` takes, measured on 4x H200 (docs/PERF.md "The all-gather
     /// from every thread's registers"):
-    /// - from [`LSU_FROM_BYTES`] on, `Lsu` on 64 CTAs: at 256 MiB 312-320 GB/s per GPU at world
+    /// - from [`LSU_FROM_BYTES`] on, `Lsu` on 64 CTAs: at 256 MiB 311-320 GB/s per GPU at world
     ///   4 against `Fan`'s 297-298 on 16 CTAs (whose rate more CTAs do not raise), 328-331 at
     ///   world 2 against `Bulk`'s 310-316; at 16 MiB (world 2) 156-162 against 132-155;
     /// - below, the bulk copies on 16 CTAs (`Fan` above two ranks per node, `Bulk` at two): at
@@ -210,10 +210,11 @@ impl<'c> AllGather<'c> {
             local_world: world.local_world_size,
             roles: RoleSplit { compute: 0, intra_comm: ctas, inter_send: (world.nodes > 1) as u32, inter_reduce: 0 },
             copy_mode: match copy {
-                NvlinkCopy::Lsu | NvlinkCopy::Auto => COPY_LSU,
+                NvlinkCopy::Lsu => COPY_LSU,
                 NvlinkCopy::Bulk => COPY_BULK,
                 NvlinkCopy::Fan => COPY_FAN,
                 NvlinkCopy::Pull => COPY_PULL,
+                NvlinkCopy::Auto => unreachable!("`plan` resolves Auto"),
             },
             in_place: opts.in_place as u32,
             ..Default::default()

@@ -315,7 +315,7 @@ pub unsafe fn copy_fan(
     }
     // Without bulk copies, every thread's vectors fan out (each loaded once); the ragged tail,
     // and unaligned places, byte by byte.
-    let fan_end = if aligned { span.lsu_from + (end - span.lsu_from) / VEC * VEC } else { span.lsu_from };
+    let fan_end = if aligned && n > 0 { span.lsu_from + (end - span.lsu_from) / VEC * VEC } else { span.lsu_from };
     lsu_fan::<8>(src, (n, &dst), (span.lsu_from, fan_end), tid, nthreads);
     for k in 0..n {
         lsu_copy(src as *const u8, dst(k) as *mut u8, fan_end, end, tid, nthreads);

@@ -152,7 +152,10 @@ unsafe fn intra(p: &AllGatherParams, idx: u32, epoch: u32, b: &Bound) {
                 let rank = p.rank - p.local_rank + peer;
                 failed = b.flag((p.flags as *const u32).add((p.world + rank) as usize), epoch, rank).is_err();
             }
-            sync_threads(); // nobody copies into the peer before it is ready
+            // Nobody copies into the peer before it is ready; after a timeout nobody copies on.
+            if sync_threads_or(failed) {
+                return;
+            }
         }
         let dst = pick(&p.peer_output, peer) + dst_off;
         failed |= !copy_block(p.input, dst, (start, end), true, ring.as_mut(), b, peer, (tid, nthreads));
