@@ -640,6 +640,11 @@ impl<'a> AgGemm<'a> {
         self.unfused.ag.launch(gpu)
     }
 
+    /// How the unfused path's all-gather copies, and on how many CTAs (for the records).
+    pub fn unfused_allgather(&self) -> (super::allgather::NvlinkCopy, u32) {
+        (self.unfused.ag.copy(), self.unfused.ag.intra_ctas())
+    }
+
     /// The GEMM alone, over whatever the gathered buffer holds (the "GEMM alone" figure).
     pub fn launch_gemm_only(&self, gpu: &Gpu) -> Result<()> {
         self.unfused.gemm.launch(gpu)
