@@ -656,6 +656,50 @@ mod tests {
     }
 
     #[test]
+    fn device_barrier_only_where_honoured() {
+        for bench in ["allgather", "ag-gemm", "gemm-rs", "gemm-ar", "moe"] {
+            let cli = Cli::try_parse_from(["mkernel", "bench", bench, "--device-barrier"]).unwrap();
+            let Cmd::Bench(cmd) = cli.cmd else { panic!("not bench") };
+            let on = match cmd {
+                BenchCmd::Allgather { timing, .. } | BenchCmd::AgGemm { timing, .. } | BenchCmd::Moe { timing, .. } => {
+                    timing.timing().device_barrier
+                }
+                BenchCmd::GemmRs(a) | BenchCmd::GemmAr(a) => a.timing.timing().device_barrier,
+                _ => panic!("{bench}: another command"),
+            };
+            assert!(on, "{bench}");
+        }
+        for args in [&["bench", "gemm", "--device-barrier"][..], &["tune", "gemm-rs", "--device-barrier"]] {
+            let e = err(args);
+            assert!(e.contains("unexpected argument '--device-barrier'"), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn gemm_rs_knobs_reach_the_options() {
+        let cli = Cli::try_parse_from([
+            "mkernel",
+            "bench",
+            "gemm-ar",
+            "--lead",
+            "all",
+            "--one-shot",
+            "off",
+            "--push",
+            "on",
+            "--prefetch",
+            "off",
+            "--inter-reduce",
+            "3",
+        ])
+        .unwrap();
+        let Cmd::Bench(BenchCmd::GemmAr(a)) = cli.cmd else { panic!("not bench gemm-ar") };
+        let o = a.knobs.options(Default::default());
+        assert_eq!((o.one_shot, o.push, o.prefetch, o.inter_reduce), (Some(false), Some(true), Some(false), Some(3)));
+        assert!(o.lead.is_some());
+    }
+
+    #[test]
     fn help_is_not_an_error() {
         for args in [&["--help"][..], &["launch", "--help"], &["bench", "gemm", "--help"]] {
             let e = Cli::try_parse_from(std::iter::once("mkernel").chain(args.iter().copied())).unwrap_err();
