@@ -3,9 +3,12 @@
 //!   of shared-memory stages (the fastest way: ~40 GB/s per CTA, one issuing thread);
 //! - [`lsu_copy`]: 16-byte vector loads and stores from `nthreads` threads (ragged tails, or
 //!   where no shared memory is free); [`lsu_fan`]: aligned, to several places, each vector
-//!   loaded once (a compute CTA's spare warps: AllGather + GEMM's `spread`);
+//!   loaded once (a compute CTA's spare warps: AllGather + GEMM's `spread`; the all-gather's
+//!   `lsu` copy). Per byte both ways cost the same on the wire: ncu counts the same NVLink
+//!   protocol bytes for TMA bulk stores and for register stores (docs/PERF.md);
 //! - [`copy_block`]: the whole CTA copies a range, bulk for the 16-byte multiple, LSU for the rest;
-//!   [`copy_fan`]: the same to several places at once, each piece loaded once;
+//!   [`copy_fan`]: the same to several places at once, each piece loaded once (bulk, or every
+//!   thread's registers through [`lsu_fan`]);
 //!   [`copy_fan_in`]: several (source, destination) pairs at once, their pieces interleaved, so
 //!   one CTA keeps reads from every source in flight (an all-gather that pulls).
 use crate::arch::*;
@@ -223,8 +226,9 @@ pub unsafe fn lsu_copy(src: *const u8, dst: *mut u8, start: u64, end: u64, tid: 
 /// Copy bytes `start..end` of `src` to `n` places at once (place `k` at `dst(k)`) with thread
 /// `tid` of `nthreads`: `AHEAD` 16-byte vectors in flight per thread, each loaded once and stored
 /// to every place. No shared memory: for spare warps beside other work (4 ahead, few registers)
-/// or a whole comm CTA (8 ahead: NVLink stores from every thread beat one thread's TMA bulk
-/// stores, measured in `comm::nvlink`'s module docs).
+/// or a whole comm CTA (8 ahead; the all-gather's `lsu` copy: on 64 CTAs it moved 5% more than
+/// the bulk fan on 16, whose rate more CTAs did not raise; docs/PERF.md "The all-gather from
+/// every thread's registers").
 ///
 /// # Safety
 /// `src + start`, every `dst(k) + start` and `end - start` are multiples of 16 and the ranges
