@@ -405,8 +405,9 @@ fn time_variants(gpu: &Gpu, group: &mut RankGroup, op: &AgGemm, timing: Timing) 
     let mut unfused = || op.launch_path(gpu, Path::Unfused);
     let mut gemm = || op.launch_gemm_only(gpu);
     let mut ag = || op.launch_comm_only(gpu);
-    let mut ag16 = || op.launch_allgather_only(gpu);
-    let ms = harness::time_each(gpu, group, timing, &mut [&mut fused, &mut unfused, &mut gemm, &mut ag, &mut ag16])?;
+    let mut ag_unfused = || op.launch_allgather_only(gpu);
+    let ms =
+        harness::time_each(gpu, group, timing, &mut [&mut fused, &mut unfused, &mut gemm, &mut ag, &mut ag_unfused])?;
     op.wait(gpu)?;
     Ok(ms)
 }
@@ -414,6 +415,8 @@ fn time_variants(gpu: &Gpu, group: &mut RankGroup, op: &AgGemm, timing: Timing) 
 /// Records of one shape; overlap efficiency = time / max(GEMM alone, the faster all-gather alone).
 fn records_for(run: &RunInfo, op: &AgGemm, s: GemmShape, l: BLayout, ms: &[f64]) -> Vec<Record> {
     let split = op.split();
+    let (ag_copy, ag_ctas) = op.unfused_allgather();
+    let ag_copy = format!("{ag_copy:?}").to_lowercase();
     let ideal = ms[2].max(ms[3].min(ms[4]));
     let gathered_bytes = (s.m * s.k * 2) as f64 * (run.world as f64 - 1.0) / run.world as f64;
     VARIANTS
@@ -439,8 +442,8 @@ fn records_for(run: &RunInfo, op: &AgGemm, s: GemmShape, l: BLayout, ms: &[f64])
                 .with("chunk_rows", split.chunk_rows)
                 .with("join_at", op.join_at())
                 .with("tail_tiles", op.tail().count())
-                .with("unfused_ag_copy", format!("{:?}", op.unfused_allgather().0).to_lowercase())
-                .with("unfused_ag_ctas", op.unfused_allgather().1)
+                .with("unfused_ag_copy", ag_copy.as_str())
+                .with("unfused_ag_ctas", ag_ctas)
                 .with("overlap_efficiency", t / ideal)
         })
         .collect()

@@ -106,6 +106,8 @@ pub struct AllGather<'c> {
     _launches: DeviceBuffer<u64>,
     diag: DiagBuffers,
     params: AllGatherParams,
+    /// How the intra-comm CTAs copy (`Auto` resolved by [`NvlinkCopy::plan`]).
+    copy: NvlinkCopy,
 }
 
 impl<'c> AllGather<'c> {
@@ -244,6 +246,7 @@ impl<'c> AllGather<'c> {
             _launches: launches,
             diag,
             params,
+            copy,
         })
     }
 
@@ -289,12 +292,7 @@ impl<'c> AllGather<'c> {
 
     /// How they copy (`Auto` resolved).
     pub fn copy(&self) -> NvlinkCopy {
-        match self.params.copy_mode {
-            COPY_LSU => NvlinkCopy::Lsu,
-            COPY_FAN => NvlinkCopy::Fan,
-            COPY_PULL => NvlinkCopy::Pull,
-            _ => NvlinkCopy::Bulk,
-        }
+        self.copy
     }
 
     /// Grid size (intra + inter CTAs).

@@ -52,11 +52,18 @@ unsafe fn wait_local_ready(p: &AllGatherParams, epoch: u32, b: &Bound, tid: u32)
     let mut failed = false;
     for lr in 0..p.local_world {
         if tid == 0 && !failed && lr != p.local_rank {
-            let rank = p.rank - p.local_rank + lr;
-            failed = b.flag((p.flags as *const u32).add((p.world + rank) as usize), epoch, rank).is_err();
+            failed = !wait_ready(p, lr, epoch, b);
         }
     }
     sync_threads_or(failed)
+}
+
+/// One thread: wait (bounded) until local rank `lr` raised its `ready` of this launch. Returns
+/// false when the wait timed out (reported through `b`).
+#[inline(always)]
+unsafe fn wait_ready(p: &AllGatherParams, lr: u32, epoch: u32, b: &Bound) -> bool {
+    let rank = p.rank - p.local_rank + lr;
+    b.flag((p.flags as *const u32).add((p.world + rank) as usize), epoch, rank).is_ok()
 }
 
 /// Fan push: CTA `idx` of `ctas` loads its piece of this rank's shard once and stores
@@ -72,15 +79,14 @@ unsafe fn push_fan(
     b: &Bound,
 ) {
     let tid = thread_idx_x();
-    let mut failed = wait_local_ready(p, epoch, b, tid); // nobody copies into a peer before it is ready
+    if wait_local_ready(p, epoch, b, tid) {
+        return; // nobody copies into a peer before it is ready
+    }
     let first = (p.in_place != 0) as u32;
     let place = |k: u32| crate::sched::rem_nz(p.local_rank + first + k, p.local_world);
     let dst_off = p.rank as u64 * p.shard_bytes;
     let places = (p.local_world - first, |k| pick(&p.peer_output, place(k)) + dst_off);
-    if failed {
-        return;
-    }
-    failed = !copy_fan(p.input, places, piece(p, idx, ctas), bulk, ring, b, p.rank, (tid, block_dim_x()));
+    let failed = !copy_fan(p.input, places, piece(p, idx, ctas), bulk, ring, b, p.rank, (tid, block_dim_x()));
     for k in 0..places.0 {
         if tid == 0 && !failed && last_arriver((p.counters as *mut u32).add(place(k) as usize), ctas, epoch) {
             signal((pick(&p.peer_flags, place(k)) as *mut u32).add(p.rank as usize), epoch);
@@ -96,7 +102,9 @@ unsafe fn push_fan(
 #[inline(always)]
 unsafe fn pull(p: &AllGatherParams, ring: Option<&mut BulkRing>, (idx, ctas): (u32, u32), epoch: u32, b: &Bound) {
     let tid = thread_idx_x();
-    let mut failed = wait_local_ready(p, epoch, b, tid); // nobody reads a peer's shard before it is ready
+    if wait_local_ready(p, epoch, b, tid) {
+        return; // nobody reads a peer's shard before it is ready
+    }
     let first = (p.in_place != 0) as u32;
     let n = p.local_world - first;
     if n == 0 {
@@ -110,10 +118,7 @@ unsafe fn pull(p: &AllGatherParams, ring: Option<&mut BulkRing>, (idx, ctas): (u
         let lr = source(k);
         (from(lr), p.output + rank_of(lr) as u64 * p.shard_bytes)
     };
-    if failed {
-        return;
-    }
-    failed = !copy_fan_in((n, pair), piece(p, idx, ctas), true, ring, b, p.rank, (tid, block_dim_x()));
+    let failed = !copy_fan_in((n, pair), piece(p, idx, ctas), true, ring, b, p.rank, (tid, block_dim_x()));
     for k in 0..n {
         let lr = source(k);
         let counter = (p.counters as *mut u32).add((p.local_world + lr) as usize);
@@ -149,8 +154,7 @@ unsafe fn intra(p: &AllGatherParams, idx: u32, epoch: u32, b: &Bound) {
         }
         if peer != p.local_rank {
             if tid == 0 && !failed {
-                let rank = p.rank - p.local_rank + peer;
-                failed = b.flag((p.flags as *const u32).add((p.world + rank) as usize), epoch, rank).is_err();
+                failed = !wait_ready(p, peer, epoch, b);
             }
             // Nobody copies into the peer before it is ready; after a timeout nobody copies on.
             if sync_threads_or(failed) {

@@ -286,6 +286,16 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         bulk_wait_group_read::<0>();
     }
 
+    /// Arrive `k` times on the `loaded` barrier without loading (helper thread): every tile a
+    /// helper handles accounts for `world - 1` phases of it, loading or not, so that load `j` of
+    /// its `n`-th tile waits on parity `(n * (world - 1) + j) & 1`.
+    #[inline(always)]
+    unsafe fn skip_loads(h: Handoff, k: u32) {
+        for _ in 0..k {
+            mbarrier_arrive(h.loaded());
+        }
+    }
+
     /// Pull (helper thread) every other source's partial of this warpgroup's half of my tile
     /// `slot` of block `q` into my inbox ([`Self::pull_one`]), `n` being this helper's tile count.
     ///
@@ -322,9 +332,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         let p = self.p;
         let count = p.world;
         // This tile's loads on the `loaded` barrier: count - 1 of them, this one last.
-        for _ in 0..count - 2 {
-            mbarrier_arrive(h.loaded());
-        }
+        Self::skip_loads(h, count - 2);
         self.pull_one(h, c, q - (p.rank - p.local_rank), q, p.rank, slot, cwg, n * (count - 1) + count - 2);
         bulk_wait_group::<0>();
         fence_proxy_async_global();
@@ -574,18 +582,12 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                         bulk_prefetch_l2(p.staging + p.slot_offset(i, o.slot, cwg), HALF_TILE_BYTES);
                     }
                 }
-            }
-            if prefetch {
-                // Keep the load barrier's phases in step: this tile pulls nothing.
-                for _ in 1..count {
-                    mbarrier_arrive(h.loaded());
+                if prefetch {
+                    Self::skip_loads(h, count - 1); // this tile pulls nothing
                 }
             }
         } else if pull && !prefetch {
-            // Keep the load barrier's phases in step: one per other source per tile.
-            for _ in 1..count {
-                mbarrier_arrive(h.loaded());
-            }
+            Self::skip_loads(h, count - 1); // a send tile pulls nothing
         }
         // `ready` before `free`: consumers that saw `free` of tile n - 1 (staging tile n) know
         // `ready` of tile n completed, so their parity wait on `ready` at tile n + 1 cannot be
