@@ -19,9 +19,11 @@
 //!   reduce-scatter's owners pull three partials per own tile, one load at a time per helper,
 //!   and pushing was 2.5-5% faster.)
 //! - an own tile: while the consumers still multiply, the helper waits for every other source's
-//!   flag and pulls the partials into the inbox (prefetched: waits for the `pref` flags and
-//!   brings the partials into L2; pushed: brings them into L2); the consumers then sum the
-//!   partials in fp32, this rank's first and then the others in rank order (every partial
+//!   flag and pulls the partials into the inbox (prefetched: waits for the `pref` flags; pushed:
+//!   waits for the sources' flags), leaving one of them in the staging tile
+//!   ([`ReduceEpilogue::staged_source`]: the last pulled, or loaded from the inbox) and bringing
+//!   the others into L2; the consumers then sum the partials in fp32, this rank's first and then
+//!   the others in rank order (every partial
 //!   rounded to bf16 exactly once, so the unfused reference, summing in the same order, gives the
 //!   same bits), and stage the sum; the helper TMA-stores it into this rank's block of the
 //!   output, and with `all_reduce` into the same block of every local rank's output, then flags
@@ -201,13 +203,34 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         }
     }
 
+    /// The source whose partial of an own tile the helper leaves in the staging tile for the
+    /// consumers' sum (one node, two phases; `u32::MAX`: none, every partial is read from the
+    /// inbox): owners pulling without prefetches, the last one pulled through it; otherwise the
+    /// first other source in the sum's order, loaded from the inbox under the mainloop. Read
+    /// from global memory at the end of a tile, the partials cost the consumers 2-3% of the
+    /// launch at world 2 (docs/PERF.md, eleventh session); from shared memory, little.
+    #[inline(always)]
+    fn staged_source(&self) -> u32 {
+        let p = self.p;
+        if NODES || ONE_SHOT || p.world < 2 {
+            u32::MAX
+        } else if p.pulls() && !p.prefetches() {
+            rem_nz(p.rank + p.world - 1, p.world)
+        } else {
+            (p.rank == 0) as u32
+        }
+    }
+
     /// Sum every source's partial of this warpgroup's half of my tile `slot` of block `q` into
     /// `acc`: this rank's first, then the others in rank order, each partial rounded to bf16,
-    /// sums in fp32. The partials are in (the helper saw their flags).
+    /// sums in fp32. The partials are in (the helper saw their flags): the
+    /// [`Self::staged_source`]'s in the staging tile `c`, the others in the inbox.
     #[inline(always)]
-    unsafe fn sum_partials(&self, acc: &mut [f32; 128], q: u32, slot: u32, cwg: u32, t: u32) {
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn sum_partials(&self, acc: &mut [f32; 128], q: u32, slot: u32, c: u32, cwg: u32, t: u32) {
         let p = self.p;
         let (base, count, me) = self.sources(q);
+        let staged = self.staged_source();
         // This rank's partial first, rounded like every other, then the others in rank order,
         // accumulated in place (a second 128-value array would not fit in registers).
         macro_rules! round {
@@ -221,22 +244,36 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
             }};
         }
         unroll16!(round);
+        macro_rules! add_words {
+            ($j:expr, $w:expr) => {{
+                let w = $w;
+                for i in 0..4 {
+                    let (lo, hi) = unpack_bf16x2(w[i]);
+                    acc[8 * $j + 2 * i] += lo;
+                    acc[8 * $j + 2 * i + 1] += hi;
+                }
+            }};
+        }
         for s in 0..count {
             if s == me {
                 continue;
             }
-            let src = (p.staging + p.slot_offset(base + s, slot, cwg)) as *const [u32; 4];
-            macro_rules! add {
-                ($j:expr) => {{
-                    let w = ld_global_v4_u32(src.add($j * 128 + t as usize));
-                    for i in 0..4 {
-                        let (lo, hi) = unpack_bf16x2(w[i]);
-                        acc[8 * $j + 2 * i] += lo;
-                        acc[8 * $j + 2 * i + 1] += hi;
-                    }
-                }};
+            if s == staged {
+                macro_rules! add_staged {
+                    ($j:expr) => {
+                        add_words!($j, ld_shared_v4_u32(c + (($j * 128 + t) * 16)))
+                    };
+                }
+                unroll16!(add_staged);
+            } else {
+                let src = (p.staging + p.slot_offset(base + s, slot, cwg)) as *const [u32; 4];
+                macro_rules! add_global {
+                    ($j:expr) => {
+                        add_words!($j, ld_global_v4_u32(src.add($j * 128 + t as usize)))
+                    };
+                }
+                unroll16!(add_global);
             }
-            unroll16!(add);
         }
     }
 
@@ -277,13 +314,23 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
     unsafe fn pull_one(&self, h: Handoff, c: u32, s: u32, inbox: u32, block: u32, slot: u32, cwg: u32, load: u32) {
         let p = self.p;
         let _ = self.wait_flag(p.part_flag(inbox, slot, cwg), slot);
-        let src = peer(&self.table().staging, s) + p.outbox_offset(block, slot, cwg);
-        mbarrier_arrive_expect_tx(h.loaded(), HALF_TILE_BYTES);
-        bulk_load(c, src, HALF_TILE_BYTES, h.loaded());
-        let _ = self.bound().mbarrier(h.loaded(), load & 1, slot, WAIT_MBAR_HANDOFF);
+        self.load_half(h, c, peer(&self.table().staging, s) + p.outbox_offset(block, slot, cwg), slot, load);
         bulk_store(p.staging + p.slot_offset(inbox, slot, cwg), c, HALF_TILE_BYTES);
         bulk_commit_group();
         bulk_wait_group_read::<0>();
+    }
+
+    /// Load (helper thread) the half tile at `src` into the staging tile `c` as load `load` on
+    /// the `loaded` barrier, and wait until it is in.
+    ///
+    /// # Safety
+    /// The helper thread, while the staging tile is its own (as for [`Self::pull_one`]); `src`
+    /// holds a half tile that nobody writes until the helper's tile is done.
+    #[inline(always)]
+    unsafe fn load_half(&self, h: Handoff, c: u32, src: u64, slot: u32, load: u32) {
+        mbarrier_arrive_expect_tx(h.loaded(), HALF_TILE_BYTES);
+        bulk_load(c, src, HALF_TILE_BYTES, h.loaded());
+        let _ = self.bound().mbarrier(h.loaded(), load & 1, slot, WAIT_MBAR_HANDOFF);
     }
 
     /// Arrive `k` times on the `loaded` barrier without loading (helper thread): every tile a
@@ -524,7 +571,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             if one_shot {
                 self.sum_one_shot(acc, o.owner, o.slot, c, cwg, t);
             } else {
-                self.sum_partials(acc, o.owner, o.slot, cwg, t);
+                self.sum_partials(acc, o.owner, o.slot, c, cwg, t);
             }
         }
         if !NODES && own && p.gemm.out_f32 != 0 {
@@ -567,26 +614,38 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
         let (base, count, me) = self.sources(o.owner);
         let pull = p.pulls();
         let prefetch = !NODES && p.prefetches();
+        // One node, two phases: every tile accounts for `count - 1` phases of the `loaded`
+        // barrier (see `skip_loads`) whatever moves the partials.
+        let staged = self.staged_source();
         if own {
             if pull && !prefetch {
+                // The last one pulled stays in the staging tile (`staged_source`).
                 self.pull_partials(h, c, o.owner, o.slot, n, cwg);
             } else {
                 // The partials are in my inbox once their flags are up: pushed by their sources,
-                // or pulled by my send tiles' helpers half a launch ago (`prefetch`). Bring them
-                // into L2 for the consumers' sum.
+                // or pulled by my send tiles' helpers half a launch ago (`prefetch`). The staged
+                // source's goes into the staging tile, the others into L2, for the consumers'
+                // sum.
                 for s in 0..count {
                     if s != me {
                         let i = base + s;
                         let flag = if prefetch { p.pref_flag(i, o.slot, cwg) } else { p.part_flag(i, o.slot, cwg) };
                         let _ = self.wait_flag(flag, o.slot);
-                        bulk_prefetch_l2(p.staging + p.slot_offset(i, o.slot, cwg), HALF_TILE_BYTES);
+                        if s != staged {
+                            bulk_prefetch_l2(p.staging + p.slot_offset(i, o.slot, cwg), HALF_TILE_BYTES);
+                        }
                     }
                 }
-                if prefetch {
-                    Self::skip_loads(h, count - 1); // this tile pulls nothing
+                if staged != u32::MAX {
+                    // Written through the async proxy (or over NVLink) and flagged: read it through
+                    // the async proxy after the flags' acquire.
+                    fence_proxy_async_global();
+                    let src = p.staging + p.slot_offset(base + staged, o.slot, cwg);
+                    self.load_half(h, c, src, o.slot, n * (count - 1));
+                    Self::skip_loads(h, count - 2);
                 }
             }
-        } else if pull && !prefetch {
+        } else if (pull && !prefetch) || (!pull && staged != u32::MAX) {
             Self::skip_loads(h, count - 1); // a send tile pulls nothing
         }
         // `ready` before `free`: consumers that saw `free` of tile n - 1 (staging tile n) know
