@@ -21,7 +21,8 @@
 //! - an own tile: while the consumers still multiply, the helper waits for every other source's
 //!   flag and pulls the partials into the inbox (prefetched: waits for the `pref` flags; pushed:
 //!   waits for the sources' flags), leaving one of them in the staging tile
-//!   ([`ReduceEpilogue::staged_source`]: the last pulled, or loaded from the inbox) and bringing
+//!   ([`ReduceEpilogue::staged_source`]: the last pulled, or loaded from the inbox; several
+//!   nodes: the same for a collected tile's node's partials) and bringing
 //!   the others into L2; the consumers then sum the partials in fp32, this rank's first and then
 //!   the others in rank order (every partial
 //!   rounded to bf16 exactly once, so the unfused reference, summing in the same order, gives the
@@ -203,21 +204,24 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         }
     }
 
-    /// The source whose partial of an own tile the helper leaves in the staging tile for the
-    /// consumers' sum (one node, two phases; `u32::MAX`: none, every partial is read from the
-    /// inbox): owners pulling without prefetches, the last one pulled through it; otherwise the
-    /// first other source in the sum's order, loaded from the inbox under the mainloop. Read
-    /// from global memory at the end of a tile, the partials cost the consumers 2-3% of the
-    /// launch at world 2 (docs/PERF.md, eleventh session); from shared memory, little.
+    /// The source (an index into [`Self::sources`]) whose partial of a tile this rank sums the
+    /// helper leaves in the staging tile for the consumers' sum (two phases; `u32::MAX`: none,
+    /// every partial is read from the inbox): owners or collectors pulling without prefetches,
+    /// the last one pulled through it; otherwise the first other source in the sum's order,
+    /// loaded from the inbox under the mainloop. Read from global memory at the end of a tile,
+    /// the partials cost the consumers 2-3% of the launch at world 2 (docs/PERF.md, eleventh
+    /// session); from shared memory, little.
     #[inline(always)]
     fn staged_source(&self) -> u32 {
         let p = self.p;
-        if NODES || ONE_SHOT || p.world < 2 {
+        // Every block's sources are the same ranks: a node's (several nodes) or all of them.
+        let (count, me) = if NODES { (p.local_world, p.local_rank) } else { (p.world, p.rank) };
+        if ONE_SHOT || count < 2 {
             u32::MAX
         } else if p.pulls() && !p.prefetches() {
-            rem_nz(p.rank + p.world - 1, p.world)
+            rem_nz(me + count - 1, count)
         } else {
-            (p.rank == 0) as u32
+            (me == 0) as u32
         }
     }
 
@@ -614,8 +618,8 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
         let (base, count, me) = self.sources(o.owner);
         let pull = p.pulls();
         let prefetch = !NODES && p.prefetches();
-        // One node, two phases: every tile accounts for `count - 1` phases of the `loaded`
-        // barrier (see `skip_loads`) whatever moves the partials.
+        // Two phases: every tile accounts for `count - 1` phases of the `loaded` barrier (see
+        // `skip_loads`) whatever moves the partials.
         let staged = self.staged_source();
         if own {
             if pull && !prefetch {
@@ -638,7 +642,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                 }
                 if staged != u32::MAX {
                     // Written through the async proxy (or over NVLink) and flagged: read it through
-                    // the async proxy after the flags' acquire.
+                    // the async proxy after the flags' acquire. (`count > 1`: `staged_source`.)
                     fence_proxy_async_global();
                     let src = p.staging + p.slot_offset(base + staged, o.slot, cwg);
                     self.load_half(h, c, src, o.slot, n * (count - 1));
