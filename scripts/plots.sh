@@ -39,3 +39,9 @@ plot $S/call6/ag-w4-n{1,2}.jsonl $S/call6/gemm-{rs,ar}-w4-n1.jsonl $S/call6/torc
 T=docs/gpu-logs/2026-11-27j-nvlink-lsu
 plot $T/call5/w4-auto-r2.jsonl $T/call5/torch-multi-w4-allgather.jsonl
 plot $T/call5/w2-auto-r2.jsonl $T/call5/torch-multi-w2-allgather.jsonl
+# GEMM + RS / AR at worlds 2 and 4 (1 x 4) with the own tile's partial staged in shared memory:
+# the eleventh session's call 5 (f367066), first of two runs, beside torch_baselines.py multi of
+# the same call; replaces the charts of the same names drawn above.
+K=docs/gpu-logs/2026-11-27k-rs-staged-partial
+plot $K/call5/gemm-{rs,ar}-w2-n1.jsonl $K/call5/torch-multi-w2.jsonl
+plot $K/call5/gemm-{rs,ar}-w4-n1.jsonl $K/call5/torch-multi-w4.jsonl
