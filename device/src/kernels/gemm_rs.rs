@@ -79,6 +79,17 @@ fn chunk_bf16(acc: &[f32; 128], j: usize) -> [u32; 4] {
     ]
 }
 
+/// Adds 16 bytes of a bf16 partial in [`chunk_bf16`]'s layout to accumulators `8j .. 8j + 8`
+/// (`j` a constant where it is inlined, so the accumulators stay in registers).
+#[inline(always)]
+fn add_chunk(acc: &mut [f32; 128], j: usize, w: [u32; 4]) {
+    for i in 0..4 {
+        let (lo, hi) = unpack_bf16x2(w[i]);
+        acc[8 * j + 2 * i] += lo;
+        acc[8 * j + 2 * i + 1] += hi;
+    }
+}
+
 /// Every accumulator rounded to bf16 into a staging tile in their own layout (thread t's j-th
 /// 16 bytes at `(j * 128 + t) * 16`: conflict-free, one contiguous half tile). Unrolled: the
 /// accumulators must stay in registers (a run-time index would put them in local memory and
@@ -248,16 +259,6 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
             }};
         }
         unroll16!(round);
-        macro_rules! add_words {
-            ($j:expr, $w:expr) => {{
-                let w = $w;
-                for i in 0..4 {
-                    let (lo, hi) = unpack_bf16x2(w[i]);
-                    acc[8 * $j + 2 * i] += lo;
-                    acc[8 * $j + 2 * i + 1] += hi;
-                }
-            }};
-        }
         for s in 0..count {
             if s == me {
                 continue;
@@ -265,7 +266,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
             if s == staged {
                 macro_rules! add_staged {
                     ($j:expr) => {
-                        add_words!($j, ld_shared_v4_u32(c + (($j * 128 + t) * 16)))
+                        add_chunk(acc, $j, ld_shared_v4_u32(c + (($j * 128 + t) * 16)))
                     };
                 }
                 unroll16!(add_staged);
@@ -273,7 +274,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
                 let src = (p.staging + p.slot_offset(base + s, slot, cwg)) as *const [u32; 4];
                 macro_rules! add_global {
                     ($j:expr) => {
-                        add_words!($j, ld_global_v4_u32(src.add($j * 128 + t as usize)))
+                        add_chunk(acc, $j, ld_global_v4_u32(src.add($j * 128 + t as usize)))
                     };
                 }
                 unroll16!(add_global);
@@ -458,16 +459,6 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         for v in acc.iter_mut() {
             *v = 0.0;
         }
-        macro_rules! add_words {
-            ($j:expr, $w:expr) => {{
-                let w = $w;
-                for i in 0..4 {
-                    let (lo, hi) = unpack_bf16x2(w[i]);
-                    acc[8 * $j + 2 * i] += lo;
-                    acc[8 * $j + 2 * i + 1] += hi;
-                }
-            }};
-        }
         for k in 0..p.world {
             // q first, then the others in rank order.
             let s = if k == 0 {
@@ -480,7 +471,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
             if s == p.rank {
                 macro_rules! add_mine {
                     ($j:expr) => {
-                        add_words!($j, ld_shared_v4_u32(c + (($j * 128 + t) * 16)))
+                        add_chunk(acc, $j, ld_shared_v4_u32(c + (($j * 128 + t) * 16)))
                     };
                 }
                 unroll16!(add_mine);
@@ -488,7 +479,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
                 let src = (p.staging + p.slot_offset(s, p.inbox_slot(q, slot), cwg)) as *const [u32; 4];
                 macro_rules! add_theirs {
                     ($j:expr) => {
-                        add_words!($j, ld_global_v4_u32(src.add($j * 128 + t as usize)))
+                        add_chunk(acc, $j, ld_global_v4_u32(src.add($j * 128 + t as usize)))
                     };
                 }
                 unroll16!(add_theirs);
