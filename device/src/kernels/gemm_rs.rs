@@ -333,14 +333,18 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
     /// holds a half tile that nobody writes until the helper's tile is done.
     #[inline(always)]
     unsafe fn load_half(&self, h: Handoff, c: u32, src: u64, slot: u32, load: u32) {
+        // The half tile was written through the async proxy (or over NVLink) and flagged: read
+        // it through the async proxy after the flag's acquire.
+        fence_proxy_async_global();
         mbarrier_arrive_expect_tx(h.loaded(), HALF_TILE_BYTES);
         bulk_load(c, src, HALF_TILE_BYTES, h.loaded());
         let _ = self.bound().mbarrier(h.loaded(), load & 1, slot, WAIT_MBAR_HANDOFF);
     }
 
     /// Arrive `k` times on the `loaded` barrier without loading (helper thread): every tile a
-    /// helper handles accounts for `world - 1` phases of it, loading or not, so that load `j` of
-    /// its `n`-th tile waits on parity `(n * (world - 1) + j) & 1`.
+    /// helper handles accounts for `count - 1` phases of it ([`Self::sources`]' count: the world
+    /// on one node, the node's ranks across nodes), loading or not, so that load `j` of its
+    /// `n`-th tile waits on parity `(n * (count - 1) + j) & 1`.
     #[inline(always)]
     unsafe fn skip_loads(h: Handoff, k: u32) {
         for _ in 0..k {
@@ -572,6 +576,10 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
         if !NODES && own && p.gemm.out_f32 != 0 {
             let block_tile = Tile { index: tile.index, m: o.tm, n: o.tn };
             self.store_own_f32(acc, block_tile, o.owner, o.slot, cwg, t);
+            // Every thread has read the staged partial before `staged`, after which the helper
+            // may load the next tile's into the staging tile (the bf16 path meets the same
+            // barrier before writing it).
+            named_barrier_sync(bar, 128);
         } else {
             // The staging tile is free once the helper's copies of the previous tile read it
             // (one shot: every thread also read its part of my partial, whose pushes the helper
@@ -632,9 +640,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                     }
                 }
                 if staged != u32::MAX {
-                    // Written through the async proxy (or over NVLink) and flagged: read it through
-                    // the async proxy after the flags' acquire. (`count > 1`: `staged_source`.)
-                    fence_proxy_async_global();
+                    // (`count > 1`: `staged_source`.)
                     let src = p.staging + p.slot_offset(base + staged, o.slot, cwg);
                     self.load_half(h, c, src, o.slot, n * (count - 1));
                     Self::skip_loads(h, count - 2);
