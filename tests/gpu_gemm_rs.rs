@@ -248,3 +248,20 @@ fn pulled_and_prefetched() {
         ar(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
     });
 }
+
+/// f32 output with each compute CTA summing several own tiles in a row (every send first, short
+/// k-loops), in the three one-node forms: the helper loads the next own tile's staged partial
+/// into the staging tile right after `staged`, so the consumers must all have read the last one
+/// (a race a review found in f367066, closed by d48c39c). 1 x 2, and 1 x 4 with four GPUs.
+#[test]
+fn f32_own_tiles_in_a_row() {
+    let shared = || check("gemm-rs", 2, &[0, 0], &["--shape", "1024x1024x256", "--f32", "--lead", "all"]);
+    one_node_layouts("f32_own_tiles_in_a_row", shared, |w, g, _| {
+        let run = ["--shape", "8192x4096x1024", "--f32", "--lead", "all", "--rounds", "2", "--back-to-back", "20"];
+        for form in
+            [&["--push", "off", "--prefetch", "on"][..], &["--push", "on"], &["--push", "off", "--prefetch", "off"]]
+        {
+            check("gemm-rs", w, g, &[&run[..], form].concat());
+        }
+    });
+}
