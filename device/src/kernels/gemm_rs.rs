@@ -241,7 +241,6 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
     /// sums in fp32. The partials are in (the helper saw their flags): the
     /// [`Self::staged_source`]'s in the staging tile `c`, the others in the inbox.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     unsafe fn sum_partials(&self, acc: &mut [f32; 128], q: u32, slot: u32, c: u32, cwg: u32, t: u32) {
         let p = self.p;
         let (base, count, me) = self.sources(q);
