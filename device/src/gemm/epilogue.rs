@@ -54,11 +54,12 @@ pub trait Epilogue<A: Accumulators = Acc256> {
     unsafe fn help_finish(&self, _cwg: u32) {}
 }
 
-/// The handoff between a consumer warpgroup and its epilogue helper thread: three mbarriers of
-/// one arrival each, completing once per tile (phase `n` for the warpgroup's `n`-th tile), so
-/// the consumers never wait out a remote flag, a fence or a copy themselves:
+/// The handoff between a consumer warpgroup and its epilogue helper thread: mbarriers of one
+/// arrival each (`staged`: 128, below), completing once per tile (phase `n` for the warpgroup's
+/// `n`-th tile), so the consumers never wait out a remote flag, a fence or a copy themselves:
 /// - `ready`: the helper saw the tile's inputs arrive (the consumers may read them);
-/// - `staged`: the consumers wrote and fenced the staging tile (the helper may copy it out);
+/// - `staged`: the consumers wrote and fenced the staging tile (the helper may copy it out; all
+///   128 consumer threads arrive, each releasing its own stores);
 /// - `free`: the helper's copies finished reading the staging tile (it may be rewritten).
 ///
 /// A side is never more than one phase ahead of the other: the helper arrives `ready` for tile
@@ -105,7 +106,8 @@ impl Handoff {
     #[inline(always)]
     pub unsafe fn init(&self) {
         mbarrier_init(self.ready(), 1);
-        mbarrier_init(self.staged(), 1);
+        // Every consumer thread arrives (each releases its own stores to the staging tile).
+        mbarrier_init(self.staged(), 128);
         mbarrier_init(self.free(), 1);
         mbarrier_init(self.loaded(), 1);
     }

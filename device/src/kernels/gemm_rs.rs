@@ -557,9 +557,9 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             put_chunks(c, acc, t);
             fence_proxy_async_shared();
             named_barrier_sync(bar, 128);
-            if t == 0 {
-                mbarrier_arrive(h.staged());
-            }
+            // Every thread arrives (`staged` counts 128): each releases its own stores, which
+            // racecheck can follow (one thread's arrival after a named barrier it does not).
+            mbarrier_arrive(h.staged());
         }
         if own {
             if t == 0 {
@@ -595,9 +595,8 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             fence_proxy_async_shared();
             named_barrier_sync(bar, 128);
         }
-        if t == 0 {
-            mbarrier_arrive(h.staged());
-        }
+        // Every thread (see the one-shot arrival above).
+        mbarrier_arrive(h.staged());
     }
 
     #[inline(always)]
