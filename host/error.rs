@@ -68,6 +68,22 @@ pub enum Error {
         /// What was wrong, and where.
         what: String,
     },
+    /// A kernel of `op` never finished although every wait it has that can give up would have:
+    /// one of its CTAs is stuck where nothing is bounded (see
+    /// [`crate::gpu::Gpu::synchronize_bounded`]). `report` is what its bounded waits (or the
+    /// proxy) reported meanwhile, often the first sign of what went wrong. End the process.
+    #[error(
+        "{op}: {stuck}{}",
+        report.as_ref().map(|r| format!("; reported meanwhile: {r}")).unwrap_or_else(|| "; nothing was reported".into())
+    )]
+    KernelStuck {
+        /// The op.
+        op: &'static str,
+        /// How long, with how many launches queued.
+        stuck: GpuError,
+        /// The first report its kernels or the proxy left, if any.
+        report: Option<Box<Error>>,
+    },
     /// A bounded wait on the device gave up; the kernel stopped instead of hanging.
     #[error("device wait timed out: {0}")]
     DeviceTimeout(WaitReport),
@@ -82,12 +98,29 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub struct DiagBuffers {
     record: crate::gpu::MappedBuffer<WaitDiag>,
     abort: crate::gpu::DeviceBuffer<u32>,
+    timeout: std::time::Duration,
 }
 
 impl DiagBuffers {
-    /// A clean record and abort word on `gpu`.
-    pub fn new(gpu: &crate::Gpu) -> Result<Self> {
-        Ok(Self { record: gpu.mapped::<WaitDiag>(1)?, abort: gpu.upload(&[0u32])? })
+    /// A clean record and abort word on `gpu`, for kernels whose waits give up after `timeout`
+    /// (what [`DiagBuffers::wait`] allows a launch).
+    pub fn new(gpu: &crate::Gpu, timeout: std::time::Duration) -> Result<Self> {
+        Ok(Self { record: gpu.mapped::<WaitDiag>(1)?, abort: gpu.upload(&[0u32])?, timeout })
+    }
+
+    /// Wait for `gpu`'s stream, bounded by this record's timeout
+    /// ([`crate::gpu::StreamBound::for_device_timeout`]), then report what `checks` find (this
+    /// record and whatever else the op's kernels report into: other records, the proxy) before
+    /// a driver error. A stream still busy past the bound is [`Error::KernelStuck`], with what
+    /// `checks` found meanwhile: the bounded waits' reports are read while the stream is busy.
+    pub fn wait(&self, gpu: &crate::Gpu, op: &'static str, checks: impl Fn() -> Result<()>) -> Result<()> {
+        let bound = crate::gpu::StreamBound::for_device_timeout(self.timeout);
+        let sync = gpu.synchronize_bounded(bound, || checks().is_err());
+        if let Err(stuck @ GpuError::KernelStuck { .. }) = sync {
+            return Err(Error::KernelStuck { op, stuck, report: checks().err().map(Box::new) });
+        }
+        checks()?;
+        Ok(sync?)
     }
 
     /// What kernels take.

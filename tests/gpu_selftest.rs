@@ -173,7 +173,7 @@ fn host_gpu_flag_handshake() {
     let flags = gpu.mapped::<u32>(2).unwrap();
     flags.atomic(0).store(base_epoch, Ordering::Relaxed);
     flags.atomic(1).store(base_epoch, Ordering::Relaxed);
-    let diag = mkernel::DiagBuffers::new(&gpu).unwrap();
+    let diag = mkernel::DiagBuffers::new(&gpu, Duration::from_secs(5)).unwrap();
     let out = gpu.alloc::<u32>(iters as usize).unwrap();
     out.fill_bytes(POISON_BYTE).unwrap();
     let p = HandshakeParams {
@@ -221,7 +221,7 @@ fn bounded_wait_reports_instead_of_hanging() {
     let Some(gpu) = gpu_or_skip("bounded_wait_reports_instead_of_hanging") else { return };
     let data = gpu.mapped::<u32>(2).unwrap();
     let flags = gpu.mapped::<u32>(2).unwrap();
-    let diag = mkernel::DiagBuffers::new(&gpu).unwrap();
+    let diag = mkernel::DiagBuffers::new(&gpu, Duration::from_secs(5)).unwrap();
     let out = gpu.alloc::<u32>(1).unwrap();
     let p = HandshakeParams {
         host_data: data.device_addr(),
@@ -301,6 +301,115 @@ fn trap_child() {
     let drops = mkernel::gpu::take_drop_errors();
     drop(gpu);
     println!("trap_child ok: wait -> {e}; read after -> {later}; alloc after -> {alloc:?}; drops -> {drops:?}");
+}
+
+/// A kernel stuck where no wait is bounded (here: the handshake with a 60 s device bound and a
+/// host that never answers) must make the host's bounded wait give up, both with nothing
+/// reported and after another kernel's bounded wait reported, and the process must still be able
+/// to free (leak) its memory and exit. In a child process: a stuck kernel makes the whole process
+/// leak from then on.
+#[test]
+fn stuck_kernel_is_an_error_not_a_hang() {
+    if gpu_or_skip("stuck_kernel_is_an_error_not_a_hang").is_none() {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "stuck_child", "--nocapture", "--test-threads=1"])
+        .env("MKERNEL_STUCK_CHILD", "1")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the child failed:\n{text}");
+    let line = text.lines().find_map(|l| l.find("stuck_child ok").map(|i| &l[i..]));
+    println!("{}", line.unwrap_or_else(|| panic!("no verdict:\n{text}")));
+}
+
+/// One handshake round's buffers (all allocated before anything launches: an allocation or
+/// upload could wait behind a stuck kernel).
+struct Handshake {
+    data: mkernel::gpu::MappedBuffer<u32>,
+    flags: mkernel::gpu::MappedBuffer<u32>,
+    out: mkernel::gpu::DeviceBuffer<u32>,
+    diag: mkernel::DiagBuffers,
+}
+
+impl Handshake {
+    fn new(gpu: &mkernel::Gpu, timeout: Duration) -> Self {
+        let h = Handshake {
+            data: gpu.mapped::<u32>(2).unwrap(),
+            flags: gpu.mapped::<u32>(2).unwrap(),
+            out: gpu.alloc::<u32>(1).unwrap(),
+            diag: mkernel::DiagBuffers::new(gpu, timeout).unwrap(),
+        };
+        h.flags.atomic(0).store(0, Ordering::Relaxed);
+        h.flags.atomic(1).store(0, Ordering::Relaxed);
+        h
+    }
+
+    /// One round (epoch 8) on `gpu`'s stream; its device wait gives up after the timeout.
+    fn launch(&self, gpu: &mkernel::Gpu, timeout: Duration) {
+        let p = HandshakeParams {
+            host_data: self.data.device_addr(),
+            host_flags: self.flags.device_addr(),
+            out: self.out.addr(),
+            diag: self.diag.abi(),
+            timeout_ns: timeout.as_nanos() as u64,
+            iters: 1,
+            words: 1,
+            base_epoch: 7,
+            seed: 1,
+        };
+        // SAFETY: the buffers live in `self`, which the caller keeps until the kernel ended (or
+        // leaks once the stream is stuck).
+        unsafe { gpu.launch(kernels::FLAG_HANDSHAKE, &LaunchConfig::linear(1, 32, 0), &p).unwrap() };
+    }
+}
+
+#[test]
+#[ignore = "run by stuck_kernel_is_an_error_not_a_hang in a child process"]
+fn stuck_child() {
+    use mkernel::gpu::{GpuError, StreamBound};
+    if std::env::var_os("MKERNEL_STUCK_CHILD").is_none() {
+        return;
+    }
+    let (a, b) = (mkernel::Gpu::new(0).unwrap(), mkernel::Gpu::new(0).unwrap());
+    let (long, short) = (Duration::from_secs(60), Duration::from_millis(20));
+    let (ha, hb) = (Handshake::new(&a, long), Handshake::new(&b, short));
+    let quick = Duration::from_millis(300);
+    // 1. Nothing reports: the bound is one launch's allowance.
+    ha.launch(&a, long);
+    let started = Instant::now();
+    let e = a.synchronize_bounded(StreamBound { per_launch: quick, after_report: quick }, || false).unwrap_err();
+    let first = started.elapsed();
+    assert!(
+        matches!(e, GpuError::KernelStuck { pending: 1, after_report: None, .. }),
+        "want KernelStuck with one launch and no report, got {e}"
+    );
+    assert!(first >= quick && first < Duration::from_secs(5), "gave up after {first:?}");
+    // 2. Another kernel's bounded wait reports (stream b, 20 ms): the op-level wait on stream a
+    // gives up `after_report` later, with that report, although a's kernel waits 60 s.
+    hb.launch(&b, short);
+    let started = Instant::now();
+    let e = hb.diag.wait(&a, "selftest", || hb.diag.check()).unwrap_err();
+    let second = started.elapsed();
+    let mkernel::Error::KernelStuck { op: "selftest", stuck, report: Some(report) } = &e else {
+        panic!("want KernelStuck with a report, got {e}")
+    };
+    assert!(matches!(**report, mkernel::Error::DeviceTimeout(_)), "the report: {report}");
+    assert!(matches!(stuck, GpuError::KernelStuck { after_report: Some(_), .. }), "{stuck}");
+    let after = mkernel::gpu::RUN_ALLOWANCE + short;
+    assert!(second >= after && second < after + Duration::from_secs(5), "gave up after {second:?}");
+    // Answer the stuck handshake: both streams drain, a's wait never reported.
+    ha.flags.atomic(1).store(8, Ordering::Release);
+    a.synchronize_timeout(Duration::from_secs(30)).unwrap();
+    b.synchronize_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(ha.diag.record().status, DIAG_OK, "the answered wait must not report");
+    assert_eq!(hb.flags.read(0), 8, "b's kernel published its round before giving up");
+    let leaked_before = mkernel::gpu::leaked_frees();
+    drop(ha); // frees after a stuck stream leak instead of blocking behind it
+    let leaked = mkernel::gpu::leaked_frees() - leaked_before;
+    assert!(leaked >= 3, "the frees after KernelStuck must be leaked, {leaked} were");
+    println!("stuck_child ok: no report -> {first:?}; after a report -> {second:?}: {e}");
 }
 
 /// The bits of a GEMM (300 x 520 x 1000, B `[n,k]`, bf16 out) over data from `seed`, as one

@@ -131,12 +131,16 @@ impl Default for FifoBench {
     }
 }
 
+/// How long the FIFO kernels' waits (for FIFO space, for the proxy's reply) last before they
+/// give up.
+const FIFO_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// GPU threads push into one proxy thread; commands per second over the kernel's time. With
 /// `verify`, an error unless every command arrived exactly once, untorn, in per-thread order.
 pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
     let FifoBench { blocks, threads, per_thread: per, capacity, verify, max_batch } = cfg;
     let fifo = Arc::new(Fifo::new(gpu, capacity)?);
-    let diag = crate::DiagBuffers::new(gpu)?;
+    let diag = crate::DiagBuffers::new(gpu, FIFO_TIMEOUT)?;
     let total = blocks as u64 * threads as u64 * per as u64;
     let seen: Arc<Vec<AtomicU32>> = Arc::new((0..blocks * threads).map(|_| AtomicU32::new(0)).collect());
     let bad = Arc::new(AtomicU64::new(0));
@@ -162,7 +166,7 @@ pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
     let p = FifoTestParams {
         fifo: fifo.params(),
         diag: diag.abi(),
-        timeout_ns: 5_000_000_000,
+        timeout_ns: FIFO_TIMEOUT.as_nanos() as u64,
         out: 0,
         reply_flag: 0,
         per_thread: per,
@@ -171,7 +175,7 @@ pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
     // SAFETY: the FIFO, diagnostics block and proxy outlive the kernel (synchronised below).
     let ms =
         gpu.time_ms(|| unsafe { gpu.launch(kernels::FIFO_PUSH_TEST, &LaunchConfig::linear(blocks, threads, 0), &p) })?;
-    gpu.synchronize()?;
+    diag.wait(gpu, "fifo-bench", || diag.check())?;
     let start = std::time::Instant::now();
     while proxy.stats().commands < total && start.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(1));
@@ -193,7 +197,7 @@ pub fn fifo_throughput(gpu: &Gpu, cfg: FifoBench) -> crate::Result<f64> {
 /// `rounds` GPU -> proxy -> GPU ping-pongs (push a SIGNAL, the proxy sets a host-mapped flag the
 /// GPU polls); each round trip in ns.
 pub fn fifo_roundtrips(gpu: &Gpu, rounds: u32) -> crate::Result<Vec<u64>> {
-    let diag = crate::DiagBuffers::new(gpu)?;
+    let diag = crate::DiagBuffers::new(gpu, FIFO_TIMEOUT)?;
     let fifo = Arc::new(Fifo::new(gpu, 64)?);
     let reply = Arc::new(gpu.mapped::<u32>(1)?);
     let out = gpu.alloc::<u64>(rounds as usize)?;
@@ -209,7 +213,7 @@ pub fn fifo_roundtrips(gpu: &Gpu, rounds: u32) -> crate::Result<Vec<u64>> {
     let p = FifoTestParams {
         fifo: fifo.params(),
         diag: diag.abi(),
-        timeout_ns: 5_000_000_000,
+        timeout_ns: FIFO_TIMEOUT.as_nanos() as u64,
         out: out.addr(),
         reply_flag: reply.device_addr(),
         per_thread: rounds,
@@ -217,7 +221,7 @@ pub fn fifo_roundtrips(gpu: &Gpu, rounds: u32) -> crate::Result<Vec<u64>> {
     };
     // SAFETY: as above.
     unsafe { gpu.launch(kernels::FIFO_PUSH_TEST, &LaunchConfig::linear(1, 32, 0), &p)? };
-    gpu.synchronize()?;
+    diag.wait(gpu, "fifo-bench", || diag.check())?;
     proxy.shutdown()?;
     diag.check()?;
     Ok(out.to_vec()?)

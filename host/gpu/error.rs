@@ -35,6 +35,21 @@ pub enum GpuError {
     /// Work on a stream did not finish within the caller's bound.
     #[error("stream work still running after {0:?} (a kernel may be stuck)")]
     StreamTimeout(std::time::Duration),
+    /// A stream stayed busy past its [`super::StreamBound`]: some kernel is stuck where no wait
+    /// is bounded. The stream cannot drain; this process leaks its GPU memory from now on.
+    #[error(
+        "a kernel is stuck: its stream is still busy after {busy:?} ({pending} launch(es) queued{}); \
+         a CTA waits where nothing is bounded, and the stream cannot drain (end the process)",
+        after_report.map(|r| format!(", {r:?} after a device wait reported")).unwrap_or_default()
+    )]
+    KernelStuck {
+        /// How long the wait lasted.
+        busy: std::time::Duration,
+        /// Launches queued when it began.
+        pending: u64,
+        /// How long after a device wait's report it gave up (`None`: no report was seen).
+        after_report: Option<std::time::Duration>,
+    },
     /// Frees failed inside `Drop` (usually after a device trap broke the context).
     #[error("{count} free(s) failed while dropping GPU memory; the last: {last}")]
     DropFailed {

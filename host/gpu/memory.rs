@@ -4,7 +4,7 @@ use bytemuck::Pod;
 use cust_raw as sys;
 use std::marker::PhantomData;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Frees that failed inside `Drop` (after a device trap the context is broken and every free
@@ -15,6 +15,31 @@ static LAST_DROP_FAILURE: Mutex<Option<String>> = Mutex::new(None);
 fn record_drop_failure(what: &str, e: super::error::GpuError) {
     DROP_FAILURES.fetch_add(1, Ordering::Relaxed);
     *LAST_DROP_FAILURE.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{what}: {e}"));
+}
+
+/// Set once a stream was found stuck ([`super::Gpu::synchronize_bounded`]): a free would block
+/// behind the stuck kernel (`cuMemFree` waits for the device), so from then on `Drop` leaks
+/// instead, counted in `LEAKED`, and the process can still report and exit.
+static STUCK: AtomicBool = AtomicBool::new(false);
+static LEAKED: AtomicU64 = AtomicU64::new(0);
+
+pub(super) fn mark_stuck() {
+    STUCK.store(true, Ordering::Relaxed);
+}
+
+/// Whether `Drop` should leak (counting it) rather than free.
+fn leak_instead() -> bool {
+    let stuck = STUCK.load(Ordering::Relaxed);
+    if stuck {
+        LEAKED.fetch_add(1, Ordering::Relaxed);
+    }
+    stuck
+}
+
+/// Device and mapped allocations left unfreed because a kernel of this process is stuck (see
+/// [`super::Gpu::synchronize_bounded`]); 0 while none is.
+pub fn leaked_frees() -> u64 {
+    LEAKED.load(Ordering::Relaxed)
 }
 
 /// The frees that failed in `Drop` since the last call, as one error (Ok when none did). Call it
@@ -139,7 +164,7 @@ impl<T: Pod> DeviceBuffer<T> {
 
 impl<T: Pod> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
-        if self.ptr != 0 {
+        if self.ptr != 0 && !leak_instead() {
             // SAFETY: ptr came from cuMemAlloc and is freed once.
             let r = check("cuMemFree", unsafe { sys::cuMemFree_v2(self.ptr) });
             if let Err(e) = r {
@@ -314,6 +339,9 @@ impl MappedBuffer<u64> {
 
 impl<T: Pod> Drop for MappedBuffer<T> {
     fn drop(&mut self) {
+        if leak_instead() {
+            return;
+        }
         // SAFETY: host came from cuMemHostAlloc and is freed once.
         let r = check("cuMemFreeHost", unsafe { sys::cuMemFreeHost(self.host.cast()) });
         if let Err(e) = r {

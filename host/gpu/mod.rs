@@ -7,12 +7,14 @@ pub mod kernels;
 mod memory;
 mod tensor_map;
 pub mod topology;
+mod watch;
 
 pub(crate) use driver::write_u32_async;
 pub use error::{GpuError, Result};
 pub use kernels::Kernel;
-pub use memory::{take_drop_errors, DeviceBuffer, DeviceSlice, MappedBuffer};
+pub use memory::{leaked_frees, take_drop_errors, DeviceBuffer, DeviceSlice, MappedBuffer};
 pub use tensor_map::{EncodeTensorMap, L2Promotion, Swizzle, TensorMap, Tile2d, Tile4d, TmaDtype};
+pub use watch::{StreamBound, RUN_ALLOWANCE};
 
 use bytemuck::Pod;
 use cust::context::Context;
@@ -24,6 +26,7 @@ pub(crate) use error::check as check_raw;
 use error::{check, cust_err};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -268,6 +271,10 @@ impl LaunchConfig {
 pub struct Gpu {
     state: Arc<DeviceState>,
     stream: Stream,
+    /// Launches enqueued on `stream`, and how many of them a wait saw finish (the bound of
+    /// [`Gpu::synchronize_bounded`] scales with the difference).
+    launched: AtomicU64,
+    drained: AtomicU64,
 }
 
 impl Gpu {
@@ -290,7 +297,7 @@ impl Gpu {
         // default stream, and a blocking stream orders them before (and after) its own launches.
         // (A non-blocking stream could start a kernel before its inputs or tensor maps landed.)
         let stream = Stream::new(StreamFlags::DEFAULT, None).map_err(cust_err("cuStreamCreate"))?;
-        Ok(Gpu { state, stream })
+        Ok(Gpu { state, stream, launched: AtomicU64::new(0), drained: AtomicU64::new(0) })
     }
 
     /// Make this GPU's context current on the calling thread (every method does it first).
@@ -309,9 +316,13 @@ impl Gpu {
         &self.stream
     }
 
-    /// Wait for everything queued on this handle's stream.
+    /// Wait for everything queued on this handle's stream (with no bound: ops wait through
+    /// [`Gpu::synchronize_bounded`]).
     pub fn synchronize(&self) -> Result<()> {
-        self.stream.synchronize().map_err(cust_err("cuStreamSynchronize"))
+        let launched = self.launched.load(Ordering::Relaxed);
+        self.stream.synchronize().map_err(cust_err("cuStreamSynchronize"))?;
+        self.drained.fetch_max(launched, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Wait for this handle's stream, but give up after `limit` with [`GpuError::StreamTimeout`]
@@ -429,6 +440,7 @@ impl Gpu {
         }
         let f = self.function(kernel.name, cfg.smem_bytes)?;
         let mut args = [params as *const P as *mut c_void];
+        self.launched.fetch_add(1, Ordering::Relaxed);
         match cfg.cluster {
             None => check(
                 "cuLaunchKernel",
@@ -539,6 +551,7 @@ impl Graph {
     /// Replay the graph on `gpu`'s stream (asynchronous).
     pub fn launch(&self, gpu: &Gpu) -> Result<()> {
         gpu.make_current()?;
+        gpu.launched.fetch_add(1, Ordering::Relaxed);
         // SAFETY: a live executable graph and a valid stream.
         check("cuGraphLaunch", unsafe { sys::cuGraphLaunch(self.exec, gpu.stream.as_inner()) })
     }

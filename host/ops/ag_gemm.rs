@@ -409,7 +409,7 @@ impl<'a> AgGemm<'a> {
         let row_order_buf = gpu.upload(&order)?;
         let launches = gpu.upload(&[0u64])?;
         let tile_counters = gpu.upload(&[0u32; 2])?;
-        let diag = DiagBuffers::new(gpu)?;
+        let diag = DiagBuffers::new(gpu, opts.timeout)?;
         let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout, ..Default::default() }
             .whole_tiles();
         let (mut gemm, maps) = plan(
@@ -654,12 +654,12 @@ impl<'a> AgGemm<'a> {
     /// timeout, build the op again: an abandoned launch leaves its tile and tail counters (zero
     /// between launches otherwise) as they were.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
-        let sync = gpu.synchronize();
-        self.diag.check()?;
-        self.unfused.gemm.check_diag()?;
-        self.unfused.ag.wait(gpu)?;
-        self.comm.check()?;
-        Ok(sync?)
+        self.diag.wait(gpu, "ag-gemm", || {
+            self.diag.check()?;
+            self.unfused.gemm.check_diag()?;
+            self.unfused.ag.check()?;
+            self.comm.check()
+        })
     }
 
     /// Launch and wait.

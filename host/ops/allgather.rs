@@ -191,7 +191,7 @@ impl<'c> AllGather<'c> {
         let flags = comm.alloc(12 * w as usize)?; // data[w], ready[w], taken[w]
         let counters = gpu.upload(&vec![0u32; 2 * world.local_world_size as usize])?; // pushes, then pulls
         let launches = gpu.upload(&[0u64])?;
-        let diag = DiagBuffers::new(gpu)?;
+        let diag = DiagBuffers::new(gpu, opts.timeout)?;
         let mut params = AllGatherParams {
             input: input_addr,
             output: out_addr,
@@ -315,10 +315,14 @@ impl<'c> AllGather<'c> {
 
     /// Wait for this rank's launches; report a device-side timeout or a proxy error.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
-        let sync = gpu.synchronize();
+        self.diag.wait(gpu, "all-gather", || self.check())
+    }
+
+    /// What this op's launches reported so far (its wait record, then the proxy); read while
+    /// they run too.
+    pub fn check(&self) -> Result<()> {
         self.diag.check()?;
-        self.comm.check()?;
-        Ok(sync?)
+        self.comm.check()
     }
 
     /// Launch, wait, then a bootstrap barrier (all ranks done with this launch's data).

@@ -198,7 +198,7 @@ impl<'a> Attention<'a> {
             tensor_map(v.addr(), shape, Side::Kv, layout),
             tensor_map(o.addr(), shape, Side::O, layout),
         ])?;
-        let diag = DiagBuffers::new(gpu)?;
+        let diag = DiagBuffers::new(gpu, opts.timeout)?;
         let sched = gpu.upload(&[0u64; 2])?;
         let mut params = base_params(shape, layout, (opts.causal, scale, opts.timeout), &diag, sched.addr());
         (params.q_map, params.k_map, params.v_map, params.o_map) =
@@ -232,9 +232,7 @@ impl<'a> Attention<'a> {
     /// Launch, wait, and turn a device-side timeout into [`crate::Error::DeviceTimeout`].
     pub fn run(&self, gpu: &Gpu) -> Result<()> {
         self.launch(gpu)?;
-        let sync = gpu.synchronize();
-        self.diag.check()?;
-        sync.map_err(crate::Error::from)
+        self.diag.wait(gpu, "attention", || self.diag.check())
     }
 }
 

@@ -446,7 +446,7 @@ impl<'a> Gemm<'a> {
         // k-block's bytes. With B [K, N] a k-block's boxes lie side by side in each row, and the
         // wider promotion measured 2.7% slower over the small shapes (docs/PERF.md).
         let promotion = if deep && b_layout == BLayout::NK { L2Promotion::B256 } else { L2Promotion::B128 };
-        let diag = DiagBuffers::new(gpu)?;
+        let diag = DiagBuffers::new(gpu, opts.timeout)?;
         let opts = GemmOptions { tile_n: Some(tile_n), ..opts };
         let a_rows = a_box_rows(shape.m as u32);
         let (mut params, maps) = plan(gpu, shape, b_layout, a, b, c, &opts, &diag, (promotion, a_rows))?;
@@ -529,9 +529,7 @@ impl<'a> Gemm<'a> {
     /// Launch, wait, and turn a device-side timeout into [`Error::DeviceTimeout`].
     pub fn run(&self, gpu: &Gpu) -> Result<()> {
         self.launch(gpu)?;
-        let sync = gpu.synchronize();
-        self.check_diag()?;
-        sync.map_err(Error::from)
+        self.diag.wait(gpu, "gemm", || self.check_diag())
     }
 
     /// Return the device's wait report, if a wait of an earlier launch gave up.
@@ -600,7 +598,7 @@ impl<'a> GatherGemm<'a> {
         let ctas = persistent_ctas(gpu, &opts)?;
         let (tiles, _) = tiles_and_k_blocks(shape, TILE_N);
         let ctas = ctas.min(tiles as u32);
-        let diag = DiagBuffers::new(gpu)?;
+        let diag = DiagBuffers::new(gpu, opts.timeout)?;
         let opts = GemmOptions { tile_n: Some(TILE_N), ..opts };
         // B's and C's maps as for the plain GEMM. A's map is encoded too (plan's third map) but
         // never read: the producer gathers the rows.
@@ -637,9 +635,7 @@ impl<'a> GatherGemm<'a> {
     /// Launch, wait, and report a device-side timeout or a row index past A.
     pub fn run(&self, gpu: &Gpu) -> Result<()> {
         self.launch(gpu)?;
-        let sync = gpu.synchronize();
-        self.diag.check()?;
-        sync.map_err(Error::from)?;
+        self.diag.wait(gpu, "gemm-gather", || self.diag.check())?;
         let e = self.errors.to_vec()?;
         if e[0] != 0 {
             self.errors.copy_from(&[0; 4])?;

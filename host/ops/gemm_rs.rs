@@ -554,7 +554,7 @@ impl<'a> GemmRs<'a> {
         let peers = gpu.upload(&[table])?;
         let out_maps_buf = gpu.upload(&out_maps)?;
         let launches = gpu.upload(&[0u64])?;
-        let diag = DiagBuffers::new(gpu)?;
+        let diag = DiagBuffers::new(gpu, opts.timeout)?;
         let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout, ..Default::default() }
             .whole_tiles();
         let c = CAddr { addr: out.addr(), f32: opts.out_f32 };
@@ -647,7 +647,7 @@ impl<'a> GemmRs<'a> {
         let flags = comm.alloc(sizes.unfused_flags)?;
         let launches = gpu.upload(&[0u64])?;
         let counters = gpu.upload(&[0u32; 2])?;
-        let diag = DiagBuffers::new(gpu)?;
+        let diag = DiagBuffers::new(gpu, opts.timeout)?;
         let gemm = |p: &HeapRegion<'a>| {
             let gopts = GemmOptions { ctas: None, group_m: opts.group_m, timeout: opts.timeout, ..Default::default() }
                 .whole_tiles();
@@ -862,14 +862,14 @@ impl<'a> GemmRs<'a> {
 
     /// Wait for this rank's launches; report a device-side timeout.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
-        let sync = gpu.synchronize();
-        self.diag.check()?;
-        self.unfused.diag.check()?;
-        for g in &self.unfused.gemms {
-            g.check_diag()?;
-        }
-        self.comm.check()?;
-        Ok(sync?)
+        self.diag.wait(gpu, self.collective.op_name(), || {
+            self.diag.check()?;
+            self.unfused.diag.check()?;
+            for g in &self.unfused.gemms {
+                g.check_diag()?;
+            }
+            self.comm.check()
+        })
     }
 
     /// Launch and wait.

@@ -305,7 +305,7 @@ impl<'a> MoeDispatchGemm<'a> {
         let scratch = gpu.upload(&vec![0u32; layout.words as usize])?;
         let errors = gpu.upload(&[0u32; 4])?;
         let launches = gpu.upload(&[0u64])?;
-        let diag = DiagBuffers::new(gpu)?;
+        let diag = DiagBuffers::new(gpu, opts.timeout)?;
 
         let map = super::gemm::bf16_sw128;
         let (h64, i64_, cap64, el64) = (h as u64, i as u64, cap as u64, el as u64);
@@ -525,10 +525,10 @@ impl<'a> MoeDispatchGemm<'a> {
 
     /// Wait for this rank's launches; report a device-side timeout or a routing error.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
-        let sync = gpu.synchronize();
-        self.diag.check()?;
-        self.comm.check()?;
-        sync?;
+        self.diag.wait(gpu, "moe", || {
+            self.diag.check()?;
+            self.comm.check()
+        })?;
         let err = self.errors.to_vec()?;
         if err[0] != 0 {
             self.errors.copy_from(&[0; 4])?;

@@ -241,7 +241,7 @@ impl<'a> RingAttention<'a> {
         let counters = gpu.upload(&vec![0u32; RingAttnParams::counter_words(world.world_size) as usize])?;
         let o_acc = gpu.alloc::<f32>(shape.q_elements())?;
         let lse_acc = gpu.alloc::<f32>(shape.lse_elements())?;
-        let diag = DiagBuffers::new(gpu)?;
+        let diag = DiagBuffers::new(gpu, opts.timeout)?;
         let sched = gpu.upload(&[0u64; 2])?;
         let tiles_per_step = shape.tiles();
         let attn_ctas = (sms - comm_ctas).min(tiles_per_step);
@@ -369,10 +369,10 @@ impl<'a> RingAttention<'a> {
 
     /// Wait for this rank's launches; report a device-side timeout or a proxy error.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
-        let sync = gpu.synchronize();
-        self.diag.check()?;
-        self.comm.check()?;
-        Ok(sync?)
+        self.diag.wait(gpu, "ring-attention", || {
+            self.diag.check()?;
+            self.comm.check()
+        })
     }
 
     /// Launch and wait.
