@@ -1061,19 +1061,31 @@ unsafe fn pull_item(
             (pick(&p.table().rx, lr) + p.rx_at(s), f)
         }
     };
-    if st.have & (1 << s) == 0 && tid == 0 {
-        // Its records are in the inbox once `records[s]` is up: an NVLink copy from this node,
-        // the proxy's write from another.
-        let f = (p.flags() as *const u32).add(p.records_flag(s) as usize);
-        let _ = b.flag(f, epoch, s);
-        st.have |= 1 << s;
+    let verdict = dyn_smem_base() + VERDICT_SMEM;
+    if tid == 0 {
+        if st.have & (1 << s) == 0 {
+            // Its records are in the inbox once `records[s]` is up: an NVLink copy from this
+            // node, the proxy's write from another.
+            let f = (p.flags() as *const u32).add(p.records_flag(s) as usize);
+            if b.flag(f, epoch, s).is_ok() {
+                st.have |= 1 << s;
+            }
+        }
+        // (`pull` synchronised after every thread read the item from this word.)
+        st_shared_u32(verdict, ((st.have >> s) & 1) as u32);
     }
     sync_threads();
+    let have = ld_shared_u32(verdict) != 0;
+    sync_threads(); // every thread read the verdict before the word is rewritten
+    if !have {
+        // The wait reported (the launch fails): the inbox holds an earlier launch's records, or
+        // none, whose positions would send rows anywhere. Nothing of this source is moved.
+        return;
+    }
     let rec_bytes = MoeParams::record_words(p.top_k) * 4;
     let batch = REC_SMEM_BYTES / rec_bytes;
     let staged = dyn_smem_base() + REC_SMEM;
     let srec = |r: u32| staged + r * rec_bytes;
-    let verdict = dyn_smem_base() + VERDICT_SMEM;
     let from = received(p, s);
     let n = *((from + p.counts_at(s)) as *const u32).add(1);
     let r0 = r * p.run_records;
