@@ -269,16 +269,24 @@ fn device_trap_is_an_error_not_a_panic() {
     if gpu_or_skip("device_trap_is_an_error_not_a_panic").is_none() {
         return;
     }
+    println!("{}", child_verdict("trap_child", "MKERNEL_TRAP_CHILD"));
+}
+
+/// Run this test binary again with only the ignored test `child` selected and `env` set (a fault
+/// that spoils the process's CUDA state runs there); the child's `{child} ok` line, or a panic
+/// with its output when it failed or printed none.
+fn child_verdict(child: &str, env: &str) -> String {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "trap_child", "--nocapture", "--test-threads=1"])
-        .env("MKERNEL_TRAP_CHILD", "1")
+        .args(["--ignored", "--exact", child, "--nocapture", "--test-threads=1"])
+        .env(env, "1")
         .output()
         .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the child failed:\n{text}");
-    // The harness prints `test trap_child ... ` on the same line before the child's own output.
-    let line = text.lines().find_map(|l| l.find("trap_child ok").map(|i| &l[i..]));
-    println!("{}", line.unwrap_or_else(|| panic!("no verdict:\n{text}")));
+    assert!(out.status.success(), "{child} failed:\n{text}");
+    // The harness prints `test {child} ... ` on the same line before the child's own output.
+    let ok = format!("{child} ok");
+    let line = text.lines().find_map(|l| l.find(&ok).map(|i| l[i..].to_string()));
+    line.unwrap_or_else(|| panic!("no verdict from {child}:\n{text}"))
 }
 
 #[test]
@@ -313,15 +321,7 @@ fn stuck_kernel_is_an_error_not_a_hang() {
     if gpu_or_skip("stuck_kernel_is_an_error_not_a_hang").is_none() {
         return;
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "stuck_child", "--nocapture", "--test-threads=1"])
-        .env("MKERNEL_STUCK_CHILD", "1")
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the child failed:\n{text}");
-    let line = text.lines().find_map(|l| l.find("stuck_child ok").map(|i| &l[i..]));
-    println!("{}", line.unwrap_or_else(|| panic!("no verdict:\n{text}")));
+    println!("{}", child_verdict("stuck_child", "MKERNEL_STUCK_CHILD"));
 }
 
 /// One handshake round's buffers (all allocated before anything launches: an allocation or
