@@ -3,7 +3,7 @@
 //! per rank; a multi-rank figure is the slowest rank's median. Results are [`Record`]s with one
 //! JSON-lines schema for every op, printed as a table by [`print_table`].
 use crate::comm::bootstrap::Bootstrap;
-use crate::gpu::GpuError;
+use crate::gpu::{GpuError, StreamBound};
 use crate::{Gpu, Result};
 use serde::{Deserialize, Serialize};
 use std::io::IsTerminal;
@@ -197,11 +197,11 @@ pub fn time_each<G: Group + ?Sized>(
             work()?;
         }
     }
-    gpu.synchronize()?;
+    gpu.synchronize_bounded(StreamBound::UNKNOWN, || false)?;
     let mut samples = vec![Vec::with_capacity(t.reps); works.len()];
     for _ in 0..t.reps.max(1) {
         for (work, out) in works.iter_mut().zip(samples.iter_mut()) {
-            gpu.synchronize()?;
+            gpu.synchronize_bounded(StreamBound::UNKNOWN, || false)?;
             group.barrier()?;
             let mut failed = None;
             let ms = gpu.time_ms(|| {

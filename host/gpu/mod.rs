@@ -528,7 +528,8 @@ impl Gpu {
         self.stream.wait_event(done, StreamWaitEventFlags::DEFAULT).map_err(cust_err("cuStreamWaitEvent"))
     }
 
-    /// Time `work` (which enqueues on this handle's stream) with CUDA events; milliseconds.
+    /// Time `work` (which enqueues on this handle's stream) with CUDA events; milliseconds. The
+    /// wait for the stop event is bounded by [`StreamBound::UNKNOWN`].
     pub fn time_ms<F: FnMut() -> Result<()>>(&self, mut work: F) -> Result<f32> {
         self.make_current()?;
         let start = Event::new(EventFlags::DEFAULT).map_err(cust_err("cuEventCreate"))?;
@@ -536,6 +537,8 @@ impl Gpu {
         start.record(&self.stream).map_err(cust_err("cuEventRecord"))?;
         work()?;
         stop.record(&self.stream).map_err(cust_err("cuEventRecord"))?;
+        // The stop event is the stream's last work: once the stream drained it has completed.
+        self.synchronize_bounded(StreamBound::UNKNOWN, || false)?;
         stop.synchronize().map_err(cust_err("cuEventSynchronize"))?;
         stop.elapsed_time_f32(&start).map_err(cust_err("cuEventElapsedTime"))
     }

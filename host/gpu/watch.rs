@@ -29,6 +29,14 @@ pub struct StreamBound {
 }
 
 impl StreamBound {
+    /// For work whose device timeout is not known where it is waited for (timing brackets,
+    /// benches): a minute per launch beyond [`RUN_ALLOWANCE`], far above the ops' default device
+    /// timeout (10 s). An op's own `wait` knows its timeout and bounds tighter.
+    pub const UNKNOWN: StreamBound = StreamBound {
+        per_launch: Duration::from_secs(60 + RUN_ALLOWANCE.as_secs()),
+        after_report: Duration::from_secs(60 + RUN_ALLOWANCE.as_secs()),
+    };
+
     /// The bound for kernels whose device waits give up after `timeout`: a launch may take
     /// `timeout` plus [`RUN_ALLOWANCE`], and so may the drain after a report.
     pub fn for_device_timeout(timeout: Duration) -> Self {
