@@ -328,21 +328,7 @@ impl Gpu {
     /// Wait for this handle's stream, but give up after `limit` with [`GpuError::StreamTimeout`]
     /// instead of blocking forever on a stuck kernel.
     pub fn synchronize_timeout(&self, limit: Duration) -> Result<()> {
-        self.make_current()?;
-        let start = Instant::now();
-        loop {
-            // SAFETY: valid stream handle.
-            let r = unsafe { sys::cuStreamQuery(self.stream.as_inner()) };
-            match r as u32 {
-                0 => return Ok(()),
-                600 => {} // CUDA_ERROR_NOT_READY
-                _ => return check("cuStreamQuery", r),
-            }
-            if start.elapsed() > limit {
-                return Err(GpuError::StreamTimeout(limit));
-            }
-            std::thread::sleep(Duration::from_micros(50));
-        }
+        self.poll_stream(|busy| (busy > limit).then_some(GpuError::StreamTimeout(limit)))
     }
 
     /// Allocate `len` uninitialised elements.

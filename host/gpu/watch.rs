@@ -72,11 +72,31 @@ impl Gpu {
     /// mapped memory instead of freeing it (a free would block behind the stuck kernel, see
     /// [`super::leaked_frees`]). End the process; the driver reclaims the GPU.
     pub fn synchronize_bounded(&self, bound: StreamBound, mut reported: impl FnMut() -> bool) -> Result<()> {
+        let pending = self.pending_launches();
+        let (mut report_at, mut last_poll) = (None::<Instant>, None::<Instant>);
+        self.poll_stream(|busy| {
+            let now = Instant::now();
+            if report_at.is_none() && last_poll.is_none_or(|t| now - t >= REPORT_POLL) {
+                last_poll = Some(now);
+                if reported() {
+                    report_at = Some(now);
+                }
+            }
+            let after_report = report_at.map(|t| now - t);
+            bound.exceeded(pending, busy, after_report).then(|| {
+                super::memory::mark_stuck();
+                GpuError::KernelStuck { busy, pending, after_report }
+            })
+        })
+    }
+
+    /// Poll this handle's stream until it drained (the launches queued when the poll began then
+    /// count as drained) or until `give_up`, given how long the stream has been busy, names the
+    /// error to return.
+    pub(super) fn poll_stream(&self, mut give_up: impl FnMut(Duration) -> Option<GpuError>) -> Result<()> {
         self.make_current()?;
         let launched = self.launched.load(Ordering::Relaxed);
-        let pending = self.pending_launches();
         let start = Instant::now();
-        let (mut report_at, mut last_poll) = (None::<Instant>, None::<Instant>);
         loop {
             // SAFETY: this handle's stream is alive for as long as `self`.
             let r = unsafe { sys::cuStreamQuery(self.stream.as_inner()) };
@@ -88,17 +108,9 @@ impl Gpu {
                 600 => {} // CUDA_ERROR_NOT_READY
                 _ => return check("cuStreamQuery", r),
             }
-            let now = Instant::now();
-            if report_at.is_none() && last_poll.is_none_or(|t| now - t >= REPORT_POLL) {
-                last_poll = Some(now);
-                if reported() {
-                    report_at = Some(now);
-                }
-            }
-            let busy = now - start;
-            if bound.exceeded(pending, busy, report_at.map(|t| now - t)) {
-                super::memory::mark_stuck();
-                return Err(GpuError::KernelStuck { busy, pending, after_report: report_at.map(|t| now - t) });
+            let busy = start.elapsed();
+            if let Some(e) = give_up(busy) {
+                return Err(e);
             }
             // Spin briefly (most waits end within a few hundred microseconds of being called in
             // a loop of launches), then sleep so a long wait does not burn a core.
