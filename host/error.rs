@@ -109,11 +109,12 @@ impl DiagBuffers {
     }
 
     /// Wait for `gpu`'s stream, bounded by this record's timeout
-    /// ([`crate::gpu::StreamBound::for_device_timeout`]), then report what `checks` find (this
-    /// record and whatever else the op's kernels report into: other records, the proxy) before
-    /// a driver error. A stream still busy past the bound is [`Error::KernelStuck`], with what
-    /// `checks` found meanwhile: the bounded waits' reports are read while the stream is busy.
-    pub fn wait(&self, gpu: &crate::Gpu, op: &'static str, checks: impl Fn() -> Result<()>) -> Result<()> {
+    /// ([`crate::gpu::StreamBound::for_device_timeout`]), then report what this record holds and
+    /// what `others` find (whatever else the op's kernels report into: other records, the proxy)
+    /// before a driver error. A stream still busy past the bound is [`Error::KernelStuck`], with
+    /// what they found meanwhile: the bounded waits' reports are read while the stream is busy.
+    pub fn wait(&self, gpu: &crate::Gpu, op: &'static str, others: impl Fn() -> Result<()>) -> Result<()> {
+        let checks = || self.check().and_then(|()| others());
         let bound = crate::gpu::StreamBound::for_device_timeout(self.timeout);
         let sync = gpu.synchronize_bounded(bound, || checks().is_err());
         if let Err(stuck @ GpuError::KernelStuck { .. }) = sync {

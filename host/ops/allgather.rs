@@ -315,7 +315,7 @@ impl<'c> AllGather<'c> {
 
     /// Wait for this rank's launches; report a device-side timeout or a proxy error.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
-        self.diag.wait(gpu, "all-gather", || self.check())
+        self.diag.wait(gpu, "all-gather", || self.comm.check())
     }
 
     /// What this op's launches reported so far (its wait record, then the proxy); read while
