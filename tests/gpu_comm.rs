@@ -9,7 +9,8 @@ fn allgather(nprocs: u32, nodes: u32, gpus: &[u32], shard: usize, iters: u32) {
     allgather_with(nprocs, nodes, gpus, shard, iters, &[]);
 }
 
-/// `extra`: options of `mkernel rank-check allgather` (`--copy lsu|bulk|fan|pull`, `--in-place`).
+/// `extra`: options of `mkernel rank-check allgather` (`--copy lsu|bulk|fan|pull|ce`, `--in-place`,
+/// `--graph`).
 fn allgather_with(nprocs: u32, nodes: u32, gpus: &[u32], shard: usize, iters: u32, extra: &[&str]) {
     let (shard, iters) = (shard.to_string(), iters.to_string());
     let mut args = vec!["rank-check", "allgather", "--shard-bytes", &shard, "--iters", &iters];
@@ -38,6 +39,22 @@ fn allgather_two_ranks_sharing_one_gpu() {
         allgather(2, 1, &[0, 0], shard, 6);
         allgather(2, 2, &[0, 0], shard, 6);
     }
+    // The copy engines between two processes' buffers on one GPU, launched through a graph.
+    allgather_with(2, 1, &[0, 0], 1_000_003, 6, &["--copy", "ce", "--graph"]);
+}
+
+#[test]
+fn allgather_absent_rank_is_reported() {
+    // Rank 1 builds the op and never launches: rank 0's launch must end in a device-wait report
+    // naming rank 1 (with the copy engines, before its context stops: no copy into a rank that
+    // never became ready), bounded by the 1.5 s timeout, with SM copies and with the copy engines.
+    let Some(_g) = gpu_or_skip("allgather_absent_rank_is_reported") else { return };
+    let two = mkernel::gpu::device_count().unwrap_or(0) >= 2;
+    let gpus: &[u32] = if two { &[0, 1] } else { &[0, 0] };
+    for copy in ["lsu", "ce"] {
+        let args = ["--copy", copy, "--absent-rank", "1", "--timeout-ms", "1500"];
+        allgather_with(2, 1, gpus, 1_000_003, 1, &args);
+    }
 }
 
 #[test]
@@ -53,6 +70,8 @@ fn allgather_one_node_two_gpus() {
         &["--copy", "fan", "--in-place"],
         &["--copy", "pull"],
         &["--copy", "pull", "--in-place"],
+        &["--copy", "ce"],
+        &["--copy", "ce", "--in-place", "--graph"],
     ];
     for extra in modes {
         for shard in [17usize, 1_000_003, 16 << 20, (16 << 20) + 48] {
@@ -70,6 +89,8 @@ fn allgather_two_emulated_nodes_one_gpu_each() {
         allgather(2, 2, &[0, 1], shard, 10);
     }
     allgather_with(2, 2, &[0, 1], 1_000_003, 10, &["--in-place"]);
+    // No local peer: the copy engines copy nothing, the entering launch's inter-send CTA does it all.
+    allgather_with(2, 2, &[0, 1], 1_000_003, 10, &["--copy", "ce"]);
 }
 
 #[test]
@@ -100,6 +121,8 @@ fn allgather_four_gpus_one_node_and_two_nodes() {
         &["--copy", "fan", "--in-place"],
         &["--copy", "pull"],
         &["--copy", "pull", "--in-place"],
+        &["--copy", "ce"],
+        &["--copy", "ce", "--in-place", "--graph"],
     ];
     for extra in modes {
         for shard in [17usize, 1_000_003, (16 << 20) + 48] {

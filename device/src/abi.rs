@@ -437,7 +437,8 @@ abi_struct! {
         /// The grid: `intra_comm` copy CTAs, and one inter-send CTA with several nodes.
         pub roles: RoleSplit,
         /// How intra-comm CTAs move bytes: [`COPY_LSU`], [`COPY_BULK`], [`COPY_FAN`] or
-        /// [`COPY_PULL`].
+        /// [`COPY_PULL`]; or which end of the copy engines' copies this launch is
+        /// ([`COPY_CE_ENTER`], [`COPY_CE_LEAVE`]: one intra-comm CTA, which moves nothing).
         pub copy_mode: u32,
         /// 1: `input` is this rank's slice of `output` (nothing to copy locally).
         pub in_place: u32,
@@ -1126,6 +1127,14 @@ pub const COPY_FAN: u32 = 2;
 /// shard into their own output (the reads of every source interleaved), instead of pushing
 /// their own shard into the peers'.
 pub const COPY_PULL: u32 = 3;
+/// The copy engines move the shards over NVLink, enqueued by the host between two small
+/// launches of the all-gather kernel: this one (every local peer entered: their outputs may be
+/// written) ...
+pub const COPY_CE_ENTER: u32 = 4;
+/// ... and this one, after the copies in stream order (raise `data[rank]` on every local peer,
+/// then wait for every shard). Each has a launch counter of its own, so both count the same
+/// epochs.
+pub const COPY_CE_LEAVE: u32 = 5;
 
 abi_struct! {
     /// FIFO exercise: every thread of the grid pushes `per_thread` commands whose fields encode

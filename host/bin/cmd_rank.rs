@@ -69,6 +69,7 @@ impl From<CopyArg> for NvlinkCopy {
             CopyArg::Lsu => NvlinkCopy::Lsu,
             CopyArg::Fan => NvlinkCopy::Fan,
             CopyArg::Pull => NvlinkCopy::Pull,
+            CopyArg::Ce => NvlinkCopy::CopyEngine,
             CopyArg::Auto => NvlinkCopy::Auto,
         }
     }
@@ -176,15 +177,24 @@ pub fn rank_check(c: RankCheckCmd) -> anyhow::Result<()> {
             println!("bootstrap ok: rank {} of {}", world.rank, world.world_size);
             Ok(())
         }
-        RankCheckCmd::Allgather { shard_bytes, iters, intra_ctas, copy, in_place, chunk_bytes, timeout_ms } => {
-            let opts = AllGatherOptions {
-                intra_ctas,
-                copy: copy.into(),
-                in_place,
-                chunk_bytes: chunk_bytes as u64,
-                timeout: Duration::from_millis(timeout_ms),
-            };
-            allgather_check(&world, Duration::from_millis(timeout_ms), shard_bytes, iters, opts)
+        RankCheckCmd::Allgather {
+            shard_bytes,
+            iters,
+            intra_ctas,
+            copy,
+            in_place,
+            chunk_bytes,
+            timeout_ms,
+            graph,
+            absent_rank,
+        } => {
+            let timeout = Duration::from_millis(timeout_ms);
+            let opts =
+                AllGatherOptions { intra_ctas, copy: copy.into(), in_place, chunk_bytes: chunk_bytes as u64, timeout };
+            match absent_rank {
+                Some(absent) => allgather_absent(&world, shard_bytes, opts, absent),
+                None => allgather_check(&world, shard_bytes, (iters, graph), opts),
+            }
         }
         RankCheckCmd::AgGemm(a) => crate::cmd_ag_gemm::check(&world, a),
         RankCheckCmd::GemmRs(a) => {
@@ -197,21 +207,70 @@ pub fn rank_check(c: RankCheckCmd) -> anyhow::Result<()> {
     }
 }
 
+/// The communicator the all-gather checks run on: a heap for `shard`-byte shards, every bootstrap
+/// step bounded by the op's timeout.
+fn allgather_comm(world: &World, gpu: &Gpu, shard: usize, opts: &AllGatherOptions) -> anyhow::Result<Communicator> {
+    let copts = CommOptions {
+        heap_bytes: 2 * shard * world.world_size as usize + (1 << 20),
+        timeout: opts.timeout,
+        ..CommOptions::from_env()?
+    };
+    Ok(Communicator::new(gpu, world, copts)?)
+}
+
+/// One rank never launches: every other rank's launch must end in a device-wait report that names
+/// the absent rank (with the copy engines the report comes before the context stops, so nothing
+/// is copied into a rank that never became ready). The absent rank outlives the others' waits.
+fn allgather_absent(world: &World, shard: usize, opts: AllGatherOptions, absent: u32) -> anyhow::Result<()> {
+    ensure!(absent < world.world_size, "--absent-rank {absent}: the world has {} ranks", world.world_size);
+    let gpu = Gpu::new(world.device)?;
+    let comm = allgather_comm(world, &gpu, shard, &opts)?;
+    let ag = AllGather::new(&comm, &gpu, shard, opts.clone())?;
+    if world.rank == absent {
+        std::thread::sleep(3 * opts.timeout + Duration::from_secs(2));
+        println!("allgather absent ok: rank {absent} stayed away");
+        return Ok(());
+    }
+    ag.input().fill_bytes(world.rank as u8)?;
+    ag.launch(&gpu)?;
+    let err = match ag.wait(&gpu) {
+        Ok(()) => bail!("rank {}: the launch completed although rank {absent} never launched", world.rank),
+        Err(e) => format!("{e:#}"),
+    };
+    // A local peer's absence shows in the wait for its `ready` (the tile is the awaited rank); with
+    // several nodes a rank may instead report the wait for data that the absent rank's node never
+    // forwarded.
+    ensure!(
+        err.contains("device wait timed out") && err.contains("waited"),
+        "rank {}: unexpected error: {err}",
+        world.rank
+    );
+    if world.nodes == 1 {
+        ensure!(
+            err.contains(&format!("(tile {absent})")),
+            "rank {}: the report does not name rank {absent}: {err}",
+            world.rank
+        );
+    }
+    println!("allgather absent ok: rank {} (copy {:?}) reported: {err}", world.rank, ag.copy());
+    Ok(())
+}
+
 fn allgather_check(
     world: &World,
-    timeout: Duration,
     shard: usize,
-    iters: u32,
+    (iters, graph): (u32, bool),
     opts: AllGatherOptions,
 ) -> anyhow::Result<()> {
     let gpu = Gpu::new(world.device)?;
-    let copts = CommOptions {
-        heap_bytes: 2 * shard * world.world_size as usize + (1 << 20),
-        timeout,
-        ..CommOptions::from_env()?
-    };
-    let comm = Communicator::new(&gpu, world, copts)?;
+    let comm = allgather_comm(world, &gpu, shard, &opts)?;
     let ag = AllGather::new(&comm, &gpu, shard, opts)?;
+    let capture = || gpu.capture(|| ag.launch(&gpu).map_err(|e| mkernel::GpuError::Module(e.to_string())));
+    let graph = if graph { Some(capture()?) } else { None };
+    let launch = || match &graph {
+        Some(g) => Ok(g.launch(&gpu)?),
+        None => ag.launch(&gpu),
+    };
     let w = world.world_size as usize;
     let verify = |ag: &AllGather, it: u32| -> anyhow::Result<()> {
         let out = ag.output().to_vec()?;
@@ -238,7 +297,7 @@ fn allgather_check(
         let mine: Vec<u8> = (0..shard).map(|i| pattern(world.rank, it, i)).collect();
         ag.output().fill_bytes(0xa5)?;
         ag.input().copy_from(&mine)?; // after the poison: may alias it
-        ag.launch(&gpu)?;
+        launch()?;
         ag.wait(&gpu)?;
         verify(&ag, it)?;
         if world.nodes > 1 {
@@ -247,17 +306,19 @@ fn allgather_check(
     }
     // Many launches back to back, no host synchronisation and no reset in between.
     for _ in 0..50 {
-        ag.launch(&gpu)?;
+        launch()?;
     }
     ag.wait(&gpu)?;
     verify(&ag, iters - 1)?;
     comm.barrier()?;
     println!(
-        "allgather ok: rank {} of {} ({} nodes, transport {}), shard {shard} B, {iters} checked launches + 50 back to back; proxy {:?}",
+        "allgather ok: rank {} of {} ({} nodes, transport {}, copy {:?}{}), shard {shard} B, {iters} checked launches + 50 back to back; proxy {:?}",
         world.rank,
         world.world_size,
         world.nodes,
         comm.transport(),
+        ag.copy(),
+        if graph.is_some() { ", graph" } else { "" },
         comm.proxy_stats()
     );
     Ok(())

@@ -394,7 +394,11 @@ pub enum CopyArg {
     Fan,
     /// Bulk copies that read: each rank pulls every local peer's shard into its own output.
     Pull,
-    /// `lsu` from 8 MiB shards on; below, `fan` above two ranks per node, `bulk` at two.
+    /// The copy engines, enqueued peer after peer between two synchronising launches (one node;
+    /// with several, the other nodes' shards still go through the FIFO and proxy).
+    Ce,
+    /// On one node the copy engines from 8 MiB shards on; else `lsu` from 8 MiB shards on;
+    /// below, `fan` above two ranks per node, `bulk` at two.
     Auto,
 }
 
@@ -496,6 +500,13 @@ pub enum RankCheckCmd {
         /// Bound on each bootstrap step and device wait.
         #[arg(long = "timeout-ms", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
         timeout_ms: u64,
+        /// Launch through one captured CUDA graph, replayed for every launch.
+        #[arg(long)]
+        graph: bool,
+        /// Failure check instead: this rank builds the op but never launches it; every other rank
+        /// must get a device-wait report naming it (after --timeout-ms), not hang or return data.
+        #[arg(long = "absent-rank")]
+        absent_rank: Option<u32>,
     },
     /// AllGather + GEMM on fresh rank-encoded data against the unfused path and a host reference.
     AgGemm(cmd_ag_gemm::CheckArgs),

@@ -1,7 +1,9 @@
 //! The GPU-driven all-gather (see `device/src/kernels/allgather.rs`): rank r's shard lands at
 //! `r * shard_bytes` of every rank's output. Ranks on this node are reached over NVLink by the
 //! kernel itself; ranks on other nodes through the communicator's FIFO, proxy and transport.
-use crate::abi::{AllGatherParams, RoleSplit, COPY_BULK, COPY_FAN, COPY_LSU, COPY_PULL, MAX_LOCAL_RANKS};
+use crate::abi::{
+    AllGatherParams, RoleSplit, COPY_BULK, COPY_CE_ENTER, COPY_CE_LEAVE, COPY_FAN, COPY_LSU, COPY_PULL, MAX_LOCAL_RANKS,
+};
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::comm::CommError;
 use crate::error::{invalid, DiagBuffers, Result};
@@ -22,6 +24,10 @@ pub enum NvlinkCopy {
     /// TMA bulk copies that read: each rank pulls every local peer's shard into its own output,
     /// the reads from every peer interleaved in each CTA.
     Pull,
+    /// The copy engines: the host enqueues this rank's shard into every local peer's output,
+    /// peer after peer on the op's stream, between two one-CTA launches of the kernel that only
+    /// synchronise (the peers' `ready` before, the `data` flags after). The SMs stay free.
+    CopyEngine,
     /// By shard size and ranks per node ([`NvlinkCopy::plan`]).
     Auto,
 }
@@ -29,11 +35,23 @@ pub enum NvlinkCopy {
 /// Shards from which `Auto` copies with [`NvlinkCopy::Lsu`] (see [`NvlinkCopy::plan`]).
 pub const LSU_FROM_BYTES: usize = 8 << 20;
 
+/// Shards from which `Auto` lets the copy engines move the bytes on a node of more than two
+/// ranks (see [`NvlinkCopy::plan`]).
+pub const CE_FROM_BYTES: usize = 8 << 20;
+
+/// The same for a node of two ranks, where the SMs' `Lsu` keeps up longer.
+pub const CE_FROM_BYTES_TWO_RANKS: usize = 64 << 20;
+
 impl NvlinkCopy {
     /// The way `ctas` CTAs (`None`: the way's default) copy a `shard_bytes` shard to a node of
-    /// `local_world` ranks. `Auto` takes, measured on 4x H200 (docs/PERF.md "The all-gather
-    /// from every thread's registers"):
-    /// - from [`LSU_FROM_BYTES`] on, `Lsu` on 64 CTAs: at 256 MiB 311-320 GB/s per GPU at world
+    /// `local_world` ranks, in a world of `nodes` nodes. `Auto` takes, measured on 4x H200
+    /// (docs/PERF.md "The all-gather from every thread's registers", "The copy engines"):
+    /// - on one node from [`CE_FROM_BYTES`] on ([`CE_FROM_BYTES_TWO_RANKS`] at two ranks), unless
+    ///   `ctas` is given, the copy engines ([`NvlinkCopy::CopyEngine`], one synchronising CTA): at 256 MiB 337-354
+    ///   GB/s per GPU at world 4 (92-94% of the copy engines' own peer-after-peer copies, `Lsu`
+    ///   307-313) and 342 at world 2 (`Lsu` 329-332); at 16 MiB shards and world 4 255-273
+    ///   against `Lsu`'s 230-236; at 32 MiB shards and world 2 251-256 against `Lsu`'s 271-282;
+    /// - else from [`LSU_FROM_BYTES`] on, `Lsu` on 64 CTAs: at 256 MiB 311-320 GB/s per GPU at world
     ///   4 against `Fan`'s 297-298 on 16 CTAs (whose rate more CTAs do not raise), 328-331 at
     ///   world 2 against `Bulk`'s 310-316; at 16 MiB (world 2) 156-162 against 132-155;
     /// - below, the bulk copies on 16 CTAs (`Fan` above two ranks per node, `Bulk` at two): at
@@ -41,28 +59,40 @@ impl NvlinkCopy {
     ///
     /// ```
     /// use mkernel::ops::allgather::NvlinkCopy;
-    /// assert_eq!(NvlinkCopy::Auto.plan(4, 64 << 20, None), (NvlinkCopy::Lsu, 64));
-    /// assert_eq!(NvlinkCopy::Auto.plan(4, 4 << 20, None), (NvlinkCopy::Fan, 16));
-    /// assert_eq!(NvlinkCopy::Auto.plan(2, 4 << 20, Some(8)), (NvlinkCopy::Bulk, 8));
-    /// assert_eq!(NvlinkCopy::Lsu.plan(2, 1 << 10, None), (NvlinkCopy::Lsu, 64));
+    /// assert_eq!(NvlinkCopy::Auto.plan(4, 1, 64 << 20, None), (NvlinkCopy::CopyEngine, 1));
+    /// assert_eq!(NvlinkCopy::Auto.plan(2, 2, 64 << 20, None), (NvlinkCopy::Lsu, 64));
+    /// assert_eq!(NvlinkCopy::Auto.plan(2, 1, 32 << 20, None), (NvlinkCopy::Lsu, 64));
+    /// assert_eq!(NvlinkCopy::Auto.plan(2, 1, 64 << 20, None), (NvlinkCopy::CopyEngine, 1));
+    /// assert_eq!(NvlinkCopy::Auto.plan(4, 1, 4 << 20, None), (NvlinkCopy::Fan, 16));
+    /// assert_eq!(NvlinkCopy::Auto.plan(2, 1, 4 << 20, Some(8)), (NvlinkCopy::Bulk, 8));
+    /// assert_eq!(NvlinkCopy::Lsu.plan(2, 1, 1 << 10, None), (NvlinkCopy::Lsu, 64));
     /// ```
-    pub fn plan(self, local_world: u32, shard_bytes: usize, ctas: Option<u32>) -> (NvlinkCopy, u32) {
+    pub fn plan(self, local_world: u32, nodes: u32, shard_bytes: usize, ctas: Option<u32>) -> (NvlinkCopy, u32) {
+        let engines_from = if local_world == 2 { CE_FROM_BYTES_TWO_RANKS } else { CE_FROM_BYTES };
+        // A CTA count asks for the SMs.
+        let engines = nodes == 1 && local_world > 1 && ctas.is_none() && shard_bytes >= engines_from;
         let copy = match self {
+            NvlinkCopy::Auto if engines => NvlinkCopy::CopyEngine,
             NvlinkCopy::Auto if shard_bytes >= LSU_FROM_BYTES => NvlinkCopy::Lsu,
             NvlinkCopy::Auto if local_world > 2 => NvlinkCopy::Fan,
             NvlinkCopy::Auto => NvlinkCopy::Bulk,
             c => c,
         };
-        // Every thread's stores need more CTAs than one thread's bulk copies to fill the links.
-        let default = if copy == NvlinkCopy::Lsu { 64 } else { 16 };
-        (copy, ctas.unwrap_or(default))
+        // Every thread's stores need more CTAs than one thread's bulk copies to fill the links;
+        // with the copy engines one CTA only synchronises.
+        match copy {
+            NvlinkCopy::CopyEngine => (copy, 1),
+            NvlinkCopy::Lsu => (copy, ctas.unwrap_or(64)),
+            _ => (copy, ctas.unwrap_or(16)),
+        }
     }
 }
 
 /// Tuning settings.
 #[derive(Clone, Debug)]
 pub struct AllGatherOptions {
-    /// CTAs copying over NVLink; `None`: the copy's default ([`NvlinkCopy::plan`]).
+    /// CTAs copying over NVLink; `None`: the copy's default ([`NvlinkCopy::plan`]). Not with
+    /// [`NvlinkCopy::CopyEngine`], whose one CTA moves nothing.
     pub intra_ctas: Option<u32>,
     /// How they copy.
     pub copy: NvlinkCopy,
@@ -108,6 +138,9 @@ pub struct AllGather<'c> {
     params: AllGatherParams,
     /// How the intra-comm CTAs copy (`Auto` resolved by [`NvlinkCopy::plan`]).
     copy: NvlinkCopy,
+    /// With the copy engines: the leaving launch's parameters, and (out of place) a second
+    /// stream copying this rank's shard into its own output beside the peers' copies.
+    engine: Option<(AllGatherParams, Option<Gpu>)>,
 }
 
 impl<'c> AllGather<'c> {
@@ -157,6 +190,12 @@ impl<'c> AllGather<'c> {
         if let Some(n @ (0 | 1025..)) = opts.intra_ctas {
             return Err(invalid("intra_ctas", format!("{n} must be in 1..=1024")));
         }
+        if let (Some(n), NvlinkCopy::CopyEngine) = (opts.intra_ctas, opts.copy) {
+            return Err(invalid(
+                "intra_ctas",
+                format!("{n} given, but the copy engines move the bytes: leave it unset"),
+            ));
+        }
         if opts.chunk_bytes == 0 {
             return Err(invalid("chunk_bytes", "must be at least 1"));
         }
@@ -187,10 +226,10 @@ impl<'c> AllGather<'c> {
                 (out_addr + world.rank as u64 * shard_bytes as u64, out_off + world.rank as u64 * shard_bytes as u64)
             }
         };
-        let (copy, ctas) = opts.copy.plan(world.local_world_size, shard_bytes, opts.intra_ctas);
+        let (copy, ctas) = opts.copy.plan(world.local_world_size, world.nodes, shard_bytes, opts.intra_ctas);
         let flags = comm.alloc(12 * w as usize)?; // data[w], ready[w], taken[w]
         let counters = gpu.upload(&vec![0u32; 2 * world.local_world_size as usize])?; // pushes, then pulls
-        let launches = gpu.upload(&[0u64])?;
+        let launches = gpu.upload(&[0u64; 2])?; // the launch, and the copy engines' leaving one
         let diag = DiagBuffers::new(gpu, opts.timeout)?;
         let mut params = AllGatherParams {
             input: input_addr,
@@ -216,6 +255,7 @@ impl<'c> AllGather<'c> {
                 NvlinkCopy::Bulk => COPY_BULK,
                 NvlinkCopy::Fan => COPY_FAN,
                 NvlinkCopy::Pull => COPY_PULL,
+                NvlinkCopy::CopyEngine => COPY_CE_ENTER,
                 NvlinkCopy::Auto => unreachable!("`plan` resolves Auto"),
             },
             in_place: opts.in_place as u32,
@@ -235,6 +275,19 @@ impl<'c> AllGather<'c> {
             };
             params.peer_flags[lr as usize] = flags.peer(r).ok_or_else(missing)?;
         }
+        let engine = match copy {
+            NvlinkCopy::CopyEngine => {
+                let leave = AllGatherParams {
+                    copy_mode: COPY_CE_LEAVE,
+                    launches: launches.addr() + 8,
+                    roles: RoleSplit { compute: 0, intra_comm: 1, inter_send: 0, inter_reduce: 0 },
+                    ..params
+                };
+                let side = if opts.in_place { None } else { Some(Gpu::new(gpu.info().ordinal)?) };
+                Some((leave, side))
+            }
+            _ => None,
+        };
         comm.barrier()?;
         Ok(AllGather {
             comm,
@@ -247,6 +300,7 @@ impl<'c> AllGather<'c> {
             diag,
             params,
             copy,
+            engine,
         })
     }
 
@@ -304,12 +358,35 @@ impl<'c> AllGather<'c> {
     /// the same; to change inputs between launches use [`AllGather::run`], which also waits until
     /// every rank is done reading.
     pub fn launch(&self, gpu: &Gpu) -> Result<()> {
-        let smem = if self.params.copy_mode == COPY_LSU { 0 } else { BULK_SMEM_BYTES };
+        let smem = if matches!(self.params.copy_mode, COPY_LSU | COPY_CE_ENTER) { 0 } else { BULK_SMEM_BYTES };
         let cfg = LaunchConfig::linear(self.ctas(), THREADS, smem);
+        if let Some((_, Some(side))) = &self.engine {
+            side.wait_for(gpu)?; // the local copy follows whatever used the output before
+        }
         // SAFETY: every address in params belongs to buffers owned by self or by the
         // communicator's heap (peers' mapped copies included), alive until every rank passed the
         // closing barrier of run / drop.
         unsafe { gpu.launch(kernels::ALLGATHER, &cfg, &self.params)? };
+        let Some((leave, side)) = &self.engine else { return Ok(()) };
+        let p = &self.params;
+        let dst = |lr: u32| p.peer_output[lr as usize] + p.rank as u64 * p.shard_bytes;
+        if let Some(side) = side {
+            // SAFETY: our input and our own slice of our output, `shard_bytes` each, alive as above.
+            unsafe { side.copy_async(p.output + p.rank as u64 * p.shard_bytes, p.input, self.shard_bytes)? };
+        }
+        // Peer after peer on one stream, each rank starting at the next: at every step a ring shift
+        // across the ranks (the copy engines' fastest form here, docs/PERF.md).
+        for k in 1..p.local_world {
+            let lr = (p.local_rank + k) % p.local_world;
+            // SAFETY: our input, and our slice of local peer `lr`'s mapped output, which the
+            // entering launch (queued before) waited to be ready; alive as above.
+            unsafe { gpu.copy_async(dst(lr), p.input, self.shard_bytes)? };
+        }
+        if let Some(side) = side {
+            gpu.wait_for(side)?;
+        }
+        // SAFETY: as the entering launch; one CTA, no shared memory.
+        unsafe { gpu.launch(kernels::ALLGATHER, &LaunchConfig::linear(1, THREADS, 0), leave)? };
         Ok(())
     }
 

@@ -20,6 +20,11 @@
 //! several nodes the proxy may still be reading this rank's shard for another node when the
 //! launch ends: change it only after the op's `run` (which ends with a barrier).
 //!
+//! With the copy engines ([`COPY_CE_ENTER`], [`COPY_CE_LEAVE`]) the kernel only synchronises: the
+//! host enqueues this rank's copies into every local peer between an entering launch (`ready`
+//! raised, every local peer's awaited) and a leaving one (`data[rank]` raised on every local peer,
+//! every shard awaited); the inter-send CTA, with several nodes, runs in the entering launch.
+//!
 //! Nothing is reset between launches: the epoch comes from a launch counter on the device
 //! ([`launch_epoch`]), flags carry epochs, and the per-peer completion counters only grow.
 use crate::abi::*;
@@ -169,6 +174,31 @@ unsafe fn intra(p: &AllGatherParams, idx: u32, epoch: u32, b: &Bound) {
     }
 }
 
+/// [`COPY_CE_ENTER`], thread 0: wait until every local peer entered this launch, after which
+/// the host's copies queued behind this launch may write into their outputs. The copy engines
+/// cannot see a flag, so a wait that gives up (reported through `b`) stops this GPU's context
+/// instead: nothing then runs on its stream, and nothing is written into a rank that never
+/// became ready.
+#[inline(always)]
+unsafe fn engine_enter(p: &AllGatherParams, epoch: u32, b: &Bound) {
+    for lr in (0..p.local_world).filter(|&lr| lr != p.local_rank) {
+        if !wait_ready(p, lr, epoch, b) {
+            fence_acq_rel_sys(); // the report reaches the host before the context stops
+            trap();
+        }
+    }
+}
+
+/// [`COPY_CE_LEAVE`], thread 0: this launch starts after the host's copies into every local
+/// peer completed (stream order), so raise `data[rank]` there; then wait for every shard.
+#[inline(always)]
+unsafe fn engine_leave(p: &AllGatherParams, epoch: u32, b: &Bound) {
+    for lr in (0..p.local_world).filter(|&lr| lr != p.local_rank) {
+        signal((pick(&p.peer_flags, lr) as *mut u32).add(p.rank as usize), epoch);
+    }
+    wait_all(p, epoch, b);
+}
+
 #[inline(always)]
 unsafe fn inter_send(p: &AllGatherParams, epoch: u32, b: &Bound) {
     let my_node_first = p.rank - p.local_rank;
@@ -237,6 +267,11 @@ pub unsafe extern "ptx-kernel" fn mk_allgather(p: AllGatherParams) {
     let epoch = if tid == 0 { launch_epoch(p.launches as *mut u64, p.roles.total()) } else { 0 };
     let bound = |role: Role| Bound { timeout_ns: p.timeout_ns, diag: &p.diag, rank: p.rank, role: role as u32 };
     match p.roles.role_of(block_idx_x()) {
+        Some((Role::IntraComm, _)) if p.copy_mode == COPY_CE_LEAVE => {
+            if tid == 0 {
+                engine_leave(&p, epoch, &bound(Role::IntraComm));
+            }
+        }
         Some((Role::IntraComm, idx)) => {
             let b = bound(Role::IntraComm);
             if idx == 0 && tid == 0 {
@@ -246,6 +281,12 @@ pub unsafe extern "ptx-kernel" fn mk_allgather(p: AllGatherParams) {
                         signal((pick(&p.peer_flags, lr) as *mut u32).add((p.world + p.rank) as usize), epoch);
                     }
                 }
+            }
+            if p.copy_mode == COPY_CE_ENTER {
+                if idx == 0 && tid == 0 {
+                    engine_enter(&p, epoch, &b);
+                }
+                return;
             }
             intra(&p, idx, epoch, &b);
             // The first intra CTA also waits for everyone (the kernel ends when all data is in).
