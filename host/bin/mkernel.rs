@@ -397,8 +397,9 @@ pub enum CopyArg {
     /// The copy engines, enqueued peer after peer between two synchronising launches (one node;
     /// with several, the other nodes' shards still go through the FIFO and proxy).
     Ce,
-    /// On one node the copy engines from 8 MiB shards on; else `lsu` from 8 MiB shards on;
-    /// below, `fan` above two ranks per node, `bulk` at two.
+    /// By shard size (`NvlinkCopy::plan`): on one node the copy engines from 16 MiB shards (128
+    /// MiB at two ranks per node); else `lsu` from 16 MiB (8 MiB at two ranks); below, `fan`
+    /// above two ranks per node, `bulk` at two.
     Auto,
 }
 

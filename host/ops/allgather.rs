@@ -32,48 +32,60 @@ pub enum NvlinkCopy {
     Auto,
 }
 
-/// Shards from which `Auto` copies with [`NvlinkCopy::Lsu`] (see [`NvlinkCopy::plan`]).
+/// Shards from which `Auto` copies with [`NvlinkCopy::Lsu`] on a node of two ranks (see
+/// [`NvlinkCopy::plan`]).
 pub const LSU_FROM_BYTES: usize = 8 << 20;
 
-/// Shards from which `Auto` lets the copy engines move the bytes on a node of more than two
-/// ranks (see [`NvlinkCopy::plan`]).
-pub const CE_FROM_BYTES: usize = 8 << 20;
+/// The same above two ranks per node, where `Fan` keeps up longer.
+pub const LSU_FROM_BYTES_WIDE: usize = 16 << 20;
 
-/// The same for a node of two ranks, where the SMs' `Lsu` keeps up longer.
-pub const CE_FROM_BYTES_TWO_RANKS: usize = 64 << 20;
+/// Shards from which `Auto` lets the copy engines move the bytes on one node of more than two
+/// ranks (see [`NvlinkCopy::plan`]).
+pub const CE_FROM_BYTES: usize = 16 << 20;
+
+/// The same at two ranks, where the SMs' `Lsu` keeps up longer.
+pub const CE_FROM_BYTES_TWO_RANKS: usize = 128 << 20;
 
 impl NvlinkCopy {
     /// The way `ctas` CTAs (`None`: the way's default) copy a `shard_bytes` shard to a node of
     /// `local_world` ranks, in a world of `nodes` nodes. `Auto` takes, measured on 4x H200
-    /// (docs/PERF.md "The all-gather from every thread's registers", "The copy engines"):
-    /// - on one node from [`CE_FROM_BYTES`] on ([`CE_FROM_BYTES_TWO_RANKS`] at two ranks), unless
-    ///   `ctas` is given, the copy engines ([`NvlinkCopy::CopyEngine`], one synchronising CTA): at 256 MiB 337-354
-    ///   GB/s per GPU at world 4 (92-94% of the copy engines' own peer-after-peer copies, `Lsu`
-    ///   307-313) and 342 at world 2 (`Lsu` 329-332); at 16 MiB shards and world 4 255-273
-    ///   against `Lsu`'s 230-236; at 32 MiB shards and world 2 251-256 against `Lsu`'s 271-282;
-    /// - else from [`LSU_FROM_BYTES`] on, `Lsu` on 64 CTAs: at 256 MiB 311-320 GB/s per GPU at world
-    ///   4 against `Fan`'s 297-298 on 16 CTAs (whose rate more CTAs do not raise), 328-331 at
-    ///   world 2 against `Bulk`'s 310-316; at 16 MiB (world 2) 156-162 against 132-155;
+    /// (docs/PERF.md "The all-gather from every thread's registers", "The copy engines move the
+    /// all-gather's bytes"; GB/s per GPU, bus bandwidth, host barrier):
+    /// - on one node, unless `ctas` is given, the copy engines ([`NvlinkCopy::CopyEngine`], one
+    ///   synchronising CTA) from [`CE_FROM_BYTES`] (above two ranks) or
+    ///   [`CE_FROM_BYTES_TWO_RANKS`] (at two): at world 4, 337-349 at 256 MiB (`Lsu` 307-313),
+    ///   255-273 at 16 MiB shards (`Lsu` 230-236), 191-196 at 8 MiB shards (`Fan` 203, `Lsu`
+    ///   180-191); at world 2, 333-342 at 128 MiB shards (`Lsu` 329-332), 294-301 at 64 MiB
+    ///   (`Lsu` 310-313);
+    /// - else from [`LSU_FROM_BYTES`] (at two ranks per node) or [`LSU_FROM_BYTES_WIDE`] (above)
+    ///   on, `Lsu` on 64 CTAs: at 256 MiB 311-320 at world 4 against `Fan`'s 297-298 on 16 CTAs
+    ///   (whose rate more CTAs do not raise), 328-331 at world 2 against `Bulk`'s 310-316; at 16
+    ///   MiB (world 2) 156-162 against 132-155;
     /// - below, the bulk copies on 16 CTAs (`Fan` above two ranks per node, `Bulk` at two): at
-    ///   16 MiB and world 4 `Lsu` on 64 CTAs moved 116-124 GB/s against `Fan`'s 137-151.
+    ///   16 MiB and world 4 `Lsu` on 64 CTAs moved 116-126 against `Fan`'s 137-155.
     ///
     /// ```
     /// use mkernel::ops::allgather::NvlinkCopy;
     /// assert_eq!(NvlinkCopy::Auto.plan(4, 1, 64 << 20, None), (NvlinkCopy::CopyEngine, 1));
+    /// assert_eq!(NvlinkCopy::Auto.plan(4, 1, 8 << 20, None), (NvlinkCopy::Fan, 16));
+    /// assert_eq!(NvlinkCopy::Auto.plan(4, 2, 64 << 20, None), (NvlinkCopy::Lsu, 64));
     /// assert_eq!(NvlinkCopy::Auto.plan(2, 2, 64 << 20, None), (NvlinkCopy::Lsu, 64));
-    /// assert_eq!(NvlinkCopy::Auto.plan(2, 1, 32 << 20, None), (NvlinkCopy::Lsu, 64));
-    /// assert_eq!(NvlinkCopy::Auto.plan(2, 1, 64 << 20, None), (NvlinkCopy::CopyEngine, 1));
-    /// assert_eq!(NvlinkCopy::Auto.plan(4, 1, 4 << 20, None), (NvlinkCopy::Fan, 16));
+    /// assert_eq!(NvlinkCopy::Auto.plan(2, 1, 64 << 20, None), (NvlinkCopy::Lsu, 64));
+    /// assert_eq!(NvlinkCopy::Auto.plan(2, 1, 128 << 20, None), (NvlinkCopy::CopyEngine, 1));
+    /// assert_eq!(NvlinkCopy::Auto.plan(2, 1, 128 << 20, Some(32)), (NvlinkCopy::Lsu, 32));
     /// assert_eq!(NvlinkCopy::Auto.plan(2, 1, 4 << 20, Some(8)), (NvlinkCopy::Bulk, 8));
     /// assert_eq!(NvlinkCopy::Lsu.plan(2, 1, 1 << 10, None), (NvlinkCopy::Lsu, 64));
     /// ```
     pub fn plan(self, local_world: u32, nodes: u32, shard_bytes: usize, ctas: Option<u32>) -> (NvlinkCopy, u32) {
-        let engines_from = if local_world == 2 { CE_FROM_BYTES_TWO_RANKS } else { CE_FROM_BYTES };
+        let (lsu_from, engines_from) = match local_world {
+            ..=2 => (LSU_FROM_BYTES, CE_FROM_BYTES_TWO_RANKS),
+            _ => (LSU_FROM_BYTES_WIDE, CE_FROM_BYTES),
+        };
         // A CTA count asks for the SMs.
         let engines = nodes == 1 && local_world > 1 && ctas.is_none() && shard_bytes >= engines_from;
         let copy = match self {
             NvlinkCopy::Auto if engines => NvlinkCopy::CopyEngine,
-            NvlinkCopy::Auto if shard_bytes >= LSU_FROM_BYTES => NvlinkCopy::Lsu,
+            NvlinkCopy::Auto if shard_bytes >= lsu_from => NvlinkCopy::Lsu,
             NvlinkCopy::Auto if local_world > 2 => NvlinkCopy::Fan,
             NvlinkCopy::Auto => NvlinkCopy::Bulk,
             c => c,
