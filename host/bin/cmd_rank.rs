@@ -219,16 +219,22 @@ fn allgather_comm(world: &World, gpu: &Gpu, shard: usize, opts: &AllGatherOption
 }
 
 /// One rank never launches: every other rank's launch must end in a device-wait report that names
-/// the absent rank (with the copy engines the report comes before the context stops, so nothing
-/// is copied into a rank that never became ready). The absent rank outlives the others' waits.
+/// the absent rank (with the copy engines the report comes before the context stops), and nothing
+/// may land in the absent rank's output, which it checks after outliving the others' waits.
 fn allgather_absent(world: &World, shard: usize, opts: AllGatherOptions, absent: u32) -> anyhow::Result<()> {
     ensure!(absent < world.world_size, "--absent-rank {absent}: the world has {} ranks", world.world_size);
     let gpu = Gpu::new(world.device)?;
     let comm = allgather_comm(world, &gpu, shard, &opts)?;
     let ag = AllGather::new(&comm, &gpu, shard, opts.clone())?;
     if world.rank == absent {
+        // Poisoned before any peer could give up waiting for us: whatever lands in it later was
+        // written into a rank that never became ready.
+        ag.output().fill_bytes(0xa5)?;
         std::thread::sleep(3 * opts.timeout + Duration::from_secs(2));
-        println!("allgather absent ok: rank {absent} stayed away");
+        if let Some(i) = ag.output().to_vec()?.iter().position(|&b| b != 0xa5) {
+            bail!("rank {absent}: byte {i} of its output was written although it never launched");
+        }
+        println!("allgather absent ok: rank {absent} stayed away and its output is untouched");
         return Ok(());
     }
     ag.input().fill_bytes(world.rank as u8)?;

@@ -487,7 +487,11 @@ impl Gpu {
         let relaxed = sys::CUstreamCaptureMode_enum::CU_STREAM_CAPTURE_MODE_RELAXED;
         // SAFETY: a valid stream of this context.
         check("cuStreamBeginCapture", unsafe { sys::cuStreamBeginCapture_v2(stream, relaxed) })?;
+        let before = self.launched.load(Ordering::Relaxed);
         let enqueued = work();
+        // The launches `work` made were recorded, not queued: each replay queues them instead.
+        let kernels = self.launched.load(Ordering::Relaxed).wrapping_sub(before);
+        self.launched.fetch_sub(kernels, Ordering::Relaxed);
         let mut graph = std::ptr::null_mut();
         // SAFETY: ends the capture begun above (also after a failed enqueue, to leave the stream usable).
         let ended = check("cuStreamEndCapture", unsafe { sys::cuStreamEndCapture(stream, &mut graph) });
@@ -501,7 +505,7 @@ impl Gpu {
             unsafe { sys::cuGraphDestroy(graph) };
             return Err(e);
         }
-        Ok(Graph { graph, exec })
+        Ok(Graph { graph, exec, kernels: kernels.max(1) })
     }
 
     /// Make work enqueued on this handle's stream from now on wait for everything enqueued on
@@ -534,13 +538,15 @@ impl Gpu {
 pub struct Graph {
     graph: sys::CUgraph,
     exec: sys::CUgraphExec,
+    /// Launches on the capturing handle's stream that a replay queues (the bounded wait's count).
+    kernels: u64,
 }
 
 impl Graph {
     /// Replay the graph on `gpu`'s stream (asynchronous).
     pub fn launch(&self, gpu: &Gpu) -> Result<()> {
         gpu.make_current()?;
-        gpu.launched.fetch_add(1, Ordering::Relaxed);
+        gpu.launched.fetch_add(self.kernels, Ordering::Relaxed);
         // SAFETY: a live executable graph and a valid stream.
         check("cuGraphLaunch", unsafe { sys::cuGraphLaunch(self.exec, gpu.stream.as_inner()) })
     }

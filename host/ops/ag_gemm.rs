@@ -652,7 +652,9 @@ impl<'a> AgGemm<'a> {
 
     /// Wait for this rank's launches; report a device-side timeout or a proxy error. After a
     /// timeout, build the op again: an abandoned launch leaves its tile and tail counters (zero
-    /// between launches otherwise) as they were.
+    /// between launches otherwise) as they were. Where the unfused path's all-gather runs on the
+    /// copy engines, a peer that never enters stops this process's CUDA context (see
+    /// [`super::allgather::AllGather::launch`]): end the process then.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
         self.diag.wait(gpu, "ag-gemm", || {
             self.unfused.gemm.check_diag()?;

@@ -9,6 +9,7 @@ use crate::comm::CommError;
 use crate::error::{invalid, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig};
 use mkernel_device::kernels_info::allgather::{BULK_SMEM_BYTES, THREADS};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// How the intra-comm CTAs move bytes over NVLink.
@@ -32,7 +33,7 @@ pub enum NvlinkCopy {
     Auto,
 }
 
-/// Shards from which `Auto` copies with [`NvlinkCopy::Lsu`] on a node of two ranks (see
+/// Shards from which `Auto` copies with [`NvlinkCopy::Lsu`] at up to two ranks per node (see
 /// [`NvlinkCopy::plan`]).
 pub const LSU_FROM_BYTES: usize = 8 << 20;
 
@@ -153,6 +154,9 @@ pub struct AllGather<'c> {
     /// With the copy engines: the leaving launch's parameters, and (out of place) a second
     /// stream copying this rank's shard into its own output beside the peers' copies.
     engine: Option<(AllGatherParams, Option<Gpu>)>,
+    /// With the copy engines: a launch was enqueued only in part (its entering launch without
+    /// the rest), so the two launch counters no longer agree and the op must be built again.
+    broken: AtomicBool,
 }
 
 impl<'c> AllGather<'c> {
@@ -313,6 +317,7 @@ impl<'c> AllGather<'c> {
             params,
             copy,
             engine,
+            broken: AtomicBool::new(false),
         })
     }
 
@@ -369,7 +374,22 @@ impl<'c> AllGather<'c> {
     /// Enqueue one all-gather (asynchronous). Back-to-back launches are fine while inputs stay
     /// the same; to change inputs between launches use [`AllGather::run`], which also waits until
     /// every rank is done reading.
+    ///
+    /// With [`NvlinkCopy::CopyEngine`] a peer that does not enter within the timeout stops this
+    /// process's CUDA context (see the kernel); and after any report, or a launch that could be
+    /// enqueued only in part, the op refuses further launches with that error: build it again.
     pub fn launch(&self, gpu: &Gpu) -> Result<()> {
+        if self.engine.is_some() {
+            // An earlier report leaves the abort word set, so the next entering launch would give
+            // up at once and stop the context: refuse before enqueueing anything.
+            self.diag.check()?;
+            if self.broken.load(Ordering::Relaxed) {
+                return Err(invalid(
+                    "launch",
+                    "an earlier launch was enqueued only in part: build the all-gather again",
+                ));
+            }
+        }
         let smem = if matches!(self.params.copy_mode, COPY_LSU | COPY_CE_ENTER) { 0 } else { BULK_SMEM_BYTES };
         let cfg = LaunchConfig::linear(self.ctas(), THREADS, smem);
         if let Some((_, Some(side))) = &self.engine {
@@ -380,10 +400,18 @@ impl<'c> AllGather<'c> {
         // closing barrier of run / drop.
         unsafe { gpu.launch(kernels::ALLGATHER, &cfg, &self.params)? };
         let Some((leave, side)) = &self.engine else { return Ok(()) };
+        self.enqueue_engine_copies(gpu, leave, side.as_ref())
+            .inspect_err(|_| self.broken.store(true, Ordering::Relaxed))
+    }
+
+    /// The copy engines' part of a launch after its entering one: the copies, then the leaving
+    /// launch.
+    fn enqueue_engine_copies(&self, gpu: &Gpu, leave: &AllGatherParams, side: Option<&Gpu>) -> Result<()> {
         let p = &self.params;
         let dst = |lr: u32| p.peer_output[lr as usize] + p.rank as u64 * p.shard_bytes;
         if let Some(side) = side {
-            // SAFETY: our input and our own slice of our output, `shard_bytes` each, alive as above.
+            // SAFETY: our input and our own slice of our output, `shard_bytes` each, alive until
+            // every rank passed the closing barrier of run / drop (as every launch's, see `launch`).
             unsafe { side.copy_async(p.output + p.rank as u64 * p.shard_bytes, p.input, self.shard_bytes)? };
         }
         // Peer after peer on one stream, each rank starting at the next: at every step a ring shift
