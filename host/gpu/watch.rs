@@ -56,8 +56,8 @@ impl StreamBound {
 const REPORT_POLL: Duration = Duration::from_millis(1);
 
 impl Gpu {
-    /// Launches enqueued through this handle that no wait has seen finish (at least 1: copies and
-    /// replays are not counted one by one).
+    /// Launches enqueued through this handle that no wait has seen finish (a graph replay counts
+    /// the launches it captured; at least 1, since copies are not counted).
     pub fn pending_launches(&self) -> u64 {
         let launched = self.launched.load(Ordering::Relaxed);
         launched.saturating_sub(self.drained.load(Ordering::Relaxed)).max(1)
