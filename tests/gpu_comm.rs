@@ -130,6 +130,14 @@ fn allgather_four_gpus_one_node_and_two_nodes() {
         }
         allgather_with(4, 2, &[0, 1, 2, 3], 1_000_003, 6, extra);
     }
+    // Rank 3 never launches, across two nodes: ranks 0 and 1 (the other node) report their
+    // inter-send CTA's wait for its `ready`, rank 2 its intra-node wait (with the copy engines
+    // the entering launch's, which then stops that context). Every other rank must come back
+    // with a report naming the wait, none with a bare launch failure.
+    for copy in ["lsu", "ce"] {
+        let args = ["--copy", copy, "--absent-rank", "3", "--timeout-ms", "1500"];
+        allgather_with(4, 2, &[0, 1, 2, 3], 1_000_003, 1, &args);
+    }
 }
 
 #[test]

@@ -124,6 +124,29 @@ pub unsafe fn report_timeout(diag: &Diag, site: WaitSite, addr: u64, expected: u
     st_release_sys_u32(status, DIAG_TIMED_OUT);
 }
 
+/// How long a thread about to stop its context waits for another wait's report to be complete.
+const REPORT_GRACE_NS: u64 = 100_000_000;
+
+/// Before a thread stops its context (`trap`) because some wait gave up: wait, bounded by
+/// [`REPORT_GRACE_NS`], until that wait's record is complete. Its reporter flips the abort word
+/// before it writes the record, so a thread that gave up on the abort word could otherwise stop
+/// the context between the two, and the host would read a bare launch failure instead of who
+/// waited for what. Returns at once when this thread's own wait wrote the record.
+///
+/// # Safety
+/// `diag` as in [`report_timeout`].
+#[inline(always)]
+pub unsafe fn let_report_land(diag: &Diag) {
+    if diag.record == 0 {
+        return;
+    }
+    let status = &raw const (*(diag.record as *const WaitDiag)).status;
+    let start = globaltimer_ns();
+    while ld_acquire_sys_u32(status) != DIAG_TIMED_OUT && globaltimer_ns() - start < REPORT_GRACE_NS {
+        nanosleep(1024);
+    }
+}
+
 /// Longest pause between two polls of a flag. A fused GEMM has one poller per CTA (its
 /// producer thread); polling back to back, they once slowed a concurrent copy a thousandfold on
 /// an H100. Pausing keeps polls cheap and adds at most this much to the time a waiter notices
