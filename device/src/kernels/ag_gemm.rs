@@ -109,7 +109,8 @@ impl InputGate for ArrivalGate<'_> {
     }
 }
 
-/// Where thread 0 of every CTA leaves the launch's epoch for a compute CTA's side threads: the
+/// Where thread 0 of every CTA leaves the launch's epoch for a compute CTA's side threads (and
+/// the comm-only launch's [`wait_all`]): the
 /// engine's last scratch word (split-K's last-arriver words are the two before it; a comm CTA's
 /// ring ends before the scratch).
 const EPOCH_WORD: u32 = SCRATCH_OFF + 12;
@@ -192,8 +193,8 @@ unsafe fn spread(p: &AgGemmParams, epoch: u32, smem: u32, (cta, t): (u32, u32), 
         u += step;
     }
     // Tested afresh, not kept from the start: a predicate live across the loop spills.
-    if p.comm_only != 0 && opaque_u32(t) == 0 && block_idx_x_here() == 0 {
-        wait_all(p, epoch, b);
+    if p.comm_only != 0 && block_idx_x_here() == 0 {
+        wait_all(p, epoch, b, (t, SIDE_THREADS));
     }
 }
 
@@ -401,18 +402,20 @@ unsafe fn inter_send(p: &AgGemmParams, epoch: u32, b: &Bound) {
     }
 }
 
-/// All-gather alone: wait until every chunk this rank gathers has arrived.
+/// All-gather alone: wait until every chunk this rank gathers has arrived, `nthreads` threads
+/// sharing the flags out. One thread checking them in turn paid a system-scope load for every
+/// flag it reached after the last arrival: about 0.1 ms of a 2 x 1 launch's 256 chunks per
+/// source (docs/PERF.md, "The emulated link, traced").
 #[inline(always)]
-unsafe fn wait_all(p: &AgGemmParams, epoch: u32, b: &Bound) {
-    for s in 0..p.world {
-        if s == p.rank && p.in_place != 0 {
-            continue;
+unsafe fn wait_all(p: &AgGemmParams, epoch: u32, b: &Bound, (tid, nthreads): (u32, u32)) {
+    let flags = p.flags as *const u32;
+    let mut i = tid;
+    while i < p.world * p.chunks {
+        let (s, c) = (div_nz(i, p.chunks), rem_nz(i, p.chunks));
+        if !(s == p.rank && p.in_place != 0) && b.flag(flags.add(p.data_flag(s, c) as usize), epoch, s).is_err() {
+            return;
         }
-        for c in 0..p.chunks {
-            if b.flag((p.flags as *const u32).add(p.data_flag(s, c) as usize), epoch, s).is_err() {
-                return;
-            }
-        }
+        i += nthreads;
     }
 }
 
@@ -576,8 +579,10 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
                     raise_ready(p, epoch);
                 }
                 push(p, &mut mv, idx, push_ctas);
-                if idx == 0 && tid == 0 && p.comm_only != 0 {
-                    wait_all(p, epoch, &b);
+                if idx == 0 && p.comm_only != 0 {
+                    sync_threads(); // thread 0 stored the epoch at the launch's start
+                    let epoch = ld_shared_u32(dyn_smem_base() + EPOCH_WORD);
+                    wait_all(p, epoch, &b, (tid, block_dim_x()));
                 }
             } else {
                 forward(p, &mut mv, idx - push_ctas, p.fwd_ctas);
