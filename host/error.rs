@@ -30,14 +30,34 @@ impl fmt::Display for WaitReport {
             }
             w => format!("wait kind {w} on {:#x}: expected {}, saw {}", d.flag_addr, d.expected, d.seen),
         };
-        write!(
-            f,
+        let report = format!(
             "rank {} {role} CTA {} (tile {}) waited {:.3} ms for {what}",
             d.rank,
             d.cta,
             d.tile,
             d.waited_ns as f64 / 1e6
-        )
+        );
+        if d.status == crate::abi::DIAG_CLAIMED {
+            // Its writer stopped (the context trapped) between claiming the record and publishing
+            // it: the fields may be partly written.
+            return write!(f, "a device wait gave up, but its report was left incomplete (partly: {report})");
+        }
+        f.write_str(&report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_incomplete_report_says_so() {
+        let d =
+            WaitDiag { status: crate::abi::DIAG_TIMED_OUT, rank: 1, role: 2, what: WAIT_FLAG, ..Default::default() };
+        let whole = WaitReport(d).to_string();
+        assert!(whole.starts_with("rank 1 inter-send CTA 0") && !whole.contains("incomplete"), "{whole}");
+        let partial = WaitReport(WaitDiag { status: crate::abi::DIAG_CLAIMED, ..d }).to_string();
+        assert!(partial.starts_with("a device wait gave up, but its report was left incomplete"), "{partial}");
     }
 }
 

@@ -147,6 +147,18 @@ pub unsafe fn let_report_land(diag: &Diag) {
     }
 }
 
+/// Stop this GPU's context (`trap`) after a wait gave up: once the report is whole
+/// ([`let_report_land`]) and this thread's writes reached the host.
+///
+/// # Safety
+/// `diag` as in [`report_timeout`].
+#[inline(always)]
+pub unsafe fn stop(diag: &Diag) -> ! {
+    let_report_land(diag);
+    fence_acq_rel_sys();
+    trap()
+}
+
 /// Longest pause between two polls of a flag. A fused GEMM has one poller per CTA (its
 /// producer thread); polling back to back, they once slowed a concurrent copy a thousandfold on
 /// an H100. Pausing keeps polls cheap and adds at most this much to the time a waiter notices

@@ -15,7 +15,7 @@ use crate::arch::*;
 use crate::kernels_info::gemm::*;
 use crate::pipeline::PipeState;
 use crate::sched::{rem_nz, InputGate, TileScheduler, SIDE_THREAD, SIDE_THREADS};
-use crate::sync::Bound;
+use crate::sync::{stop, Bound};
 use crate::tile::{swizzle128, SW128_ROW_BYTES};
 
 /// Consumer warps that arrive on an "empty" barrier per k-block (every warp, after its own
@@ -178,7 +178,7 @@ unsafe fn produce<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
         let b_row0 = gate.b_row0(tile) as i32;
         for kb in kb0..kb1 {
             if pipe.acquire(st, b, i).is_err() {
-                trap();
+                stop(b.diag);
             }
             pipe.expect(st, tx_bytes);
             load_k_block::<TRANS_B, STAGES, A>(smem, a_map, ops.b_map, st.slot, pipe.full(st.slot), origin, b_row0, kb);
@@ -215,7 +215,7 @@ unsafe fn write_a<const STAGES: u32, A: Accumulators, S: TileScheduler, G: Input
         let to = gate.a_copy(sched.tile(i), TILE_M);
         for kb in kb0..kb1 {
             if pipe.wait(st, b, i).is_err() {
-                trap();
+                stop(b.diag);
             }
             if let Some(c) = to.filter(|c| rem_nz(kb, c.stride) == c.first) {
                 tma_store_2d(c.map, smem.a(st.slot), (kb * TILE_K) as i32, c.row as i32);
@@ -283,7 +283,7 @@ unsafe fn produce_gathered<const TRANS_B: u32, const STAGES: u32, A: Accumulator
         let b_row0 = gate.b_row0(tile) as i32;
         for kb in kb0..kb1 {
             if pipe.acquire(st, b, i).is_err() {
-                trap();
+                stop(b.diag);
             }
             let full = pipe.full(st.slot);
             if t == 0 {
@@ -328,7 +328,7 @@ unsafe fn consume<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
         let mut prev = st;
         for kb in kb0..kb1 {
             if pipe.wait(st, b, i).is_err() {
-                trap();
+                stop(b.diag);
             }
             if gathered {
                 // The gathered rows were written by `cp.async` (the generic proxy); the wgmmas

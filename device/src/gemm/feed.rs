@@ -14,7 +14,7 @@ use crate::arch::*;
 use crate::kernels_info::gemm::TILE_RING_BYTES;
 use crate::pipeline::{PipeState, Pipeline};
 use crate::sched::{TileIter, TileScheduler};
-use crate::sync::Bound;
+use crate::sync::{stop, Bound};
 
 /// The position that ends a walk.
 const END: u32 = u32::MAX;
@@ -110,7 +110,7 @@ impl Feed {
         let i = core::mem::replace(&mut self.claimed, UNCLAIMED);
         let (pipe, st) = (self.ring.pipe(), self.state());
         if pipe.acquire(st, b, i).is_err() {
-            trap();
+            stop(b.diag);
         }
         st_shared_u32(self.ring.word(st.slot), i);
         // Release: the word is visible to whoever sees the phase complete.
@@ -157,7 +157,7 @@ impl Feed {
         }
         let (pipe, st) = (self.ring.pipe(), self.state());
         if b.mbarrier(pipe.full(st.slot), st.phase, 0, WAIT_MBAR_FULL).is_err() {
-            trap();
+            stop(b.diag);
         }
         let i = ld_shared_u32(self.ring.word(st.slot));
         if warp {

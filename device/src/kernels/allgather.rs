@@ -33,7 +33,7 @@ use crate::comm::nvlink::{copy_block, copy_fan, copy_fan_in, BulkRing};
 use crate::comm::signal::{last_arriver, launch_epoch, signal};
 use crate::comm::{fifo_push, signal_remote};
 use crate::sched::Role;
-use crate::sync::{let_report_land, Bound};
+use crate::sync::{stop, Bound};
 
 const VEC: u64 = 16;
 const PIECE_ALIGN: u64 = 64 << 10;
@@ -185,9 +185,7 @@ unsafe fn engine_enter(p: &AllGatherParams, epoch: u32, b: &Bound) {
         if !wait_ready(p, lr, epoch, b) {
             // With several nodes the inter-send CTA may be the one that gave up: its record
             // must be whole before the context stops.
-            let_report_land(b.diag);
-            fence_acq_rel_sys(); // the report reaches the host before the context stops
-            trap();
+            stop(b.diag);
         }
     }
 }
