@@ -744,24 +744,66 @@ pub(crate) fn bf16_sw128(base: u64, dims: [u64; 2], row: u64, box_dims: [u32; 2]
 
 /// Row `i` of `A @ B` computed on the host in f64 from the bf16 inputs (the test reference).
 pub fn reference_row(a: &[bf16], b: &[bf16], shape: GemmShape, layout: BLayout, i: usize) -> Vec<f64> {
+    reference_row_bounded(a, b, shape, layout, i).0
+}
+
+/// The products one tensor-core step adds to an fp32 accumulator (one wgmma's K).
+const MMA_K: usize = 16;
+
+/// [`reference_row`], and for each element a bound on what accumulating it in fp32 on the
+/// tensor cores, K ascending as the engine does, can add. Each step of [`MMA_K`] products is
+/// held to one truncation per term (the products and the running sum) of 2^-23 of the step's
+/// largest magnitude. A sum whose large products cancel needs this: its fp32 error follows the
+/// running sum and the products, not the small result (a bound on the result's size alone
+/// once failed a correct all-reduce, docs/PERF.md).
+pub fn reference_row_bounded(
+    a: &[bf16],
+    b: &[bf16],
+    shape: GemmShape,
+    layout: BLayout,
+    i: usize,
+) -> (Vec<f64>, Vec<f64>) {
     let GemmShape { n, k, .. } = shape;
     let arow: Vec<f64> = a[i * k..(i + 1) * k].iter().map(|x| x.to_f64()).collect();
-    let mut out = vec![0.0f64; n];
+    let step = |bound: &mut f64, largest: f64| *bound += (MMA_K + 1) as f64 * 2f64.powi(-23) * largest;
+    let (mut out, mut bound) = (vec![0.0f64; n], vec![0.0f64; n]);
     match layout {
+        // Step by step over K, every column at once (B's rows read in order).
         BLayout::KN => {
-            for (kk, &av) in arow.iter().enumerate() {
-                for (o, bv) in out.iter_mut().zip(&b[kk * n..(kk + 1) * n]) {
-                    *o += av * bv.to_f64();
+            let mut largest = vec![0.0f64; n];
+            for (k0, achunk) in arow.chunks(MMA_K).enumerate() {
+                for (m, o) in largest.iter_mut().zip(&out) {
+                    *m = o.abs();
+                }
+                for (dk, &av) in achunk.iter().enumerate() {
+                    let brow = &b[(k0 * MMA_K + dk) * n..][..n];
+                    for ((o, m), bv) in out.iter_mut().zip(&mut largest).zip(brow) {
+                        let p = av * bv.to_f64();
+                        *o += p;
+                        *m = m.max(p.abs());
+                    }
+                }
+                for (e, &m) in bound.iter_mut().zip(&largest) {
+                    step(e, m);
                 }
             }
         }
+        // Column by column (B's rows are columns of the product).
         BLayout::NK => {
-            for (j, o) in out.iter_mut().enumerate() {
-                *o = b[j * k..(j + 1) * k].iter().zip(&arow).map(|(bv, av)| bv.to_f64() * av).sum();
+            for (j, (o, e)) in out.iter_mut().zip(&mut bound).enumerate() {
+                for (achunk, bchunk) in arow.chunks(MMA_K).zip(b[j * k..(j + 1) * k].chunks(MMA_K)) {
+                    let mut largest = o.abs();
+                    for (&av, bv) in achunk.iter().zip(bchunk) {
+                        let p = av * bv.to_f64();
+                        *o += p;
+                        largest = largest.max(p.abs());
+                    }
+                    step(e, largest);
+                }
             }
         }
     }
-    out
+    (out, bound)
 }
 
 // Keep the device's tile constants visible where the host sizes launches.
@@ -883,6 +925,39 @@ mod tests {
                 assert!((1..=MAX_SPLIT_K).contains(&s) && (s == 1 || tiles * s <= 132), "{m}x{n}x{k} w{w}: {s}");
             }
         }
+    }
+
+    #[test]
+    fn reference_bound_covers_fp32_accumulation_where_the_sum_cancels() {
+        use crate::testing::Rng;
+        // K = 200: a last step of 8 products. Column 1 cancels: its second half of products is
+        // the first half negated, so its result is 0 and its running sum is not.
+        let (n, k) = (5usize, 200usize);
+        let mut rng = Rng::new(7);
+        let mut a = rng.bf16_vec(k);
+        let mut kn = rng.bf16_vec(k * n);
+        for kk in 0..k / 2 {
+            a[kk + k / 2] = a[kk];
+            kn[(kk + k / 2) * n + 1] = -kn[kk * n + 1];
+        }
+        let nk: Vec<bf16> = (0..n * k).map(|x| kn[(x % k) * n + x / k]).collect();
+        let shape = GemmShape { m: 1, n, k };
+        let (exact, bound) = reference_row_bounded(&a, &kn, shape, BLayout::KN, 0);
+        // Both layouts take the same steps in the same order: the same bits.
+        assert_eq!((exact.clone(), bound.clone()), reference_row_bounded(&a, &nk, shape, BLayout::NK, 0));
+        for j in 0..n {
+            // fp32, rounded after every product: one model the bound must cover.
+            let f32_sum = (0..k).fold(0f32, |s, kk| s + a[kk].to_f32() * kn[kk * n + j].to_f32());
+            let err = (f32_sum as f64 - exact[j]).abs();
+            let products: f64 = (0..k).map(|kk| (a[kk].to_f64() * kn[kk * n + j].to_f64()).abs()).sum();
+            assert!(err <= bound[j], "column {j}: error {err:e} beyond {:e}", bound[j]);
+            // Tight for the tensor cores' step model: within the textbook bound K * 2^-23 * sum |ab|.
+            assert!(bound[j] <= k as f64 * 2f64.powi(-23) * products, "column {j}");
+            assert!(bound[j] > 0.0);
+        }
+        // The cancelling column: a result-relative bound would be 0; this one follows the
+        // running sum.
+        assert!(exact[1] == 0.0 && bound[1] > 1e-6, "{}", bound[1]);
     }
 
     #[test]

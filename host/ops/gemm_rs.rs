@@ -25,16 +25,20 @@
 //! crosses the inter-node link once per destination node. The unfused path is our GEMM, then
 //! `mk_reduce_nodes` (the same sums in the same order, through the same FIFO).
 //!
-//! **Precision contract.** Products accumulate in fp32; each rank's partial is rounded to bf16
-//! once; the partials are added in fp32 (the summing rank's first, then the others in rank order)
-//! and the sum rounded once to the output type. With several nodes the sum over a node's ranks is
-//! a node partial, rounded to bf16 once (the inter-node hop), and the node partials are added in
-//! fp32 in node order before the rounding to the output type. Per element, with `P_s` the exact
-//! partials, `N_m` node m's exact partial sums and `u = 2^-8` (bf16 rounding, relative):
-//! `|out - sum_s P_s| <= u/2 * (sum_s |P_s| + [nodes > 1] sum_m |N_m| + |out|) + (W + nodes) *
-//! 2^-24 * sum_s |P_s|` (fp32 adds; `sum_m |N_m| <= sum_s |P_s|`), and for f32 output the `|out|`
-//! term drops. The tests hold every rank's result to this bound against an f64 host reference on
-//! sampled rows.
+//! **Precision contract.** Products accumulate in fp32 on the tensor cores; each rank's partial
+//! is rounded to bf16 once; the partials are added in fp32 (the summing rank's first, then the
+//! others in rank order) and the sum rounded once to the output type. With several nodes the sum
+//! over a node's ranks is a node partial, rounded to bf16 once (the inter-node hop), and the node
+//! partials are added in fp32 in node order before the rounding to the output type. Per element,
+//! with `P_s` the exact partials, `N_m` node m's exact partial sums, `u = 2^-8` (bf16's unit
+//! roundoff: one rounding moves a value by at most u of its size) and `E_s` the accumulation
+//! bound of partial s (`gemm::reference_row_bounded`: each wgmma step of 16 products held to 17
+//! truncations of 2^-23 of the step's largest magnitude, the running sum included):
+//! `|out - sum_s P_s| <= sum_s E_s + u * (sum_s |P_s| + [nodes > 1] sum_m |N_m| + |out|) + (W +
+//! nodes) * 2^-24 * sum_s |P_s|` (fp32 adds; `sum_m |N_m| <= sum_s |P_s|`), and for f32 output
+//! the `|out|` term drops. `E_s` follows the products' size, not the partial's: where large
+//! partials cancel it is the largest term. The tests hold every rank's
+//! result to this bound against an f64 host reference on sampled rows.
 use super::gemm::{BLayout, CAddr, Gemm, GemmOptions, GemmShape};
 use super::{tuned, Path, PathChoice};
 use crate::abi::{

@@ -55,12 +55,21 @@ fn piece(p: &AllGatherParams, idx: u32, ctas: u32) -> (u64, u64) {
 #[inline(always)]
 unsafe fn wait_local_ready(p: &AllGatherParams, epoch: u32, b: &Bound, tid: u32) -> bool {
     let mut failed = false;
-    for lr in 0..p.local_world {
-        if tid == 0 && !failed && lr != p.local_rank {
-            failed = !wait_ready(p, lr, epoch, b);
+    if tid == 0 {
+        for lr in local_peers(p) {
+            if !wait_ready(p, lr, epoch, b) {
+                failed = true;
+                break;
+            }
         }
     }
     sync_threads_or(failed)
+}
+
+/// The other local ranks, in order.
+#[inline(always)]
+fn local_peers(p: &AllGatherParams) -> impl Iterator<Item = u32> + '_ {
+    (0..p.local_world).filter(move |&lr| lr != p.local_rank)
 }
 
 /// One thread: wait (bounded) until local rank `lr` raised its `ready` of this launch. Returns
@@ -181,7 +190,7 @@ unsafe fn intra(p: &AllGatherParams, idx: u32, epoch: u32, b: &Bound) {
 /// became ready.
 #[inline(always)]
 unsafe fn engine_enter(p: &AllGatherParams, epoch: u32, b: &Bound) {
-    for lr in (0..p.local_world).filter(|&lr| lr != p.local_rank) {
+    for lr in local_peers(p) {
         if !wait_ready(p, lr, epoch, b) {
             // With several nodes the inter-send CTA may be the one that gave up: its record
             // must be whole before the context stops.
@@ -194,7 +203,7 @@ unsafe fn engine_enter(p: &AllGatherParams, epoch: u32, b: &Bound) {
 /// peer completed (stream order), so raise `data[rank]` there; then wait for every shard.
 #[inline(always)]
 unsafe fn engine_leave(p: &AllGatherParams, epoch: u32, b: &Bound) {
-    for lr in (0..p.local_world).filter(|&lr| lr != p.local_rank) {
+    for lr in local_peers(p) {
         signal((pick(&p.peer_flags, lr) as *mut u32).add(p.rank as usize), epoch);
     }
     wait_all(p, epoch, b);
@@ -247,7 +256,7 @@ unsafe fn wait_all(p: &AllGatherParams, epoch: u32, b: &Bound) {
     if p.copy_mode == COPY_PULL {
         // The caller may change our shard once this launch ends: every local peer must be done
         // reading it.
-        for lr in (0..p.local_world).filter(|&lr| lr != p.local_rank) {
+        for lr in local_peers(p) {
             let s = p.rank - p.local_rank + lr;
             if b.flag((p.flags as *const u32).add((2 * p.world + s) as usize), epoch, s).is_err() {
                 return;
@@ -277,10 +286,8 @@ pub unsafe extern "ptx-kernel" fn mk_allgather(p: AllGatherParams) {
             let b = bound(Role::IntraComm);
             if idx == 0 && tid == 0 {
                 // Tell this node's ranks that we entered the launch.
-                for lr in 0..p.local_world {
-                    if lr != p.local_rank {
-                        signal((pick(&p.peer_flags, lr) as *mut u32).add((p.world + p.rank) as usize), epoch);
-                    }
+                for lr in local_peers(&p) {
+                    signal((pick(&p.peer_flags, lr) as *mut u32).add((p.world + p.rank) as usize), epoch);
                 }
             }
             if p.copy_mode == COPY_CE_ENTER {
