@@ -10,7 +10,7 @@ use mkernel::gpu::DeviceBuffer;
 use mkernel::testing::{gpu_or_skip, rel_err, Rng, POISON_BYTE};
 use mkernel::Gpu;
 
-/// One bf16 rounding of the output (2^-9 relative) plus accumulation.
+/// One bf16 rounding of the output (at most 2^-8 relative) plus accumulation.
 const BF16_OUT_TOL: f64 = 4e-3;
 
 /// The plain GEMM's plan the gathered one runs: 256-column tiles on the staged ring, unsplit.
