@@ -751,7 +751,7 @@ pub fn reference_row(a: &[bf16], b: &[bf16], shape: GemmShape, layout: BLayout, 
 const MMA_K: usize = 16;
 
 /// [`reference_row`], and for each element a bound on what accumulating it in fp32 on the
-/// tensor cores, K ascending as the engine does, can add. Each step of [`MMA_K`] products is
+/// tensor cores, K ascending as the engine does, can add. Each step of 16 products (`MMA_K`) is
 /// held to one truncation per term (the products and the running sum) of 2^-23 of the step's
 /// largest magnitude. A sum whose large products cancel needs this: its fp32 error follows the
 /// running sum and the products, not the small result (a bound on the result's size alone
