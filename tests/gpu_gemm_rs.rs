@@ -249,6 +249,27 @@ fn pulled_and_prefetched() {
     });
 }
 
+/// The two-phase all-reduce with ranks pulling each other's reduced tiles (`--pull-reduced`):
+/// prefetched, pulled and pushed partials, the awkward shape in both layouts (partial
+/// edge boxes, a last half tile below the rows), a CUDA graph, launches back to back, lead 0.
+/// 1 x 2, and 1 x 4 with four GPUs.
+#[test]
+fn reduced_tiles_pulled() {
+    let two = ["--one-shot", "off", "--pull-reduced", "on"];
+    let shared = || check("gemm-ar", 2, &[0, 0], &[&two[..], &["--shape", "512x264x128", "--rounds", "2"]].concat());
+    one_node_layouts("reduced_tiles_pulled", shared, |w, g, awkward| {
+        let c = |extra: &[&str]| check("gemm-ar", w, g, &[&two[..], extra].concat());
+        c(&["--shape", awkward, "--layout", "kn"]);
+        c(&["--shape", awkward, "--layout", "nk", "--push", "on"]);
+        c(&["--shape", awkward, "--layout", "kn", "--push", "off", "--prefetch", "off"]);
+        c(&["--shape", "4000x1544x2048", "--layout", "nk", "--graph"]);
+        c(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2", "--back-to-back", "20"]);
+        c(&["--shape", "4000x1544x1024", "--lead", "0", "--back-to-back", "20"]);
+        // The default: on at two ranks from 128 MiB of partial, off above two ranks.
+        check("gemm-ar", w, g, &["--one-shot", "off", "--shape", "8192x8192x2048", "--rounds", "2"]);
+    });
+}
+
 /// f32 output with each compute CTA summing several own tiles in a row (every send first, short
 /// k-loops), in the three one-node forms: the helper loads the next own tile's staged partial
 /// into the staging tile right after `staged`, so the consumers must all have read the last one

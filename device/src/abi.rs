@@ -768,7 +768,7 @@ abi_struct! {
     /// (raised over NVLink, or by a FIFO SIGNAL from another node); a node-partial slot that the
     /// last launch sent from is rewritten only after its destinations' `ready`, which implies
     /// they received it. Flags: see the index functions.
-    pub struct GemmRsParams [240] {
+    pub struct GemmRsParams [248] {
         /// This rank's partial GEMM `A_r @ B_r` (`k` = K/W; compute CTAs only; `roles` also
         /// counts the inter-send and inter-reduce CTAs of several nodes).
         pub gemm: GemmParams,
@@ -829,6 +829,19 @@ abi_struct! {
         /// reads move from the own tiles' part of the launch to the sends' part, where the
         /// all-reduce's second phase does not write.
         pub prefetch: u32,
+        /// 1 (two-phase all-reduce, one node, bf16 output): each rank pulls the other ranks'
+        /// reduced tiles instead of their owners pushing them. An own tile's helper stores the
+        /// sum into its own output, raises `done[rank]` at every other local rank, then (each
+        /// other rank sums the same tile of its block in the same round) waits for their
+        /// `done`, loads their tile over NVLink with TMA into its staging tile, stores it into
+        /// its own output and raises `ack[rank]` at them; a rank's launch ends once every other
+        /// rank acknowledged every tile of its block (nobody reads its output any more). The
+        /// entries `MAX_LOCAL_RANKS + d` of `out_maps` cover local rank d's block of its own
+        /// output, entries `2 * MAX_LOCAL_RANKS + d` the same block of mine. NVLink reads slow
+        /// the GEMM about half as much as writes of the same bytes.
+        pub pull_reduced: u32,
+        /// Padding up to the asserted size; always 0.
+        pub _pad: u32,
     }
 }
 
@@ -864,9 +877,10 @@ impl GemmRsParams {
     }
     /// Flag words per rank: `ready[world]`, `part[world][inbox tiles][2]`,
     /// `done[world][inbox tiles][2]`, with several nodes `node[nodes][nodes][2 tiles]`, on one
-    /// node `pref[world][inbox tiles][2]` (`inbox_tiles`: [`Self::inbox_tiles_of`]).
+    /// node `pref[world][inbox tiles][2]` and `ack[world][inbox tiles][2]` (`inbox_tiles`:
+    /// [`Self::inbox_tiles_of`]).
     pub const fn flag_words(world: u32, nodes: u32, per_owner: u32, inbox_tiles: u32) -> u32 {
-        let node = if nodes > 1 { nodes * nodes * 2 * per_owner } else { 2 * world * inbox_tiles };
+        let node = if nodes > 1 { nodes * nodes * 2 * per_owner } else { 4 * world * inbox_tiles };
         (world + 4 * world * inbox_tiles + node) * FLAG_STRIDE
     }
     fn tiles(&self) -> u32 {
@@ -903,6 +917,11 @@ impl GemmRsParams {
     /// tile `slot` is in my inbox, pulled by one of my send tiles' helpers.
     pub fn pref_flag(&self, s: u32, slot: u32, half: u32) -> u32 {
         (self.world + (2 * self.world + s) * 2 * self.inbox_tiles() + slot * 2 + half) * FLAG_STRIDE
+    }
+    /// Index of `ack[s][slot][half]` (one node, [`Self::pull_reduced`]): local rank s pulled my
+    /// reduced tile `slot`, half `half`, from my output.
+    pub fn ack_flag(&self, s: u32, slot: u32, half: u32) -> u32 {
+        (self.world + (3 * self.world + s) * 2 * self.inbox_tiles() + slot * 2 + half) * FLAG_STRIDE
     }
     /// Byte offset of source s's slot for my inbox slot `slot` ([`Self::inbox_slot`]), half
     /// `half`, in `staging` (the inbox; several nodes: `s` = [`GemmRsParams::inbox`]).

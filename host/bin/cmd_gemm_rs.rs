@@ -57,6 +57,10 @@ pub struct Knobs {
     /// One node, two phases, owners pulling: send tiles prefetch the own tiles' partials (on).
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     pub prefetch: Option<bool>,
+    /// Two-phase all-reduce on one node, bf16 output: ranks pull each other's reduced tiles (on)
+    /// instead of the owners pushing them (off); default: on at two ranks from 128 MiB partials.
+    #[arg(long = "pull-reduced", value_parser = clap::builder::BoolishValueParser::new())]
+    pub pull_reduced: Option<bool>,
     /// Several nodes: CTAs pushing node partials into the FIFO.
     #[arg(long = "inter-send")]
     pub inter_send: Option<u32>,
@@ -76,6 +80,7 @@ impl Knobs {
             one_shot: self.one_shot,
             push: self.push,
             prefetch: self.prefetch,
+            pull_reduced: self.pull_reduced,
             inter_send: self.inter_send,
             inter_reduce: self.inter_reduce,
             group: self.group,
@@ -176,7 +181,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
     };
     let roles = op.roles();
     println!(
-        "rank {} of {} ({} nodes, transport {}): {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}, one shot {}, push {}, prefetch {}, {} inter-send + {} inter-reduce CTAs, group {}; by default {}",
+        "rank {} of {} ({} nodes, transport {}): {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}, one shot {}, push {}, prefetch {}, pull reduced {}, {} inter-send + {} inter-reduce CTAs, group {}; by default {}",
         world.rank,
         world.world_size,
         world.nodes,
@@ -189,6 +194,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         op.one_shot(),
         op.push(),
         op.prefetch(),
+        op.pull_reduced(),
         roles.inter_send,
         roles.inter_reduce,
         op.group(),
@@ -265,6 +271,7 @@ pub fn bench(
                     .with_flops(flops)
                     .with("fused_over_gemm", ms[0] / ms[2])
                     .with("compute_ctas", roles.compute)
+                    .with("pull_reduced", op.pull_reduced())
                     .with("inter_send_ctas", roles.inter_send)
                     .with("inter_reduce_ctas", roles.inter_reduce)
                     .with("group", op.group())

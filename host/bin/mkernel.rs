@@ -703,11 +703,14 @@ mod tests {
             "off",
             "--inter-reduce",
             "3",
+            "--pull-reduced",
+            "on",
         ])
         .unwrap();
         let Cmd::Bench(BenchCmd::GemmAr(a)) = cli.cmd else { panic!("not bench gemm-ar") };
         let o = a.knobs.options(Default::default());
         assert_eq!((o.one_shot, o.push, o.prefetch, o.inter_reduce), (Some(false), Some(true), Some(false), Some(3)));
+        assert_eq!(o.pull_reduced, Some(true));
         assert!(o.lead.is_some());
     }
 

@@ -104,6 +104,11 @@ pub struct GemmRsOptions {
     /// reads fall in the sends' part of the launch rather than in the own tiles' (where the
     /// all-reduce's second phase writes). None: [`prefetches`]' rule.
     pub prefetch: Option<bool>,
+    /// Two-phase all-reduce on one node with bf16 output: each rank pulls the other ranks'
+    /// reduced tiles over NVLink instead of their owners pushing them (NVLink reads slow the
+    /// GEMM about half as much as writes: 1-2% faster at world 2 on large shapes, docs/PERF.md).
+    /// None: [`pulls_reduced`]' rule.
+    pub pull_reduced: Option<bool>,
     /// Several nodes: CTAs pushing node partials into the FIFO (None: [`DEFAULT_INTER_SEND`]).
     pub inter_send: Option<u32>,
     /// Several nodes: CTAs adding the node partials (None: the tuned table's for this transport
@@ -129,6 +134,7 @@ impl Default for GemmRsOptions {
             one_shot: None,
             push: None,
             prefetch: None,
+            pull_reduced: None,
             inter_send: None,
             inter_reduce: None,
             group: None,
@@ -222,6 +228,28 @@ pub fn prefetches(opts: &GemmRsOptions, world: &World, (one_shot, push): (bool, 
     let possible = world.nodes <= 1 && !one_shot && !push;
     let rule = "applies on one node to the two-phase form with owners pulling (push off)";
     form_switch(("prefetch", opts.prefetch, rule), possible, world.world_size == 2)
+}
+
+/// The smallest partial (`M x N` bf16 bytes) whose all-reduce pulls the reduced tiles by
+/// default at two ranks ([`pulls_reduced`]). Measured on 2 x H200 (docs/PERF.md, "Pulled reduced
+/// tiles"): pulling was 1-2% faster at 128 and 256 MiB, 4-6% slower at 16 MiB.
+pub const PULL_REDUCED_MIN_BYTES: usize = 128 << 20;
+
+/// Whether the all-reduce's ranks pull each other's reduced tiles
+/// ([`GemmRsOptions::pull_reduced`]): the option where the form allows it (two phases on one
+/// node, bf16 output; else a typed error), else where measured: two ranks, partials of
+/// [`PULL_REDUCED_MIN_BYTES`] or more.
+pub fn pulls_reduced(
+    opts: &GemmRsOptions,
+    collective: Collective,
+    shape: GemmShape,
+    world: &World,
+    one_shot: bool,
+) -> Result<bool> {
+    let possible = collective == Collective::AllReduce && world.nodes <= 1 && !one_shot && !opts.out_f32;
+    let rule = "applies to the two-phase all-reduce on one node with bf16 output";
+    let default = world.world_size == 2 && shape.m.saturating_mul(shape.n).saturating_mul(2) >= PULL_REDUCED_MIN_BYTES;
+    form_switch(("pull_reduced", opts.pull_reduced, rule), possible, default)
 }
 
 /// An on/off choice of the fused form that only some ops and layouts have: the asked value
@@ -492,6 +520,7 @@ impl<'a> GemmRs<'a> {
         form_takes_lead(one_shot, asked_lead)?;
         let push = pushes(&opts, collective, &world, one_shot)?;
         let prefetch = prefetches(&opts, &world, (one_shot, push))?;
+        let pull_reduced = pulls_reduced(&opts, collective, shape, &world, one_shot)?;
         let rows = shape.m / w;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
         let roles = role_split(&opts, collective, world.nodes, w as u32 * per_owner, gpu.info().sm_count)?;
@@ -510,7 +539,7 @@ impl<'a> GemmRs<'a> {
         comm.agree(
             "shape",
             &format!(
-                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}, one shot {one_shot}, push {push}{}{}",
+                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}, one shot {one_shot}, push {push}, pull reduced {pull_reduced}{}{}",
                 collective.op_name(),
                 shape.m,
                 shape.n,
@@ -542,7 +571,9 @@ impl<'a> GemmRs<'a> {
             })
         };
         let mut table = PeerTable::default();
-        let mut out_maps = vec![<TensorMap as bytemuck::Zeroable>::zeroed(); MAX_LOCAL_RANKS];
+        // Entries d: my block of local rank d's output; pulling reduced tiles, also d's block
+        // of its own output and of mine (abi::GemmRsParams::pull_reduced).
+        let mut out_maps = vec![<TensorMap as bytemuck::Zeroable>::zeroed(); 3 * MAX_LOCAL_RANKS];
         for d in 0..world.local_world_size {
             let r = world.local_to_global(d);
             let missing = || invalid("world", format!("rank {r}'s heap is not mapped here"));
@@ -551,8 +582,14 @@ impl<'a> GemmRs<'a> {
             table.out[d as usize] = block(r)?;
             if !opts.out_f32 {
                 let dims = [shape.n as u64, rows as u64];
-                out_maps[d as usize] =
-                    super::gemm::bf16_sw128(table.out[d as usize], dims, 2 * shape.n as u64, [64, 64]).encode()?;
+                let map = |at: u64| super::gemm::bf16_sw128(at, dims, 2 * shape.n as u64, [64, 64]).encode();
+                out_maps[d as usize] = map(table.out[d as usize])?;
+                if pull_reduced {
+                    let (theirs, mine) = (out.peer(r).ok_or_else(missing)?, out.addr());
+                    let block_r = (r as usize * rows * shape.n * es) as u64;
+                    out_maps[MAX_LOCAL_RANKS + d as usize] = map(theirs + block_r)?;
+                    out_maps[2 * MAX_LOCAL_RANKS + d as usize] = map(mine + block_r)?;
+                }
             }
         }
         let peers = gpu.upload(&[table])?;
@@ -596,6 +633,8 @@ impl<'a> GemmRs<'a> {
             one_shot: one_shot as u32,
             push: push as u32,
             prefetch: prefetch as u32,
+            pull_reduced: pull_reduced as u32,
+            _pad: 0,
         };
         let kernel = match (world.nodes > 1, one_shot, b_layout) {
             (false, false, BLayout::KN) => kernels::GEMM_RS_KN,
@@ -798,6 +837,12 @@ impl<'a> GemmRs<'a> {
         self.params.prefetch != 0
     }
 
+    /// Whether the all-reduce's ranks pull each other's reduced tiles
+    /// ([`GemmRsOptions::pull_reduced`]).
+    pub fn pull_reduced(&self) -> bool {
+        self.params.pull_reduced != 0
+    }
+
     /// Rounds of sends before the first own tile, as launched (the option or its default, at
     /// most the tiles per owner).
     pub fn lead(&self) -> u32 {
@@ -906,6 +951,23 @@ mod tests {
         assert_eq!((two.compute, two.intra_comm, two.inter_send, two.inter_reduce), (115, 0, 1, 16));
         let ar = role_split(&def, Collective::AllReduce, 2, 4096, 132).unwrap();
         assert_eq!((ar.compute, ar.inter_send, ar.inter_reduce), (99, 1, 32));
+        // Pulling reduced tiles: the two-phase all-reduce on one node with bf16 output only.
+        let one = World::test(0, 2, 1);
+        let pull = GemmRsOptions { pull_reduced: Some(true), ..def.clone() };
+        let (big, small) = (GemmShape { m: 16384, n: 4096, k: 8192 }, GemmShape { m: 2048, n: 4096, k: 4096 });
+        assert!(pulls_reduced(&pull, Collective::AllReduce, small, &one, false).unwrap());
+        assert!(pulls_reduced(&def, Collective::AllReduce, big, &one, false).unwrap());
+        assert!(!pulls_reduced(&def, Collective::AllReduce, small, &one, false).unwrap());
+        assert!(!pulls_reduced(&def, Collective::AllReduce, big, &World::test(0, 4, 1), false).unwrap());
+        assert!(!pulls_reduced(&def, rs, big, &one, false).unwrap(), "not asked, not possible: off");
+        for (o, c, w, one_shot) in [
+            (pull.clone(), rs, &one, false),
+            (pull.clone(), Collective::AllReduce, &World::test(0, 2, 2), false),
+            (pull.clone(), Collective::AllReduce, &one, true),
+            (GemmRsOptions { out_f32: true, ..pull.clone() }, Collective::AllReduce, &one, false),
+        ] {
+            assert!(pulls_reduced(&o, c, big, w, one_shot).unwrap_err().to_string().contains("`pull_reduced`"));
+        }
         let tiny = role_split(&def, rs, 2, 16, 132).unwrap();
         assert_eq!(tiny.compute, 16, "no more compute CTAs than tiles");
         let err = |o: GemmRsOptions, nodes| role_split(&o, rs, nodes, 4096, 132).unwrap_err().to_string();

@@ -29,7 +29,9 @@
 //!   same bits), and stage the sum; the helper TMA-stores it into this rank's block of the
 //!   output, and with `all_reduce` into the same block of every local rank's output, then flags
 //!   it there; each rank's helpers finally wait for the blocks of the others. (f32 output: the
-//!   consumers store from registers and flag themselves.)
+//!   consumers store from registers and flag themselves.) With `pull_reduced` the helper flags
+//!   its stored sum instead and pulls the other ranks' sums of the same tile (computed in the
+//!   same round) into its own output through the staging tile: NVLink reads, not writes.
 //!
 //! One-shot all-reduce (`mk_gemm_ar_one_shot_*`, one node): every rank walks every tile in the
 //! same order; the consumers stage their partial, the helper pushes it into every other rank's
@@ -58,6 +60,7 @@ use crate::gemm::mainloop::Smem;
 use crate::gemm::*;
 use crate::sched::{div_nz, rem_nz, GaveUp, InputGate, OwnerTiles, Role, Tile, TileGrid};
 use crate::sync::{Bound, WaitResult};
+use crate::tile::SW128_ROW_BYTES;
 
 /// The epoch of this launch, which thread 0 put into shared memory before the engine's first
 /// block barrier.
@@ -340,10 +343,41 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         let _ = self.bound().mbarrier(h.loaded(), load & 1, slot, WAIT_MBAR_HANDOFF);
     }
 
+    /// Phases of the `loaded` barrier per tile ([`Self::skip_loads`]): the `count - 1` partials
+    /// of an own tile ([`Self::sources`]' count), and with [`GemmRsParams::pull_reduced`] the
+    /// other local ranks' reduced tiles.
+    #[inline(always)]
+    fn loads_per_tile(&self) -> u32 {
+        let (_, count, _) = self.sources(0);
+        (count - 1) + if self.p.pull_reduced != 0 { self.p.local_world - 1 } else { 0 }
+    }
+
+    /// Load (helper thread) this warpgroup's half of block tile `tile` through the bf16 output
+    /// map `map` (another local rank's output over NVLink) into the staging tile `c` as load
+    /// `load` on the `loaded` barrier, box by box as [`tma_store_tile`] stores them, and wait
+    /// until it is in.
+    ///
+    /// # Safety
+    /// The helper thread, while the staging tile is its own; the half tile behind `map` is
+    /// flagged and nobody writes it until this launch ends.
+    #[inline(always)]
+    unsafe fn load_tile(&self, h: Handoff, c: u32, map: u64, tile: Tile, cwg: u32, load: u32) {
+        let p = self.p;
+        let (m0, n0) = (tile.m * TILE_M + cwg * 64, tile.n * TILE_N);
+        let boxes = if m0 < p.rows { (0..4).filter(|&j| n0 + 64 * j < p.gemm.n).count() as u32 } else { 0 };
+        // Stored through the async proxy and flagged: read through it after the acquire. A box
+        // counts whole, edges zero-filled.
+        fence_proxy_async_global();
+        mbarrier_arrive_expect_tx(h.loaded(), boxes * 64 * SW128_ROW_BYTES);
+        for j in 0..boxes {
+            tma_load_2d(c + j * 64 * SW128_ROW_BYTES, map, h.loaded(), (n0 + 64 * j) as i32, m0 as i32);
+        }
+        let _ = self.bound().mbarrier(h.loaded(), load & 1, tile.index, WAIT_MBAR_HANDOFF);
+    }
+
     /// Arrive `k` times on the `loaded` barrier without loading (helper thread): every tile a
-    /// helper handles accounts for `count - 1` phases of it ([`Self::sources`]' count: the world
-    /// on one node, the node's ranks across nodes), loading or not, so that load `j` of its
-    /// `n`-th tile waits on parity `(n * (count - 1) + j) & 1`.
+    /// helper handles accounts for [`Self::loads_per_tile`] phases of it, loading or not, so that
+    /// load `j` of its `n`-th tile waits on parity `(n * loads_per_tile + j) & 1`.
     #[inline(always)]
     unsafe fn skip_loads(h: Handoff, k: u32) {
         for _ in 0..k {
@@ -367,7 +401,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         // read from the same source first.
         for k in 0..count - 1 {
             let s = rem_nz(me + 1 + k, count);
-            self.pull_one(h, c, s - first_rank, base + s, block, slot, cwg, n * (count - 1) + k);
+            self.pull_one(h, c, s - first_rank, base + s, block, slot, cwg, n * self.loads_per_tile() + k);
         }
         // Written through the async proxy, read by the consumers' ordinary loads.
         bulk_wait_group::<0>();
@@ -388,7 +422,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         let count = p.world;
         // This tile's loads on the `loaded` barrier: count - 1 of them, this one last.
         Self::skip_loads(h, count - 2);
-        self.pull_one(h, c, q - (p.rank - p.local_rank), q, p.rank, slot, cwg, n * (count - 1) + count - 2);
+        self.pull_one(h, c, q - (p.rank - p.local_rank), q, p.rank, slot, cwg, n * self.loads_per_tile() + count - 2);
         bulk_wait_group::<0>();
         fence_proxy_async_global();
         signal_gpu((p.flags as *mut u32).add(p.pref_flag(q, slot, cwg) as usize), epoch());
@@ -640,7 +674,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                 if staged != u32::MAX {
                     // (`count > 1`: `staged_source`.)
                     let src = p.staging + p.slot_offset(base + staged, o.slot, cwg);
-                    self.load_half(h, c, src, o.slot, n * (count - 1));
+                    self.load_half(h, c, src, o.slot, n * self.loads_per_tile());
                     Self::skip_loads(h, count - 2);
                 }
             }
@@ -680,6 +714,9 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             if prefetch {
                 self.prefetch(h, c, o.owner, o.slot, n, cwg);
             }
+            if p.pull_reduced != 0 {
+                Self::skip_loads(h, p.local_world - 1); // nor pulls a reduced tile
+            }
         } else if NODES {
             // The tile's index in its block's walk names its node-partial slot.
             let t = self.tiles;
@@ -688,7 +725,24 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
         } else if p.gemm.out_f32 == 0 {
             let block_tile = Tile { index: tile.index, m: o.tm, n: o.tn };
             tma_store_tile(p.out_maps + 128 * p.local_rank as u64, c, p.rows, p.gemm.n, block_tile, cwg);
-            if p.all_reduce != 0 {
+            if p.pull_reduced != 0 {
+                // Mine is in my output for the others to pull; pull theirs of the same tile,
+                // which they sum in the same round.
+                bulk_wait_group::<0>();
+                self.signal_others(p.done_flag(p.rank, o.slot, cwg));
+                let first = n * self.loads_per_tile() + count - 1;
+                for i in 1..p.local_world {
+                    let lr = rem_nz(p.local_rank + i, p.local_world);
+                    let _ = self.wait_flag(p.done_flag(p.rank - p.local_rank + lr, o.slot, cwg), o.slot);
+                    let theirs = p.out_maps + 128 * (MAX_LOCAL_RANKS as u32 + lr) as u64;
+                    self.load_tile(h, c, theirs, block_tile, cwg, first + i - 1);
+                    // Read: nobody needs it from their output any more.
+                    self.signal_peer(lr, p.ack_flag(p.rank, o.slot, cwg));
+                    let into_mine = p.out_maps + 128 * (2 * MAX_LOCAL_RANKS as u32 + lr) as u64;
+                    tma_store_tile(into_mine, c, p.rows, p.gemm.n, block_tile, cwg);
+                    bulk_wait_group_read::<0>();
+                }
+            } else if p.all_reduce != 0 {
                 for i in 1..p.local_world {
                     let lr = rem_nz(p.local_rank + i, p.local_world);
                     self.wait_ready(lr);
@@ -719,7 +773,13 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
         while x < p.world * per * 2 {
             let (q, rest) = (div_nz(x, 2 * per), rem_nz(x, 2 * per));
             // Several nodes: the blocks this rank finalises are its own inter-reduce CTAs'.
-            if !self.sums(q) && self.wait_flag(p.done_flag(q, rest / 2, rest % 2), rest / 2).is_err() {
+            // Pulling: every other rank acknowledged every tile of my block (it read my output).
+            let flag = if p.pull_reduced != 0 {
+                p.ack_flag(q, rest / 2, rest % 2)
+            } else {
+                p.done_flag(q, rest / 2, rest % 2)
+            };
+            if !self.sums(q) && self.wait_flag(flag, rest / 2).is_err() {
                 return;
             }
             x += waiters;
