@@ -186,6 +186,13 @@ fn flags_and_staging_slots_never_overlap() {
                             flag(p.done_flag(s, slot, h));
                         }
                     }
+                    // One node: the prefetches' and the pulled reduced tiles' flags.
+                    for slot in (0..inbox).filter(|_| nodes == 1) {
+                        for h in 0..2 {
+                            flag(p.pref_flag(s, slot, h));
+                            flag(p.ack_flag(s, slot, h));
+                        }
+                    }
                 }
                 // One shot: block q's tile `slot` has its own inbox slot for every q.
                 let inbox_slots: BTreeSet<u32> =
