@@ -558,10 +558,8 @@ impl<'a> GemmRs<'a> {
         let out = comm.alloc(sizes.out)?;
         let staging = comm.alloc(sizes.staging)?;
         let flags = comm.alloc(sizes.flags)?;
-        // Where my row block starts in each local rank's output; one shot: where block d
-        // starts in mine.
-        let block = |d: u32| -> Result<u64> {
-            let (owner, block) = if one_shot { (world.rank, d) } else { (d, world.rank) };
+        // Where block `block` starts in rank `owner`'s output (a reduce-scatter's is one block).
+        let block_at = |owner: u32, block: u32| -> Result<u64> {
             let base =
                 out.peer(owner).ok_or_else(|| invalid("world", format!("rank {owner}'s heap is not mapped here")))?;
             Ok(if collective == Collective::AllReduce {
@@ -570,6 +568,9 @@ impl<'a> GemmRs<'a> {
                 base
             })
         };
+        // Where my row block starts in each local rank's output; one shot: where block d
+        // starts in mine.
+        let block = |d: u32| if one_shot { block_at(world.rank, d) } else { block_at(d, world.rank) };
         let mut table = PeerTable::default();
         // Entries d: my block of local rank d's output; pulling reduced tiles, also d's block
         // of its own output and of mine (abi::GemmRsParams::pull_reduced).
@@ -585,10 +586,8 @@ impl<'a> GemmRs<'a> {
                 let map = |at: u64| super::gemm::bf16_sw128(at, dims, 2 * shape.n as u64, [64, 64]).encode();
                 out_maps[d as usize] = map(table.out[d as usize])?;
                 if pull_reduced {
-                    let (theirs, mine) = (out.peer(r).ok_or_else(missing)?, out.addr());
-                    let block_r = (r as usize * rows * shape.n * es) as u64;
-                    out_maps[MAX_LOCAL_RANKS + d as usize] = map(theirs + block_r)?;
-                    out_maps[2 * MAX_LOCAL_RANKS + d as usize] = map(mine + block_r)?;
+                    out_maps[MAX_LOCAL_RANKS + d as usize] = map(block_at(r, r)?)?;
+                    out_maps[2 * MAX_LOCAL_RANKS + d as usize] = map(block_at(world.rank, r)?)?;
                 }
             }
         }
@@ -951,23 +950,6 @@ mod tests {
         assert_eq!((two.compute, two.intra_comm, two.inter_send, two.inter_reduce), (115, 0, 1, 16));
         let ar = role_split(&def, Collective::AllReduce, 2, 4096, 132).unwrap();
         assert_eq!((ar.compute, ar.inter_send, ar.inter_reduce), (99, 1, 32));
-        // Pulling reduced tiles: the two-phase all-reduce on one node with bf16 output only.
-        let one = World::test(0, 2, 1);
-        let pull = GemmRsOptions { pull_reduced: Some(true), ..def.clone() };
-        let (big, small) = (GemmShape { m: 16384, n: 4096, k: 8192 }, GemmShape { m: 2048, n: 4096, k: 4096 });
-        assert!(pulls_reduced(&pull, Collective::AllReduce, small, &one, false).unwrap());
-        assert!(pulls_reduced(&def, Collective::AllReduce, big, &one, false).unwrap());
-        assert!(!pulls_reduced(&def, Collective::AllReduce, small, &one, false).unwrap());
-        assert!(!pulls_reduced(&def, Collective::AllReduce, big, &World::test(0, 4, 1), false).unwrap());
-        assert!(!pulls_reduced(&def, rs, big, &one, false).unwrap(), "not asked, not possible: off");
-        for (o, c, w, one_shot) in [
-            (pull.clone(), rs, &one, false),
-            (pull.clone(), Collective::AllReduce, &World::test(0, 2, 2), false),
-            (pull.clone(), Collective::AllReduce, &one, true),
-            (GemmRsOptions { out_f32: true, ..pull.clone() }, Collective::AllReduce, &one, false),
-        ] {
-            assert!(pulls_reduced(&o, c, big, w, one_shot).unwrap_err().to_string().contains("`pull_reduced`"));
-        }
         let tiny = role_split(&def, rs, 2, 16, 132).unwrap();
         assert_eq!(tiny.compute, 16, "no more compute CTAs than tiles");
         let err = |o: GemmRsOptions, nodes| role_split(&o, rs, nodes, 4096, 132).unwrap_err().to_string();
@@ -1079,6 +1061,28 @@ mod tests {
         for (w, form) in [(&w, (true, false)), (&w, (false, true)), (&World::test(0, 2, 2), (false, false))] {
             let e = prefetches(&on, w, form).unwrap_err().to_string();
             assert!(e.starts_with("invalid argument `prefetch`"), "{e}");
+        }
+    }
+
+    #[test]
+    fn pull_reduced_rules() {
+        // The two-phase all-reduce on one node with bf16 output only.
+        let (rs, def) = (Collective::ReduceScatter, GemmRsOptions::default());
+        let one = World::test(0, 2, 1);
+        let pull = GemmRsOptions { pull_reduced: Some(true), ..def.clone() };
+        let (big, small) = (GemmShape { m: 16384, n: 4096, k: 8192 }, GemmShape { m: 2048, n: 4096, k: 4096 });
+        assert!(pulls_reduced(&pull, Collective::AllReduce, small, &one, false).unwrap());
+        assert!(pulls_reduced(&def, Collective::AllReduce, big, &one, false).unwrap());
+        assert!(!pulls_reduced(&def, Collective::AllReduce, small, &one, false).unwrap());
+        assert!(!pulls_reduced(&def, Collective::AllReduce, big, &World::test(0, 4, 1), false).unwrap());
+        assert!(!pulls_reduced(&def, rs, big, &one, false).unwrap(), "not asked, not possible: off");
+        for (o, c, w, one_shot) in [
+            (pull.clone(), rs, &one, false),
+            (pull.clone(), Collective::AllReduce, &World::test(0, 2, 2), false),
+            (pull.clone(), Collective::AllReduce, &one, true),
+            (GemmRsOptions { out_f32: true, ..pull.clone() }, Collective::AllReduce, &one, false),
+        ] {
+            assert!(pulls_reduced(&o, c, big, w, one_shot).unwrap_err().to_string().contains("`pull_reduced`"));
         }
     }
 
