@@ -15,8 +15,8 @@ use crate::arch::*;
 pub use crate::attn_tiles::{Geometry, Span, Units, Work};
 use crate::kernels_info::attention::*;
 use crate::pipeline::{PipeState, Pipeline};
-use crate::sync::Bound;
 use crate::sync::WaitResult;
+use crate::sync::{stop, Bound};
 use crate::tile::*;
 
 /// Releases of each K and V block with head dimension `d`: every consumer warp, after its own
@@ -261,7 +261,7 @@ unsafe fn produce<const D: u32, S: KvSteps>(
         let u = if loads == Loads::QK {
             let u = claim(p, units, steps, ctas);
             if qp.acquire(qst, b, u).is_err() {
-                trap();
+                stop(b.diag);
             }
             st_shared_u32(smem.unit(qst.slot), u);
             if u == Units::END {
@@ -274,7 +274,7 @@ unsafe fn produce<const D: u32, S: KvSteps>(
             // The stage is not reused before this thread read its word: it is one of the stage's
             // releases ([`q_releases`]).
             if qp.wait(qst, b, 0).is_err() {
-                trap();
+                stop(b.diag);
             }
             let u = ld_shared_u32(smem.unit(qst.slot));
             if u == Units::END {
@@ -289,7 +289,7 @@ unsafe fn produce<const D: u32, S: KvSteps>(
             if !S::ONE_STEP && sp.first > 0 {
                 for c in 0..consumers(D) {
                     if steps.before_merge(sp.first, sp.tile * consumers(D) + c, b).is_err() {
-                        trap();
+                        stop(b.diag);
                     }
                 }
             }
@@ -312,7 +312,7 @@ unsafe fn produce<const D: u32, S: KvSteps>(
             let g = g0.with_keys(steps.k_pos(step));
             for j in 0..g.kv_blocks(w.mb) {
                 if pipe.acquire(*st, b, u).is_err() {
-                    trap();
+                    stop(b.diag);
                 }
                 pipe.expect(*st, kv_bytes(D));
                 let dst = if loads == Loads::QK { smem.k(st.slot) } else { smem.v(st.slot) };
@@ -530,7 +530,7 @@ unsafe fn consume<const D: u32, S: KvSteps>(
     let units = units_of(g0, steps);
     loop {
         if qp.wait(qst, b, 0).is_err() {
-            trap();
+            stop(b.diag);
         }
         let u = ld_shared_u32(smem.unit(qst.slot));
         let q_rows = smem.q(qst.slot) + cwg * 64 * SW128_ROW_BYTES;
@@ -567,7 +567,7 @@ unsafe fn consume<const D: u32, S: KvSteps>(
                     // Both waits come before the first wgmma: a (divergent) wait loop between
                     // two in-flight wgmmas would make ptxas serialise them.
                     if kp.wait(kst, b, i).is_err() || ($pv && vp.wait(vst, b, i).is_err()) {
-                        trap();
+                        stop(b.diag);
                     }
                     wgmma::fence();
                     qk::<D>(&mut s, q_rows, smem.k(kst.slot));
@@ -617,7 +617,7 @@ unsafe fn consume<const D: u32, S: KvSteps>(
         }
         if any {
             if vp.wait(vst, b, i).is_err() {
-                trap();
+                stop(b.diag);
             }
             wgmma::fence();
             pv::<D>(&mut o, &pfrag, smem.v(vst.slot), true);
