@@ -265,8 +265,9 @@ fn reduced_tiles_pulled() {
         c(&["--shape", "4000x1544x2048", "--layout", "nk", "--graph"]);
         c(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2", "--back-to-back", "20"]);
         c(&["--shape", "4000x1544x1024", "--lead", "0", "--back-to-back", "20"]);
-        // The default: on at two ranks from 128 MiB of partial, off above two ranks.
-        check("gemm-ar", w, g, &["--one-shot", "off", "--shape", "8192x8192x2048", "--rounds", "2"]);
+        // The default: on at two ranks from 32 MiB of partial and K/W = 4096, off above two
+        // ranks (the logs' "pull reduced true / false").
+        check("gemm-ar", w, g, &["--one-shot", "off", "--shape", "4096x4096x8192", "--rounds", "2"]);
     });
 }
 

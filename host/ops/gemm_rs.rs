@@ -231,14 +231,22 @@ pub fn prefetches(opts: &GemmRsOptions, world: &World, (one_shot, push): (bool, 
 }
 
 /// The smallest partial (`M x N` bf16 bytes) whose all-reduce pulls the reduced tiles by
-/// default at two ranks ([`pulls_reduced`]). Measured on 2 x H200 (docs/PERF.md, "Pulled reduced
-/// tiles"): pulling was 1-2% faster at 128 and 256 MiB, 4-6% slower at 16 MiB.
-pub const PULL_REDUCED_MIN_BYTES: usize = 128 << 20;
+/// default at two ranks ([`pulls_reduced`], with [`PULL_REDUCED_MIN_K`]). Measured on 2 x H200
+/// at K/W = 4096 (docs/PERF.md, "Pulled reduced tiles", "Where pulling the reduced tiles
+/// pays"): pulling was 4-8% slower at 16 MiB, level at 32, 2-5% faster at 48 and 64, 1-2% at
+/// 128 and 256; at K/W = 8192 about 1% faster at 32 and 128 MiB.
+pub const PULL_REDUCED_MIN_BYTES: usize = 32 << 20;
+
+/// The smallest K per rank (`K / W`) at which the all-reduce pulls the reduced tiles by default
+/// ([`pulls_reduced`]). At K/W = 2048 pulling was 7-11% slower at 64 and 128 MiB of partial (2 x
+/// H200): each own tile's pull then waits on the other rank's sum of the same round, and a
+/// shorter tile has less multiply to hide it under.
+pub const PULL_REDUCED_MIN_K: usize = 4096;
 
 /// Whether the all-reduce's ranks pull each other's reduced tiles
 /// ([`GemmRsOptions::pull_reduced`]): the option where the form allows it (two phases on one
 /// node, bf16 output; else a typed error), else where measured: two ranks, partials of
-/// [`PULL_REDUCED_MIN_BYTES`] or more.
+/// [`PULL_REDUCED_MIN_BYTES`] or more, K per rank of [`PULL_REDUCED_MIN_K`] or more.
 pub fn pulls_reduced(
     opts: &GemmRsOptions,
     collective: Collective,
@@ -248,7 +256,9 @@ pub fn pulls_reduced(
 ) -> Result<bool> {
     let possible = collective == Collective::AllReduce && world.nodes <= 1 && !one_shot && !opts.out_f32;
     let rule = "applies to the two-phase all-reduce on one node with bf16 output";
-    let default = world.world_size == 2 && shape.m.saturating_mul(shape.n).saturating_mul(2) >= PULL_REDUCED_MIN_BYTES;
+    let default = world.world_size == 2
+        && shape.m.saturating_mul(shape.n).saturating_mul(2) >= PULL_REDUCED_MIN_BYTES
+        && shape.k / world.world_size as usize >= PULL_REDUCED_MIN_K;
     form_switch(("pull_reduced", opts.pull_reduced, rule), possible, default)
 }
 
@@ -1074,6 +1084,12 @@ mod tests {
         assert!(pulls_reduced(&pull, Collective::AllReduce, small, &one, false).unwrap());
         assert!(pulls_reduced(&def, Collective::AllReduce, big, &one, false).unwrap());
         assert!(!pulls_reduced(&def, Collective::AllReduce, small, &one, false).unwrap());
+        // The thresholds: 32 MiB of partial and K/W = 4096, each on its own.
+        let at =
+            |m: usize, k: usize| pulls_reduced(&def, Collective::AllReduce, GemmShape { m, n: 4096, k }, &one, false);
+        assert!(at(4096, 8192).unwrap(), "32 MiB, K/W 4096");
+        assert!(!at(4096 - 8, 8192).unwrap(), "below 32 MiB");
+        assert!(!at(16384, 8192 - 16).unwrap(), "K/W below 4096");
         assert!(!pulls_reduced(&def, Collective::AllReduce, big, &World::test(0, 4, 1), false).unwrap());
         assert!(!pulls_reduced(&def, rs, big, &one, false).unwrap(), "not asked, not possible: off");
         for (o, c, w, one_shot) in [
