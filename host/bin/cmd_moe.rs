@@ -8,7 +8,7 @@ use mkernel::abi::MoeRow;
 use mkernel::bench::{harness, RankGroup, RunInfo, Timing};
 use mkernel::comm::communicator::{CommOptions, Communicator};
 use mkernel::comm::world::World;
-use mkernel::gemm::BLayout;
+use mkernel::gemm::{reference_row_bounded, BLayout, GemmShape};
 use mkernel::ops::moe::{reference_rows, MoeDispatchGemm, MoeLayout, MoeOptions, MoeShape};
 use mkernel::ops::{Path, PathChoice};
 use mkernel::testing::{Rng, POISON_BYTE};
@@ -345,21 +345,16 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
                 // have none).
                 let (src, t) = (info.src_rank as usize, info.token as usize);
                 let xr = &sources[src][t * h..(t + 1) * h];
-                for c in 0..i {
-                    let (mut exact, mut mag) = (0f64, 0f64);
-                    for kk in 0..h {
-                        let wv = match a.layout {
-                            BLayout::KN => w1_host[(le * h + kk) * i + c],
-                            BLayout::NK => w1_host[(le * i + c) * h + kk],
-                        }
-                        .to_f64();
-                        let p = xr[kk].to_f64() * wv;
-                        exact += p;
-                        mag += p.abs();
-                    }
+                // Expert `le`'s W1 (`[H, I]` or `[I, H]`) and, per column, the exact product and
+                // its fp32 accumulation bound on the tensor cores (`reference_row_bounded`).
+                let w = &w1_host[le * h * i..(le + 1) * h * i];
+                let (exacts, accs) = reference_row_bounded(xr, w, GemmShape { m: 1, n: i, k: h }, a.layout, 0);
+                for (c, (&exact, &acc)) in exacts.iter().zip(&accs).enumerate() {
                     let out = y[row * i + c];
                     let u = 2f64.powi(-8);
-                    let bound = if a.f32 { 0.0 } else { u * exact.abs() } + h as f64 * 2f64.powi(-23) * mag + 1e-6;
+                    // The fp32 sum is within `acc` of the exact one, and bf16's rounding moves
+                    // it by at most u of its size.
+                    let bound = if a.f32 { 0.0 } else { u * (exact.abs() + acc) } + acc + 1e-6;
                     let err = (out - exact).abs();
                     ensure!(
                         err.is_finite() && err <= bound,

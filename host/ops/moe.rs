@@ -23,8 +23,11 @@
 //!
 //! **Precision.** Each output element is one bf16 x bf16 dot product over H accumulated in fp32
 //! by the tensor cores, rounded once to the output type: against an f64 reference,
-//! `|y - ref| <= 2^-8 * |ref| + H * 2^-23 * sum_k |x_k w_k|` for bf16 output (the first term
-//! drops for f32 output). The dispatched rows are bit copies of the source rows.
+//! `|y - ref| <= 2^-8 * (|ref| + E) + E` for bf16 output (the first term drops for f32 output), with
+//! `E` the accumulation bound of `gemm::reference_row_bounded` (each wgmma step of 16 products
+//! held to 17 truncations of 2^-23 of the step's largest magnitude, the running sum included; at
+//! most the textbook `H * 2^-23 * sum_k |x_k w_k|`). The dispatched rows are bit copies of the
+//! source rows.
 //!
 //! **Several nodes.** Records and counts for a rank on another node go through the FIFO and the
 //! proxy (RDMA writes; the emulated NIC between emulated nodes). A rank's tokens cross to each

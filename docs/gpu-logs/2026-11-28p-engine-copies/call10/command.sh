@@ -1,0 +1,2 @@
+# Session 16, call 10 (2x H200, call 9's warm machine): the whole gpu_moe suite on two GPUs.
+source .gpu-all/prep.sh; rm -rf $L/*; export MKERNEL_REQUIRE_GPU=1 MKERNEL_REQUIRE_GPUS=2; timeout 200 $H/bin/test-gpu_moe --test-threads 1 > $L/gpu_moe.log 2>&1; stamp "gpu_moe rc=$? $(grep 'test result' $L/gpu_moe.log)"; grep -o 'worst error / bound [0-9.]*' $L/gpu_moe.log | sort | uniq -c | sort -k5 -n | tail -4; grep -B2 'bound 0.00' $L/gpu_moe.log | head -8 | cut -c1-250; pack
