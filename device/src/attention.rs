@@ -15,8 +15,7 @@ use crate::arch::*;
 pub use crate::attn_tiles::{Geometry, Span, Units, Work};
 use crate::kernels_info::attention::*;
 use crate::pipeline::{PipeState, Pipeline};
-use crate::sync::WaitResult;
-use crate::sync::{stop, Bound};
+use crate::sync::{stop, Bound, WaitResult};
 use crate::tile::*;
 
 /// Releases of each K and V block with head dimension `d`: every consumer warp, after its own

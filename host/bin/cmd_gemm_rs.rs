@@ -58,7 +58,8 @@ pub struct Knobs {
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     pub prefetch: Option<bool>,
     /// Two-phase all-reduce on one node, bf16 output: ranks pull each other's reduced tiles (on)
-    /// instead of the owners pushing them (off); default: on at two ranks from 32 MiB partials and K/W = 4096.
+    /// instead of the owners pushing them (off); default: on at two ranks from 32 MiB partials
+    /// and K/W = 4096.
     #[arg(long = "pull-reduced", value_parser = clap::builder::BoolishValueParser::new())]
     pub pull_reduced: Option<bool>,
     /// Several nodes: CTAs pushing node partials into the FIFO.
