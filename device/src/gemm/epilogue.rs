@@ -417,19 +417,28 @@ pub unsafe fn tma_store_tile(map: u64, c: u32, m: u32, n: u32, tile: Tile, cwg: 
     tma_store_cols::<Acc256>(map, c, m, n, tile, cwg);
 }
 
+/// Warpgroup `cwg`'s 64 rows of `tile` (as wide as `A`) as 64 x 64 boxes of an `[m, n]` matrix:
+/// the first row and column, and how many boxes lie inside it (the columns' first boxes; none
+/// when the rows start past `m`). The one place for the boxes TMA stores and loads a staged
+/// half tile by.
+#[inline(always)]
+pub fn half_tile_boxes<A: Accumulators>(m: u32, n: u32, tile: Tile, cwg: u32) -> (u32, u32, u32) {
+    let (m0, n0) = (tile.m * TILE_M + cwg * 64, tile.n * A::N);
+    let boxes = if m0 < m { (0..A::N / 64).filter(|&j| n0 + 64 * j < n).count() as u32 } else { 0 };
+    (m0, n0, boxes)
+}
+
 /// [`tma_store_tile`] for tiles as wide as `A`.
 ///
 /// # Safety
 /// As for [`tma_store_tile`].
 #[inline(always)]
 pub unsafe fn tma_store_cols<A: Accumulators>(map: u64, c: u32, m: u32, n: u32, tile: Tile, cwg: u32) {
-    let m0 = tile.m * TILE_M + cwg * 64;
-    if m0 < m {
-        for j in 0..A::N / 64 {
-            let n0 = tile.n * A::N + 64 * j;
-            if n0 < n {
-                tma_store_2d(map, c + j * 64 * SW128_ROW_BYTES, n0 as i32, m0 as i32);
-            }
+    let (m0, n0, boxes) = half_tile_boxes::<A>(m, n, tile, cwg);
+    // A constant trip count, so the stores unroll.
+    for j in 0..A::N / 64 {
+        if j < boxes {
+            tma_store_2d(map, c + j * 64 * SW128_ROW_BYTES, (n0 + 64 * j) as i32, m0 as i32);
         }
     }
     bulk_commit_group();

@@ -55,7 +55,7 @@ use crate::abi::*;
 use crate::arch::*;
 use crate::comm::signal::{launch_epoch, signal, signal_gpu};
 use crate::gemm::engine::Operands;
-use crate::gemm::epilogue::{store_f32, tma_store_tile, write_bf16, Handoff};
+use crate::gemm::epilogue::{half_tile_boxes, store_f32, tma_store_tile, write_bf16, Handoff};
 use crate::gemm::mainloop::Smem;
 use crate::gemm::*;
 use crate::sched::{div_nz, rem_nz, GaveUp, InputGate, OwnerTiles, Role, Tile, TileGrid};
@@ -354,17 +354,15 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
 
     /// Load (helper thread) this warpgroup's half of block tile `tile` through the bf16 output
     /// map `map` (another local rank's output over NVLink) into the staging tile `c` as load
-    /// `load` on the `loaded` barrier, box by box as [`tma_store_tile`] stores them, and wait
-    /// until it is in.
+    /// `load` on the `loaded` barrier, box by box ([`half_tile_boxes`], the boxes
+    /// [`tma_store_tile`] stores), and wait until it is in.
     ///
     /// # Safety
     /// The helper thread, while the staging tile is its own; the half tile behind `map` is
     /// flagged and nobody writes it until this launch ends.
     #[inline(always)]
     unsafe fn load_tile(&self, h: Handoff, c: u32, map: u64, tile: Tile, cwg: u32, load: u32) {
-        let p = self.p;
-        let (m0, n0) = (tile.m * TILE_M + cwg * 64, tile.n * TILE_N);
-        let boxes = if m0 < p.rows { (0..4).filter(|&j| n0 + 64 * j < p.gemm.n).count() as u32 } else { 0 };
+        let (m0, n0, boxes) = half_tile_boxes::<Acc256>(self.p.rows, self.p.gemm.n, tile, cwg);
         // Stored through the async proxy and flagged: read through it after the acquire. A box
         // counts whole, edges zero-filled.
         fence_proxy_async_global();
