@@ -3,8 +3,8 @@
 //! exactly, C bit for bit against the unfused path (our all-gather, then our GEMM) and against an
 //! f64 host reference on sampled rows; rounds with new inputs and no barrier between them; 100
 //! launches back to back; CUDA-graph replays; the tile walk static, drawn, and static with the
-//! push CTAs joining late; the stream-K tail on and off (its tiles' C within rounding of the
-//! unfused path's, every other tile bit for bit); the compute CTAs copying the shard themselves
+//! push CTAs joining late; the stream-K tail on and off, and the arrival tail (their tiles' C
+//! within rounding of the unfused path's, every other tile bit for bit); the compute CTAs copying the shard themselves
 //! (`--spread`). Layouts: 1 node x 2, 2 emulated nodes x 1, and with
 //! four GPUs 1 x 4 and 2 x 2; ranks sharing one GPU where only one exists.
 use mkernel::testing::{gpu_or_skip, gpus_or_skip, run_ranks};
@@ -81,6 +81,11 @@ fn two_emulated_nodes_one_gpu_each() {
     check(2, 2, &g, &["--shape", "4096x2048x2048", "--layout", "nk", "--f32", "--chunk-rows", "200"]);
     check(2, 2, &g, &["--shape", "2000x1544x1032", "--spread", "true", "--graph"]);
     check(2, 2, &g, &["--shape", "2000x1544x1032", "--spread", "true", "--in-place"]);
+    // The arrival tail: the last rows to land cut into k-ranges (3 ways over 17 k-blocks: ranges
+    // that cross tiles), launches back to back and through a graph. Shards of whole tile rows: a
+    // tile row that also holds this rank's rows sorts last and cannot be cut (a typed error).
+    check(2, 2, &g, &["--shape", "4096x2048x2048", "--tail-rows", "3", "--back-to-back", "20", "--graph"]);
+    check(2, 2, &g, &["--shape", "2304x1544x1032", "--layout", "nk", "--tail-rows", "2", "--tail-ways", "3", "--f32"]);
 }
 
 #[test]
@@ -122,6 +127,15 @@ fn four_gpus_one_node_and_two_nodes() {
     check(4, 1, &g, &[&tail[..], &["--dynamic", "true", "--tail-split", "true", "--f32"]].concat());
     check(4, 1, &g, &[&tail[..], &["--tail-split", "false"]].concat());
     check(4, 1, &g, &[&tail[..], &["--layout", "nk", "--rounds", "2"]].concat());
+    // The arrival tail at 2 x 2 (two shards arrive from the other node: one over the link, one
+    // forwarded) and on one node's drawn walk.
+    check(4, 2, &g, &["--shape", "8192x4096x4096", "--layout", "nk", "--tail-rows", "4", "--back-to-back", "20"]);
+    check(
+        4,
+        1,
+        &g,
+        &["--shape", "4608x1544x1032", "--dynamic", "true", "--tail-rows", "6", "--tail-ways", "2", "--graph"],
+    );
     // The compute CTAs' spare warps copying beside the push CTAs: every CTA, small units, push
     // CTAs on every third chunk; across two nodes beside the forward CTAs.
     let spread = ["--spread", "true", "--back-to-back", "20"];

@@ -13,7 +13,8 @@ use mkernel::gemm::{
     TILE_N, TILE_WIDTHS, WAVE_WIDTHS,
 };
 use mkernel::sched::{
-    GroupedRaster, GroupedTiles, KSplit, OwnerTiles, SplitK, StreamK, TailSplit, TileGrid, TileIter, TileScheduler,
+    GroupedRaster, GroupedTiles, KSplit, OwnerTiles, RowOrder, SplitK, StreamK, TailSplit, TileGrid, TileIter,
+    TileScheduler,
 };
 use proptest::prelude::*;
 
@@ -151,6 +152,69 @@ proptest! {
         prop_assert!(work.iter().all(|&w| w <= s.tail.len));
         // Not wanted: every tile whole.
         prop_assert_eq!(TailSplit::new(GroupedRaster(grid), grid, k_blocks, ctas, false).dp, tiles);
+    }
+
+    #[test]
+    fn arrival_tail_cuts_the_last_rows_of_the_table_into_ways_once(
+        m in 1u32..5000, n in 1u32..9000, k_blocks in 1u32..300, ways in 2u32..=8, group_m in 1u32..10,
+        tail_rows in 1u32..12, seed in any::<u64>(),
+    ) {
+        // AllGather + GEMM's arrival tail (`ops::ag_gemm::Tail::arrivals`): the table's last
+        // `tail_rows` tile rows walked row by row after the grouped rest, their tiles cut into
+        // tiles x ways k-ranges.
+        let grid = TileGrid::new(m, n, TILE_M, TILE_N, group_m);
+        let mut table: Vec<u32> = (0..grid.m_tiles).collect();
+        // A permutation from the seed (the host's row order is one).
+        let mut x = seed | 1;
+        for i in (1..table.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            table.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        let tail_rows = tail_rows.min(grid.m_tiles);
+        let walk = RowOrder { grid, rows: table.as_ptr(), tail_rows };
+        let tiles = tail_rows * grid.n_tiles;
+        let count = grid.count();
+        let s = TailSplit::at(walk, grid, k_blocks, tiles * ways, count - tiles);
+        prop_assert_eq!(s.dp, count - tiles);
+        let mut seen = vec![0u8; (count * k_blocks) as usize];
+        let mut units = vec![0u32; count as usize];
+        for u in 0..s.count() {
+            let (kb0, kb1) = s.k_range(u, k_blocks);
+            let t = s.tile(u);
+            prop_assert_eq!(t.index, u);
+            if u >= s.dp {
+                // Only the tail rows, in table order.
+                let (p, _) = walk.coords(s.dp + s.tail.segment(u - s.dp).0);
+                prop_assert!(p >= grid.m_tiles - tail_rows);
+                prop_assert_eq!(t.m, table[p as usize]);
+            }
+            if kb0 == kb1 {
+                continue; // an empty stream-K unit
+            }
+            let at = (t.m * grid.n_tiles + t.n) as usize;
+            if u < s.dp {
+                prop_assert_eq!((kb0, kb1), (0, k_blocks));
+            } else {
+                // No range longer than a way's share of a tile (rounded up).
+                prop_assert!(kb1 - kb0 <= k_blocks.div_ceil(ways));
+                let (tt, slot) = s.unit(u);
+                prop_assert!(slot < s.arrivals(tt) && s.arrivals(tt) <= s.slots());
+                units[at] += 1;
+                let w = walk.tile(s.dp + tt);
+                prop_assert_eq!((w.m, w.n), (t.m, t.n));
+                prop_assert_eq!(units[at] <= s.arrivals(tt), true);
+            }
+            for kb in kb0..kb1 {
+                seen[at * k_blocks as usize + kb as usize] += 1;
+            }
+        }
+        prop_assert!(seen.iter().all(|&c| c == 1));
+        for tt in 0..tiles {
+            let w = walk.tile(s.dp + tt);
+            prop_assert_eq!(units[(w.m * grid.n_tiles + w.n) as usize], s.arrivals(tt));
+        }
     }
 
     #[test]

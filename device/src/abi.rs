@@ -453,7 +453,7 @@ abi_struct! {
     /// needs. Flags (u32 epochs, see [`AgGemmParams::ready_flag`] / [`AgGemmParams::data_flag`]):
     /// `ready[s]` = rank s entered this launch (its `gathered` may be overwritten), then
     /// `data[s][c]` = chunk c of rank s's shard is in this rank's `gathered`.
-    pub struct AgGemmParams [464] {
+    pub struct AgGemmParams [472] {
         /// The GEMM over `gathered`; its `roles` split the grid into compute, intra-comm (push,
         /// then `fwd_ctas` forward) and inter-send CTAs.
         pub gemm: GemmParams,
@@ -561,8 +561,16 @@ abi_struct! {
         pub spread_chunk_last: u32,
         /// See `spread_chunk_full`.
         pub spread_ctas: u32,
+        /// The k-ranges the tail is cut into (`sched::StreamK::ctas`): 0 for a stream-K tail
+        /// over the claiming CTAs (a last partial wave spread over all of them); for the arrival
+        /// tail (`tail_rows` > 0), its tiles times the ways each is cut.
+        pub tail_ranges: u32,
+        /// The arrival tail: the walk's last `tail_rows` tile rows (with several nodes the rows
+        /// that land last) walked one after another after the grouped rest
+        /// (`sched::RowOrder::tail_rows`), their tiles cut into `tail_ranges` k-ranges; 0: none.
+        pub tail_rows: u32,
         /// Padding (zero).
-        pub spread_pad: u32,
+        pub tail_pad: u32,
     }
 }
 

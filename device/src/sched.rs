@@ -327,13 +327,34 @@ impl TileScheduler for GroupedRaster {
 
 /// Grouped raster order over tile rows taken in the order of a table: `rows[p]` is the tile row
 /// walked `p`-th (a fused kernel puts rows whose data is local first, then rows in the order their
-/// data arrives).
+/// data arrives). The last `tail_rows` table positions stand apart from the groups, walked one
+/// row after another (each row's tiles together), so that a cut of the walk's last
+/// `tail_rows x n_tiles` positions is exactly those rows (AllGather + GEMM's arrival tail).
 #[derive(Clone, Copy, Debug)]
 pub struct RowOrder {
     /// The grid, its rows being table positions.
     pub grid: TileGrid,
     /// `grid.m_tiles` tile rows, a permutation of `0..grid.m_tiles`.
     pub rows: *const u32,
+    /// Table positions at the end walked row by row after the grouped rest (at most
+    /// `grid.m_tiles`; 0: all grouped).
+    pub tail_rows: u32,
+}
+
+impl RowOrder {
+    /// (table position, tile column) of schedule position `index`.
+    #[inline(always)]
+    pub const fn coords(&self, index: u32) -> (u32, u32) {
+        let head = self.grid.m_tiles - self.tail_rows;
+        let head_tiles = head * self.grid.n_tiles;
+        if index < head_tiles {
+            TileGrid { m_tiles: head, ..self.grid }.coords(index)
+        } else {
+            // n_tiles >= 1 whenever a tail position exists.
+            let t = index - head_tiles;
+            (head + div_nz(t, self.grid.n_tiles), rem_nz(t, self.grid.n_tiles))
+        }
+    }
 }
 
 impl TileScheduler for RowOrder {
@@ -343,7 +364,7 @@ impl TileScheduler for RowOrder {
     }
     #[inline(always)]
     fn tile(&self, index: u32) -> Tile {
-        let (p, n) = self.grid.coords(index);
+        let (p, n) = self.coords(index);
         // SAFETY: p < grid.m_tiles, and the table holds that many entries (the host checks it).
         let m = unsafe { *self.rows.add(p as usize) };
         Tile { index, m, n }
@@ -1254,7 +1275,7 @@ mod tests {
     #[test]
     fn row_order_permutes_rows_and_keeps_columns() {
         let rows = [2u32, 0, 1];
-        let s = RowOrder { grid: TileGrid::new(3 * 128, 2 * 256, 128, 256, 2), rows: rows.as_ptr() };
+        let s = RowOrder { grid: TileGrid::new(3 * 128, 2 * 256, 128, 256, 2), rows: rows.as_ptr(), tail_rows: 0 };
         let mut seen = [false; 6];
         for i in 0..s.count() {
             let t = s.tile(i);
@@ -1267,6 +1288,35 @@ mod tests {
         assert_eq!(s.tile(1), Tile { index: 1, m: 0, n: 0 });
         let g = GroupedRaster(TileGrid::new(128, 256, 128, 256, 8));
         assert_eq!((g.count(), g.tile(0)), (1, Tile { index: 0, m: 0, n: 0 }));
+    }
+
+    #[test]
+    fn row_order_walks_its_tail_rows_one_after_another() {
+        let rows: [u32; 7] = [6, 5, 4, 3, 2, 1, 0];
+        let grid = TileGrid::new(7 * 128, 3 * 256, 128, 256, 4);
+        let plain = RowOrder { grid, rows: rows.as_ptr(), tail_rows: 0 };
+        for tail_rows in 0..=7 {
+            let s = RowOrder { tail_rows, ..plain };
+            let mut seen = [0u8; 21];
+            for i in 0..s.count() {
+                let t = s.tile(i);
+                seen[(t.m * 3 + t.n) as usize] += 1;
+            }
+            assert!(seen.iter().all(|&c| c == 1), "tail_rows {tail_rows}");
+            // The last tail_rows x 3 positions: table positions 7 - tail_rows.., columns fastest.
+            for j in 0..tail_rows * 3 {
+                let i = 21 - tail_rows * 3 + j;
+                assert_eq!(s.tile(i), Tile { index: i, m: rows[(7 - tail_rows + j / 3) as usize], n: j % 3 });
+            }
+        }
+        // Grouped before the tail as without one: 5 rows, a group of 4 then a group of 1.
+        let s = RowOrder { tail_rows: 2, ..plain };
+        assert_eq!(s.coords(1), (1, 0));
+        assert_eq!(s.coords(12), (4, 0));
+        assert_eq!(s.coords(14), (4, 2));
+        for i in 0..12 {
+            assert_eq!(s.coords(i), plain.coords(i));
+        }
     }
 
     #[test]

@@ -80,6 +80,14 @@ pub struct Knobs {
     /// (stream-K) (default: on a static walk).
     #[arg(long = "tail-split")]
     pub tail_split: Option<bool>,
+    /// The arrival tail: the walk's last N tile rows (with several nodes the last to land) run
+    /// one after another, each tile cut into --tail-ways k-ranges (drawn walk only; 0: none;
+    /// default: 2 where the modelled link takes 1.5x the GEMM or more, else none).
+    #[arg(long = "tail-rows")]
+    pub tail_rows: Option<u32>,
+    /// K-ranges per arrival-tail tile, 2 to 8 (default 2).
+    #[arg(long = "tail-ways")]
+    pub tail_ways: Option<u32>,
     /// Every few compute CTAs' spare warps copy part of the shard beside the push CTAs
     /// (default: on one node of four ranks or more).
     #[arg(long)]
@@ -118,6 +126,8 @@ impl Knobs {
             join_wave: self.join_wave,
             claim_ahead: self.claim_ahead,
             tail_split: self.tail_split,
+            tail_rows: self.tail_rows,
+            tail_ways: self.tail_ways,
             spread: self.spread,
             spread_unit: self.spread_unit,
             spread_every: self.spread_every,
@@ -442,6 +452,8 @@ fn records_for(run: &RunInfo, op: &AgGemm, s: GemmShape, l: BLayout, ms: &[f64])
                 .with("chunk_rows", split.chunk_rows)
                 .with("join_at", op.join_at())
                 .with("tail_tiles", op.tail().count())
+                .with("tail_rows", op.tail().rows)
+                .with("tail_ranges", op.tail().ranges)
                 .with("unfused_ag_copy", ag_copy.as_str())
                 .with("unfused_ag_ctas", ag_ctas)
                 .with("overlap_efficiency", t / ideal)

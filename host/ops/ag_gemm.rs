@@ -32,6 +32,7 @@ use super::gemm::{plan, BLayout, Gemm, GemmOptions, GemmShape, Output};
 use super::tuned;
 use crate::abi::{AgGemmParams, RoleSplit, FLAG_STRIDE, MAX_LOCAL_RANKS};
 use crate::comm::communicator::{Communicator, HeapRegion};
+use crate::comm::transport::NicModel;
 use crate::comm::world::World;
 use crate::error::{invalid, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
@@ -101,6 +102,22 @@ pub struct AgGemmOptions {
     /// the tail filled 63-75% of a wave, and made the drawn walk across two emulated nodes 1-4%
     /// slower (docs/PERF.md).
     pub tail_split: Option<bool>,
+    /// The arrival tail: the walk's last `tail_rows` tile rows (with several nodes the rows that
+    /// land last, the walk taking remote rows in arrival order) walked one after another, each
+    /// of their tiles cut into `tail_ways` k-ranges ([`Tail::arrivals`]). When those rows land,
+    /// the CTAs waiting for them share their tiles, instead of each tile running whole on one
+    /// CTA while the rest idle. The drawn walk only (`dynamic`), not with `tail_split`, and never
+    /// over a tile row that reads this rank's own rows (typed errors). `Some(0)`: none. `None`:
+    /// [`ARRIVAL_TAIL_ROWS`] rows cut [`ARRIVAL_TAIL_WAYS`] ways where the link bounds the launch
+    /// ([`arrival_tail_by_default`]), else none. On 4x H200 across two emulated nodes of one
+    /// rank, 2 rows cut 2 ways took 16384x4096x8192 from 1.052-1.056 to 1.040-1.047 of max(GEMM
+    /// alone, modelled link) and 32768x4096x8192 from 1.025-1.027 to 1.020-1.022; where the GEMM
+    /// is as long as the link or longer it gained nothing or lost up to 2% (docs/PERF.md, "The
+    /// arrival tail").
+    pub tail_rows: Option<u32>,
+    /// K-ranges per tile of the arrival tail, 2 to [`TAIL_WAYS_MAX`]; `None`:
+    /// [`ARRIVAL_TAIL_WAYS`].
+    pub tail_ways: Option<u32>,
     /// The compute CTAs copy part of the shard themselves (`AgGemmParams::spread`): the two spare
     /// warps of the producer warpgroup of every `spread_every`-th compute CTA copy units of
     /// `spread_unit` bytes, chunk-major, into every local rank's gathered A with 16-byte loads and
@@ -147,6 +164,8 @@ impl Default for AgGemmOptions {
             join_wave: None,
             claim_ahead: 4,
             tail_split: None,
+            tail_rows: None,
+            tail_ways: None,
             spread: None,
             spread_unit: None,
             spread_every: None,
@@ -217,6 +236,27 @@ fn tile_reads_rank(tm: u32, m: u32, shard_rows: u32, rank: u32) -> bool {
 /// 0.6-0.9%), so a fuller last wave is left whole.
 pub const TAIL_MAX_FILL_PCT: u32 = 55;
 
+/// The most k-ranges an arrival-tail tile is cut into ([`AgGemmOptions::tail_ways`]): each
+/// adds an f32 partial of the tile to the workspace and to the tile's sum.
+pub const TAIL_WAYS_MAX: u32 = 8;
+/// K-ranges per arrival-tail tile by default ([`AgGemmOptions::tail_ways`]).
+pub const ARRIVAL_TAIL_WAYS: u32 = 2;
+/// Tile rows of the arrival tail where it is on by default ([`AgGemmOptions::tail_rows`]).
+pub const ARRIVAL_TAIL_ROWS: u32 = 2;
+/// The modelled link time over the GEMM's (at [`tuned::AG_GEMM_RATE`]) from which the arrival
+/// tail is on by default: there the last rows land well after the GEMM could have finished, and
+/// their tiles are the launch's end.
+pub const ARRIVAL_TAIL_LINK_RATIO: f64 = 1.5;
+
+/// Whether the arrival tail is on by default: several nodes, and this rank's shard takes at
+/// least [`ARRIVAL_TAIL_LINK_RATIO`] times the GEMM's time to cross to every other node over
+/// one 400 Gb/s NIC ([`NicModel::cx7`]).
+pub fn arrival_tail_by_default(shape: GemmShape, world: &World) -> bool {
+    let shard_bytes = (shape.m / world.world_size.max(1) as usize * shape.k * 2) as u64;
+    let link_s = NicModel::cx7().transfer_time(shard_bytes * (world.nodes.max(1) as u64 - 1)).as_secs_f64();
+    world.nodes > 1 && link_s >= ARRIVAL_TAIL_LINK_RATIO * shape.flops() / tuned::AG_GEMM_RATE
+}
+
 /// The fused walk's stream-K tail (`sched::TailSplit`, `AgGemmParams::tail_dp`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tail {
@@ -228,6 +268,11 @@ pub struct Tail {
     pub tiles: Vec<(u32, u32)>,
     /// f32 partial slots per half tile.
     pub slots: u32,
+    /// The k-ranges it is cut into (`AgGemmParams::tail_ranges`): 0 for a stream-K tail over
+    /// the claiming CTAs ([`Tail::plan`]), tiles x ways for an arrival tail ([`Tail::arrivals`]).
+    pub ranges: u32,
+    /// An arrival tail's tile rows (`AgGemmParams::tail_rows`; 0 for a stream-K tail).
+    pub rows: u32,
 }
 
 impl Tail {
@@ -244,17 +289,43 @@ impl Tail {
         local: impl Fn(u32) -> bool,
     ) -> Tail {
         let grid = TileGrid::new(shape.m as u32, shape.n as u32, TILE_M, TILE_N, group_m);
-        let walk = RowOrder { grid, rows: order.as_ptr() };
+        let walk = RowOrder { grid, rows: order.as_ptr(), tail_rows: 0 };
         let k_blocks = (shape.k as u32).div_ceil(TILE_K);
         let ctas = ctas.max(1);
         let fill_ok = grid.count() % ctas * 100 <= ctas * TAIL_MAX_FILL_PCT;
         let split = TailSplit::new(walk, grid, k_blocks, ctas, wanted.unwrap_or(fill_ok));
-        // `walk.tile` reads `order`, which has one entry per tile row of the grid.
-        let tiles: Vec<(u32, u32)> = (split.dp..grid.count()).map(|i| walk.tile(i)).map(|t| (t.m, t.n)).collect();
-        if tiles.is_empty() || tiles.iter().any(|&(tm, _)| local(tm)) {
-            return Tail { dp: grid.count(), tiles: Vec::new(), slots: 1 };
+        let tail = Self::of(walk, split, 0);
+        if tail.tiles.iter().any(|&(tm, _)| local(tm)) {
+            return Self::of(walk, TailSplit::at(walk, grid, k_blocks, ctas, grid.count()), 0);
         }
-        Tail { dp: split.dp, tiles, slots: split.slots() }
+        tail
+    }
+
+    /// The arrival tail ([`AgGemmOptions::tail_rows`]): the last `rows` tile rows of `order`
+    /// (at most its tile rows) walked one after another after the grouped rest, each tile cut
+    /// into `ways` k-ranges. The caller keeps those rows off this rank's own
+    /// ([`arrival_tail_rows_max`]).
+    pub fn arrivals(shape: GemmShape, order: &[u32], group_m: u32, rows: u32, ways: u32) -> Tail {
+        let grid = TileGrid::new(shape.m as u32, shape.n as u32, TILE_M, TILE_N, group_m);
+        let rows = rows.min(grid.m_tiles);
+        let walk = RowOrder { grid, rows: order.as_ptr(), tail_rows: rows };
+        let k_blocks = (shape.k as u32).div_ceil(TILE_K);
+        let tiles = rows * grid.n_tiles;
+        let ranges = tiles * ways.max(1);
+        let split = TailSplit::at(walk, grid, k_blocks, ranges.max(1), grid.count() - tiles);
+        Self::of(walk, split, if tiles == 0 { 0 } else { ranges })
+    }
+
+    /// `split`'s tail over `walk` (cut into `ranges` k-ranges for an arrival tail, else 0).
+    fn of(walk: RowOrder, split: TailSplit<RowOrder>, ranges: u32) -> Tail {
+        let count = walk.count();
+        // `walk.tile` reads `order`, which has one entry per tile row of the grid.
+        let tiles: Vec<(u32, u32)> = (split.dp..count).map(|i| walk.tile(i)).map(|t| (t.m, t.n)).collect();
+        if tiles.is_empty() {
+            return Tail { dp: count, tiles, slots: 1, ranges: 0, rows: 0 };
+        }
+        let rows = if ranges == 0 { 0 } else { walk.tail_rows };
+        Tail { dp: split.dp, tiles, slots: split.slots(), ranges, rows }
     }
 
     /// Tail tiles (0: none).
@@ -266,6 +337,13 @@ impl Tail {
     pub fn workspace_floats(&self) -> usize {
         (2 * self.count() * self.slots) as usize * split_half_bytes(TILE_N) as usize / 4
     }
+}
+
+/// The most tile rows an arrival tail may take: the last positions of `order` whose tile rows
+/// hold none of rank `rank`'s rows (its A is written out by the tiles that load it whole, and a
+/// tile cut into k-ranges is no such tile).
+pub fn arrival_tail_rows_max(order: &[u32], m: u32, shard_rows: u32, rank: u32) -> u32 {
+    order.iter().rev().take_while(|&&tm| !tile_reads_rank(tm, m, shard_rows, rank)).count() as u32
 }
 
 /// Tile rows in the order compute CTAs walk them: rows whose data is on this rank first, then
@@ -517,10 +595,14 @@ impl<'a> AgGemm<'a> {
             ));
         }
         let wanted = if dynamic || static_join { opts.tail_split.or(Some(false)) } else { opts.tail_split };
-        let tail = Tail::plan(shape, &order, opts.group_m, claiming, wanted, |tm| {
-            tile_reads_rank(tm, shape.m as u32, shard_rows as u32, world.rank)
-        });
+        let tail = match arrival_tail(&opts, dynamic, &order, shape, &world)? {
+            Some((rows, ways)) => Tail::arrivals(shape, &order, opts.group_m, rows, ways),
+            None => Tail::plan(shape, &order, opts.group_m, claiming, wanted, |tm| {
+                tile_reads_rank(tm, shape.m as u32, shard_rows as u32, world.rank)
+            }),
+        };
         params.tail_dp = tail.dp;
+        (params.tail_ranges, params.tail_rows) = (tail.ranges, tail.rows);
         let tail_workspace = gpu.alloc::<f32>(tail.workspace_floats().max(1))?;
         let tail_counters = gpu.upload(&vec![0u32; (2 * tail.count()).max(1) as usize])?;
         params.tail_workspace = tail_workspace.addr();
@@ -705,6 +787,62 @@ fn walk(opts: &AgGemmOptions, world: &World) -> Result<(bool, bool)> {
     Ok((dynamic, join))
 }
 
+/// The arrival tail's (tile rows, ways) from the options, or None; typed errors name the option
+/// and the rule.
+fn arrival_tail(
+    opts: &AgGemmOptions,
+    dynamic: bool,
+    order: &[u32],
+    shape: GemmShape,
+    world: &World,
+) -> Result<Option<(u32, u32)>> {
+    let (shard_rows, rank) = (shape.m as u32 / world.world_size.max(1), world.rank);
+    let max = arrival_tail_rows_max(order, shape.m as u32, shard_rows, rank);
+    let rows = match opts.tail_rows {
+        Some(rows) => rows,
+        // Off where it cannot apply (unless asked for: the errors below say why).
+        None if dynamic && opts.tail_split != Some(true) && arrival_tail_by_default(shape, world) => {
+            ARRIVAL_TAIL_ROWS.min(max)
+        }
+        None => 0,
+    };
+    if rows == 0 {
+        if opts.tail_ways.is_some() {
+            return Err(invalid(
+                "tail_ways",
+                "applies to an arrival tail: `tail_rows` of at least 1 (none by default here)",
+            ));
+        }
+        return Ok(None);
+    }
+    let ways = opts.tail_ways.unwrap_or(ARRIVAL_TAIL_WAYS);
+    if !(2..=TAIL_WAYS_MAX).contains(&ways) {
+        return Err(invalid("tail_ways", format!("must be 2 to {TAIL_WAYS_MAX} (got {ways})")));
+    }
+    if !dynamic {
+        return Err(invalid("tail_rows", "needs the drawn walk (`dynamic`): a static walk's waves are fixed"));
+    }
+    if opts.tail_split == Some(true) {
+        return Err(invalid("tail_rows", "not with `tail_split` (one tail per walk)"));
+    }
+    if rows > max {
+        return Err(invalid(
+            "tail_rows",
+            format!(
+                "at most {max} here: the walk's last tile rows that hold none of this rank's own rows (got {rows})"
+            ),
+        ));
+    }
+    // Positions past the whole tiles: two per range (`sched::StreamK`), and each range's
+    // k-blocks counted in `u32`.
+    let tiles = rows as u64 * shape.n.div_ceil(TILE_N as usize) as u64;
+    let k_blocks = shape.k.div_ceil(TILE_K as usize) as u64;
+    if tiles * ways as u64 * 2 + self::tiles(shape) as u64 > u32::MAX as u64 || tiles * k_blocks > u32::MAX as u64 {
+        return Err(invalid("tail_rows", "too many tail tiles for 32-bit schedule positions at this shape"));
+    }
+    Ok(Some((rows, ways)))
+}
+
 /// The compute CTAs' wave by which the push CTAs should be done copying, at the rule of thumb's
 /// rates (`tuned::ag_gemm_push_seconds` against a wave of the GEMM alone on `sms` SMs): where a
 /// static walk they join hands them a share ([`AgGemmOptions::join_wave`]).
@@ -848,6 +986,64 @@ mod tests {
         assert_eq!(summary(&plan(&w4, 128, Some(true))), (2048, 0, 1));
         // One rank: every row is local (its A is written out by the tiles that load it whole).
         assert_eq!(plan(&World::test(0, 1, 1), 126, Some(true)).count(), 0);
+    }
+
+    #[test]
+    fn the_arrival_tail_cuts_the_last_rows_to_land_and_refuses_what_it_cannot_take() {
+        let shape = GemmShape { m: 16384, n: 4096, k: 8192 }; // 128 x 16 tiles of 128 k-blocks
+        let w = World::test(0, 4, 2); // 2 x 2: rank 0's node holds ranks 0 and 1
+        let rows = shape.m as u32 / 4;
+        let order = row_order(shape.m as u32, rows, 64, &w);
+        let tail = Tail::arrivals(shape, &order, 8, 4, 4);
+        assert_eq!((tail.dp, tail.count(), tail.ranges, tail.rows), (2048 - 64, 64, 256, 4));
+        // 32 k-blocks per range, so a tile's ranges fill four slots and a fifth stays spare.
+        assert_eq!(tail.slots, 5);
+        // The last two chunks of each of the other node's shards (ranks 2 and 3), columns fastest.
+        let last: Vec<u32> = order[order.len() - 4..].to_vec();
+        assert!(last.iter().all(|&tm| tm >= 2 * rows / TILE_M), "{last:?}");
+        let expect: Vec<(u32, u32)> = last.iter().flat_map(|&tm| (0..16).map(move |tn| (tm, tn))).collect();
+        assert_eq!(tail.tiles, expect);
+        // Every tile row after this rank's own 32 is another rank's; a tail may take all 96.
+        assert_eq!(arrival_tail_rows_max(&order, shape.m as u32, rows, 0), 96);
+
+        let opts = |tail_rows, tail_ways| AgGemmOptions { tail_rows, tail_ways, ..Default::default() };
+        let check = |o: &AgGemmOptions, dynamic| arrival_tail(o, dynamic, &order, shape, &w);
+        // 2 x 2 at this shape: the link (1.34 ms) is shorter than the GEMM (1.69 ms at the
+        // rule's rate), so no tail unless asked for.
+        assert_eq!(check(&opts(None, None), true).unwrap(), None);
+        assert_eq!(check(&opts(Some(0), None), true).unwrap(), None);
+        assert_eq!(check(&opts(Some(4), None), true).unwrap(), Some((4, ARRIVAL_TAIL_WAYS)));
+        assert_eq!(check(&opts(Some(96), Some(8)), true).unwrap(), Some((96, 8)));
+        let err = |o: &AgGemmOptions, dynamic| check(o, dynamic).unwrap_err().to_string();
+        assert!(err(&opts(Some(97), None), true).contains("tail_rows"));
+        assert!(err(&opts(Some(4), Some(1)), true).contains("tail_ways"));
+        assert!(err(&opts(Some(4), Some(9)), true).contains("tail_ways"));
+        assert!(err(&opts(Some(0), Some(4)), true).contains("tail_ways"));
+        assert!(err(&opts(None, Some(4)), true).contains("tail_ways"));
+        assert!(err(&opts(Some(4), None), false).contains("dynamic"));
+        let both = AgGemmOptions { tail_split: Some(true), ..opts(Some(4), None) };
+        assert!(err(&both, true).contains("tail_split"));
+    }
+
+    #[test]
+    fn the_arrival_tail_is_on_by_default_where_the_link_bounds_the_launch() {
+        let on = |m: usize, n: usize, world: &World| arrival_tail_by_default(GemmShape { m, n, k: 8192 }, world);
+        let (two_by_one, two_by_two) = (World::test(1, 2, 2), World::test(1, 4, 2));
+        // 2 x 1: a 128 MiB shard takes 2.68 ms on the link, the GEMM 1.69 at the rule's rate.
+        assert!(on(16384, 4096, &two_by_one) && on(32768, 4096, &two_by_one));
+        // As long as the link or longer: off (measured level or slower there).
+        assert!(!on(16384, 8192, &two_by_one) && !on(8192, 8192, &two_by_one));
+        assert!(!on(16384, 4096, &two_by_two) && !on(8192, 8192, &two_by_two));
+        // One node: nothing crosses a link.
+        assert!(!on(16384, 1024, &World::test(0, 2, 1)));
+        // The default at 2 x 1: two rows cut two ways, on the drawn walk only.
+        let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
+        let order = row_order(16384, 8192, 128, &two_by_one);
+        let d = AgGemmOptions::default();
+        assert_eq!(arrival_tail(&d, true, &order, shape, &two_by_one).unwrap(), Some((2, 2)));
+        assert_eq!(arrival_tail(&d, false, &order, shape, &two_by_one).unwrap(), None);
+        let split = AgGemmOptions { tail_split: Some(true), ..Default::default() };
+        assert_eq!(arrival_tail(&split, true, &order, shape, &two_by_one).unwrap(), None);
     }
 
     #[test]

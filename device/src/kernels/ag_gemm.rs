@@ -451,7 +451,8 @@ unsafe fn compute<const TRANS_B: u32>(p: &AgGemmParams, epoch: u32, b: Bound<'_>
 
 /// The tiles in `row_order`'s grouped raster ([`RowOrder`]), claimed from `tile_counters`, or
 /// walked statically, with `join` the intra-comm CTAs sharing the walk from `join_at` on; past
-/// `tail_dp`, the tail's k-ranges ([`TailSplit`]).
+/// `tail_dp`, the tail's k-ranges ([`TailSplit`]): a last partial wave's, or the arrival tail's
+/// (`tail_rows`).
 #[inline(always)]
 fn schedule(p: &AgGemmParams) -> Walk<'_> {
     Walk(p)
@@ -470,8 +471,8 @@ impl<'a> Walk<'a> {
         let walk = Claimed { inner: Rows(p), counters, ahead: p.claim_ahead, join };
         let k_blocks = p.gemm.k.div_ceil(TILE_K);
         // Recomputed here, not kept from the launch's start: a value live across the engine's
-        // register reallocation spills in the joining CTAs.
-        let ctas = opaque_u32(claiming_ctas(p));
+        // register reallocation spills in the joining CTAs. The arrival tail has its own count.
+        let ctas = if p.tail_ranges != 0 { p.tail_ranges } else { opaque_u32(claiming_ctas(p)) };
         TailSplit::at(walk, Rows(p).order().grid, k_blocks, ctas, p.tail_dp)
     }
 }
@@ -533,7 +534,11 @@ impl Rows<'_> {
     #[inline(always)]
     fn order(&self) -> RowOrder {
         let g = &self.0.gemm;
-        RowOrder { grid: TileGrid::new(g.m, g.n, TILE_M, TILE_N, g.group_m), rows: self.0.row_order as *const u32 }
+        RowOrder {
+            grid: TileGrid::new(g.m, g.n, TILE_M, TILE_N, g.group_m),
+            rows: self.0.row_order as *const u32,
+            tail_rows: self.0.tail_rows,
+        }
     }
 }
 
