@@ -6,3 +6,20 @@ pub mod nvlink;
 pub mod signal;
 
 pub use fifo::{fifo_push, signal_remote};
+
+use crate::sched::rem_nz;
+
+/// The `i`-th local rank after `local_rank` on a node of `local_world` (wrapping): the one place
+/// for the order in which a rank visits its node's peers, each rank starting from the next so
+/// that the ranks spread over different peers at once.
+#[inline(always)]
+pub const fn next_peer(local_rank: u32, local_world: u32, i: u32) -> u32 {
+    rem_nz(local_rank + i, local_world)
+}
+
+/// The node's other local ranks from the next ([`next_peer`] `1..local_world`), with their
+/// distance `i`.
+#[inline(always)]
+pub fn peers_from_next(local_rank: u32, local_world: u32) -> impl Iterator<Item = (u32, u32)> {
+    (1..local_world).map(move |i| (i, next_peer(local_rank, local_world, i)))
+}

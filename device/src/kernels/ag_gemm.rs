@@ -21,7 +21,7 @@ use crate::abi::*;
 use crate::arch::*;
 use crate::comm::nvlink::{copy_block, copy_fan, lsu_fan, BulkRing};
 use crate::comm::signal::{last_arriver_reset, launch_epoch, signal};
-use crate::comm::{fifo_push, signal_remote};
+use crate::comm::{fifo_push, next_peer, peers_from_next, signal_remote};
 use crate::gemm::engine::{compute_cta, Operands};
 use crate::gemm::feed::Feed;
 use crate::gemm::*;
@@ -152,13 +152,13 @@ unsafe fn spread(p: &AgGemmParams, epoch: u32, smem: u32, (cta, t): (u32, u32), 
         }
         let flags = p.flags as *const u32;
         let mut ok = true;
-        for k in 1..lw {
-            let rank = p.rank - p.local_rank + rem_nz(p.local_rank + k, lw);
+        for (_, lr) in peers_from_next(p.local_rank, lw) {
+            let rank = p.rank - p.local_rank + lr;
             // A failure is reported; the waiting tiles report too, and the launch ends.
             ok = ok && b.flag(flags.add(AgGemmParams::ready_flag(rank) as usize), epoch, rank).is_ok();
         }
         for k in 0..places {
-            let lr = rem_nz(p.local_rank + k + 1 - own, lw);
+            let lr = next_peer(p.local_rank, lw, k + 1 - own);
             let local = lr == p.local_rank;
             let to = if local { p.gathered } else { pick(&p.peer_gathered, lr) };
             st_shared_u64(smem + 8 * k, to + p.shard_offset(p.rank));
@@ -274,11 +274,11 @@ impl Mover<'_> {
     #[inline(always)]
     unsafe fn fan(&mut self, chunk: u32) {
         let p = self.p;
-        for k in 1..p.local_world {
-            self.wait_ready(rem_nz(p.local_rank + k, p.local_world));
+        for (_, lr) in peers_from_next(p.local_rank, p.local_world) {
+            self.wait_ready(lr);
         }
         sync_threads(); // nobody writes into a peer before thread 0 saw it ready
-        let peer = |k: u32| rem_nz(p.local_rank + 1 + k, p.local_world);
+        let peer = |k: u32| next_peer(p.local_rank, p.local_world, 1 + k);
         let places = (p.local_world - 1, |k| pick(&p.peer_gathered, peer(k)) + p.shard_offset(p.rank));
         let ring = if self.failed { None } else { self.ring.as_mut() };
         let tb = (self.tid, block_dim_x());
@@ -319,7 +319,7 @@ unsafe fn push(p: &AgGemmParams, mv: &mut Mover, idx: u32, ctas: u32) {
         if j > 0 && p.fan != 0 {
             mv.fan(c);
         } else {
-            let peer = rem_nz(p.local_rank + j, p.local_world);
+            let peer = next_peer(p.local_rank, p.local_world, j);
             // Read from the caller's shard, not from our own copy of it: no wait on the local copy.
             mv.run(Item { from: p.shard_src, src_rank: p.rank, chunk: c, peer });
         }
@@ -346,7 +346,7 @@ unsafe fn forward(p: &AgGemmParams, mv: &mut Mover, idx: u32, ctas: u32) {
             fence_proxy_async_global();
         }
         sync_threads(); // the other threads copy only after thread 0 saw the chunk arrive
-        let peer = rem_nz(p.local_rank + 1 + k, p.local_world);
+        let peer = next_peer(p.local_rank, p.local_world, 1 + k);
         mv.run(Item { from: p.gathered + p.shard_offset(src), src_rank: src, chunk: c, peer });
         i += ctas;
     }

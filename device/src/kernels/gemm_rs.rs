@@ -53,6 +53,7 @@
 //! counter, so back-to-back launches and CUDA-graph replays need no reset.
 use crate::abi::*;
 use crate::arch::*;
+use crate::comm::peers_from_next;
 use crate::comm::signal::{launch_epoch, signal, signal_gpu};
 use crate::gemm::engine::Operands;
 use crate::gemm::epilogue::{half_tile_boxes, store_f32, tma_store_tile, write_bf16, Handoff};
@@ -190,8 +191,8 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
     #[inline(always)]
     unsafe fn signal_others(&self, index: u32) {
         let p = self.p;
-        for i in 1..p.local_world {
-            self.signal_peer(rem_nz(p.local_rank + i, p.local_world), index);
+        for (_, lr) in peers_from_next(p.local_rank, p.local_world) {
+            self.signal_peer(lr, index);
         }
     }
 
@@ -439,8 +440,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
             return;
         }
         fence_acq_rel_cta();
-        for i in 1..p.local_world {
-            let lr = rem_nz(p.local_rank + i, p.local_world);
+        for (_, lr) in peers_from_next(p.local_rank, p.local_world) {
             // Every thread writes: all wait for the receiver's readiness.
             if t == 0 {
                 self.wait_ready(lr);
@@ -535,8 +535,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
             mbarrier_arrive(h.free());
         }
         let _ = self.bound().mbarrier(h.staged(), 0, tile.index, WAIT_MBAR_HANDOFF);
-        for i in 1..p.local_world {
-            let lr = rem_nz(p.local_rank + i, p.local_world);
+        for (_, lr) in peers_from_next(p.local_rank, p.local_world) {
             self.wait_ready(lr);
             bulk_store(peer(&self.table().staging, lr) + p.slot_offset(p.rank, slot, cwg), c, HALF_TILE_BYTES);
         }
@@ -729,8 +728,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                 bulk_wait_group::<0>();
                 self.signal_others(p.done_flag(p.rank, o.slot, cwg));
                 let first = n * self.loads_per_tile() + count - 1;
-                for i in 1..p.local_world {
-                    let lr = rem_nz(p.local_rank + i, p.local_world);
+                for (i, lr) in peers_from_next(p.local_rank, p.local_world) {
                     let _ = self.wait_flag(p.done_flag(p.rank - p.local_rank + lr, o.slot, cwg), o.slot);
                     let theirs = p.out_maps + 128 * (MAX_LOCAL_RANKS as u32 + lr) as u64;
                     self.load_tile(h, c, theirs, block_tile, cwg, first + i - 1);
@@ -741,8 +739,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                     bulk_wait_group_read::<0>();
                 }
             } else if p.all_reduce != 0 {
-                for i in 1..p.local_world {
-                    let lr = rem_nz(p.local_rank + i, p.local_world);
+                for (_, lr) in peers_from_next(p.local_rank, p.local_world) {
                     self.wait_ready(lr);
                     tma_store_tile(p.out_maps + 128 * lr as u64, c, p.rows, p.gemm.n, block_tile, cwg);
                 }
