@@ -68,6 +68,9 @@ fn one_node_two_gpus() {
         &[&["--shape", "8192x4096x4096", "--spread-unit", "4096", "--rounds", "2", "--graph"][..], &spread].concat(),
     );
     check(2, 1, &g, &[&["--shape", "2000x1544x1032", "--in-place", "--graph"][..], &spread].concat());
+    // The arrival tail on one node, where the compute tiles write the local rows into the gathered
+    // A (no spread at two ranks): the cut rows are the peer's, never this rank's.
+    check(2, 1, &g, &["--shape", "2304x1544x1032", "--dynamic", "true", "--tail-rows", "4", "--graph"]);
 }
 
 #[test]

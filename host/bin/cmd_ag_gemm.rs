@@ -82,7 +82,8 @@ pub struct Knobs {
     pub tail_split: Option<bool>,
     /// The arrival tail: the walk's last N tile rows (with several nodes the last to land) run
     /// one after another, each tile cut into --tail-ways k-ranges (drawn walk only; 0: none;
-    /// default: 2 where the modelled link takes 1.5x the GEMM or more, else none).
+    /// default: 2 where the modelled link takes 1.5x the GEMM or more over 8 waves of tiles or
+    /// more, else none).
     #[arg(long = "tail-rows")]
     pub tail_rows: Option<u32>,
     /// K-ranges per arrival-tail tile, 2 to 8 (default 2).

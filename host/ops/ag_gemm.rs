@@ -107,13 +107,17 @@ pub struct AgGemmOptions {
     /// of their tiles cut into `tail_ways` k-ranges ([`Tail::arrivals`]). When those rows land,
     /// the CTAs waiting for them share their tiles, instead of each tile running whole on one
     /// CTA while the rest idle. The drawn walk only (`dynamic`), not with `tail_split`, and never
-    /// over a tile row that reads this rank's own rows (typed errors). `Some(0)`: none. `None`:
-    /// [`ARRIVAL_TAIL_ROWS`] rows cut [`ARRIVAL_TAIL_WAYS`] ways where the link bounds the launch
+    /// over a tile row that reads this rank's own rows (typed errors). The cut tiles' f32 sums run
+    /// in another order than a whole tile's (within rounding of the unfused path's, as the
+    /// stream-K tail's). `Some(0)`: none. `None`: [`ARRIVAL_TAIL_ROWS`] rows cut
+    /// [`ARRIVAL_TAIL_WAYS`] ways where the link bounds the launch
     /// ([`arrival_tail_by_default`]), else none. On 4x H200 across two emulated nodes of one
     /// rank, 2 rows cut 2 ways took 16384x4096x8192 from 1.052-1.056 to 1.040-1.047 of max(GEMM
-    /// alone, modelled link) and 32768x4096x8192 from 1.025-1.027 to 1.020-1.022; where the GEMM
-    /// is as long as the link or longer it gained nothing or lost up to 2% (docs/PERF.md, "The
-    /// arrival tail").
+    /// alone, modelled link) and 32768x4096x8192 from 1.025-1.027 to 1.020-1.022. Where the GEMM
+    /// is about as long as the link or longer it read level or up to 2% slower at five of six
+    /// points, and 2% faster at 8192^3 across one-rank nodes, whose link/GEMM ratio
+    /// 16384x8192x8192 shares (0.7% slower there), so the rule leaves both off (docs/PERF.md,
+    /// "The arrival tail").
     pub tail_rows: Option<u32>,
     /// K-ranges per tile of the arrival tail, 2 to [`TAIL_WAYS_MAX`]; `None`:
     /// [`ARRIVAL_TAIL_WAYS`].
@@ -248,13 +252,20 @@ pub const ARRIVAL_TAIL_ROWS: u32 = 2;
 /// their tiles are the launch's end.
 pub const ARRIVAL_TAIL_LINK_RATIO: f64 = 1.5;
 
-/// Whether the arrival tail is on by default: several nodes, and this rank's shard takes at
-/// least [`ARRIVAL_TAIL_LINK_RATIO`] times the GEMM's time to cross to every other node over
-/// one 400 Gb/s NIC ([`NicModel::cx7`]).
-pub fn arrival_tail_by_default(shape: GemmShape, world: &World) -> bool {
+/// The fewest waves of output tiles (on the GPU's SMs) for which the arrival tail is on by
+/// default: it was measured on 16-32 waves; short launches are left as they were.
+pub const ARRIVAL_TAIL_MIN_WAVES: u32 = 8;
+
+/// Whether the arrival tail is on by default: several nodes, at least
+/// [`ARRIVAL_TAIL_MIN_WAVES`] waves of tiles on `sms` SMs, and this rank's shard takes at least
+/// [`ARRIVAL_TAIL_LINK_RATIO`] times the GEMM's time to cross to every other node over one
+/// 400 Gb/s NIC ([`NicModel::cx7`]).
+pub fn arrival_tail_by_default(shape: GemmShape, world: &World, sms: u32) -> bool {
     let shard_bytes = (shape.m / world.world_size.max(1) as usize * shape.k * 2) as u64;
     let link_s = NicModel::cx7().transfer_time(shard_bytes * (world.nodes.max(1) as u64 - 1)).as_secs_f64();
-    world.nodes > 1 && link_s >= ARRIVAL_TAIL_LINK_RATIO * shape.flops() / tuned::AG_GEMM_RATE
+    world.nodes > 1
+        && tiles(shape) >= ARRIVAL_TAIL_MIN_WAVES * sms.max(1)
+        && link_s >= ARRIVAL_TAIL_LINK_RATIO * shape.flops() / tuned::AG_GEMM_RATE
 }
 
 /// The fused walk's stream-K tail (`sched::TailSplit`, `AgGemmParams::tail_dp`).
@@ -595,7 +606,7 @@ impl<'a> AgGemm<'a> {
             ));
         }
         let wanted = if dynamic || static_join { opts.tail_split.or(Some(false)) } else { opts.tail_split };
-        let tail = match arrival_tail(&opts, dynamic, &order, shape, &world)? {
+        let tail = match arrival_tail(&opts, dynamic, &order, shape, (&world, gpu.info().sm_count))? {
             Some((rows, ways)) => Tail::arrivals(shape, &order, opts.group_m, rows, ways),
             None => Tail::plan(shape, &order, opts.group_m, claiming, wanted, |tm| {
                 tile_reads_rank(tm, shape.m as u32, shard_rows as u32, world.rank)
@@ -709,7 +720,8 @@ impl<'a> AgGemm<'a> {
             // The push CTAs and the copying compute CTAs' side warps copy as in the fused launch,
             // over an empty walk (M = 0: no tiles).
             p.gemm.m = 0;
-            p.tail_dp = 0;
+            // And no tail: `RowOrder` keeps its detached rows within the (now empty) grid.
+            (p.tail_dp, p.tail_ranges, p.tail_rows) = (0, 0, 0);
         } else {
             p.gemm.roles.compute = 0;
         }
@@ -794,14 +806,14 @@ fn arrival_tail(
     dynamic: bool,
     order: &[u32],
     shape: GemmShape,
-    world: &World,
+    (world, sms): (&World, u32),
 ) -> Result<Option<(u32, u32)>> {
     let (shard_rows, rank) = (shape.m as u32 / world.world_size.max(1), world.rank);
     let max = arrival_tail_rows_max(order, shape.m as u32, shard_rows, rank);
     let rows = match opts.tail_rows {
         Some(rows) => rows,
         // Off where it cannot apply (unless asked for: the errors below say why).
-        None if dynamic && opts.tail_split != Some(true) && arrival_tail_by_default(shape, world) => {
+        None if dynamic && opts.tail_split != Some(true) && arrival_tail_by_default(shape, world, sms) => {
             ARRIVAL_TAIL_ROWS.min(max)
         }
         None => 0,
@@ -833,11 +845,12 @@ fn arrival_tail(
             ),
         ));
     }
-    // Positions past the whole tiles: two per range (`sched::StreamK`), and each range's
-    // k-blocks counted in `u32`.
+    // Positions past the whole tiles: two per range (`sched::StreamK`); the cut's k-block
+    // arithmetic (`tiles x k_blocks` plus up to a range, and a range past it) in `u32`.
     let tiles = rows as u64 * shape.n.div_ceil(TILE_N as usize) as u64;
     let k_blocks = shape.k.div_ceil(TILE_K as usize) as u64;
-    if tiles * ways as u64 * 2 + self::tiles(shape) as u64 > u32::MAX as u64 || tiles * k_blocks > u32::MAX as u64 {
+    let ranges = tiles * ways as u64;
+    if ranges * 2 + self::tiles(shape) as u64 > u32::MAX as u64 || tiles * (k_blocks + ways as u64) > u32::MAX as u64 {
         return Err(invalid("tail_rows", "too many tail tiles for 32-bit schedule positions at this shape"));
     }
     Ok(Some((rows, ways)))
@@ -1007,7 +1020,7 @@ mod tests {
         assert_eq!(arrival_tail_rows_max(&order, shape.m as u32, rows, 0), 96);
 
         let opts = |tail_rows, tail_ways| AgGemmOptions { tail_rows, tail_ways, ..Default::default() };
-        let check = |o: &AgGemmOptions, dynamic| arrival_tail(o, dynamic, &order, shape, &w);
+        let check = |o: &AgGemmOptions, dynamic| arrival_tail(o, dynamic, &order, shape, (&w, 132));
         // 2 x 2 at this shape: the link (1.34 ms) is shorter than the GEMM (1.69 ms at the
         // rule's rate), so no tail unless asked for.
         assert_eq!(check(&opts(None, None), true).unwrap(), None);
@@ -1027,23 +1040,29 @@ mod tests {
 
     #[test]
     fn the_arrival_tail_is_on_by_default_where_the_link_bounds_the_launch() {
-        let on = |m: usize, n: usize, world: &World| arrival_tail_by_default(GemmShape { m, n, k: 8192 }, world);
+        let on = |m: usize, n: usize, world: &World| arrival_tail_by_default(GemmShape { m, n, k: 8192 }, world, 132);
         let (two_by_one, two_by_two) = (World::test(1, 2, 2), World::test(1, 4, 2));
         // 2 x 1: a 128 MiB shard takes 2.68 ms on the link, the GEMM 1.69 at the rule's rate.
         assert!(on(16384, 4096, &two_by_one) && on(32768, 4096, &two_by_one));
-        // As long as the link or longer: off (measured level or slower there).
+        // As long as the link or longer: off (level or slower at five of the six points measured,
+        // 2% faster at 8192^3 across one-rank nodes).
         assert!(!on(16384, 8192, &two_by_one) && !on(8192, 8192, &two_by_one));
         assert!(!on(16384, 4096, &two_by_two) && !on(8192, 8192, &two_by_two));
         // One node: nothing crosses a link.
         assert!(!on(16384, 1024, &World::test(0, 2, 1)));
+        // Fewer than 8 waves of tiles: off however long the link (2048 x 4096: 128 tiles).
+        assert!(!arrival_tail_by_default(GemmShape { m: 2048, n: 4096, k: 8192 }, &two_by_one, 132));
+        assert!(arrival_tail_by_default(GemmShape { m: 16384, n: 4096, k: 8192 }, &two_by_one, 256));
+        assert!(!arrival_tail_by_default(GemmShape { m: 16384, n: 4096, k: 8192 }, &two_by_one, 257));
         // The default at 2 x 1: two rows cut two ways, on the drawn walk only.
         let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
         let order = row_order(16384, 8192, 128, &two_by_one);
         let d = AgGemmOptions::default();
-        assert_eq!(arrival_tail(&d, true, &order, shape, &two_by_one).unwrap(), Some((2, 2)));
-        assert_eq!(arrival_tail(&d, false, &order, shape, &two_by_one).unwrap(), None);
+        let at = |o: &AgGemmOptions, dynamic| arrival_tail(o, dynamic, &order, shape, (&two_by_one, 132)).unwrap();
+        assert_eq!(at(&d, true), Some((2, 2)));
+        assert_eq!(at(&d, false), None);
         let split = AgGemmOptions { tail_split: Some(true), ..Default::default() };
-        assert_eq!(arrival_tail(&split, true, &order, shape, &two_by_one).unwrap(), None);
+        assert_eq!(at(&split, true), None);
     }
 
     #[test]

@@ -9,9 +9,10 @@ pub use fifo::{fifo_push, signal_remote};
 
 use crate::sched::rem_nz;
 
-/// The `i`-th local rank after `local_rank` on a node of `local_world` (wrapping): the one place
-/// for the order in which a rank visits its node's peers, each rank starting from the next so
-/// that the ranks spread over different peers at once.
+/// The `i`-th local rank after `local_rank` on a node of `local_world` (wrapping): the order in
+/// which a rank visits its node's peers, each rank starting from the next so that the ranks
+/// spread over different peers at once. The fused GEMM kernels' one place for it (the
+/// all-gather kernel's `place` and `source` still offset their own).
 #[inline(always)]
 pub const fn next_peer(local_rank: u32, local_world: u32, i: u32) -> u32 {
     rem_nz(local_rank + i, local_world)
