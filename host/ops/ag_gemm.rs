@@ -351,10 +351,10 @@ impl Tail {
 }
 
 /// The most tile rows an arrival tail may take: the last positions of `order` whose tile rows
-/// hold none of rank `rank`'s rows (its A is written out by the tiles that load it whole, and a
-/// tile cut into k-ranges is no such tile).
-pub fn arrival_tail_rows_max(order: &[u32], m: u32, shard_rows: u32, rank: u32) -> u32 {
-    order.iter().rev().take_while(|&&tm| !tile_reads_rank(tm, m, shard_rows, rank)).count() as u32
+/// are not `local` (holding this rank's rows: its A is written out by the tiles that load it
+/// whole, and a tile cut into k-ranges is no such tile), as [`Tail::plan`] takes them.
+pub fn arrival_tail_rows_max(order: &[u32], local: impl Fn(u32) -> bool) -> u32 {
+    order.iter().rev().take_while(|&&tm| !local(tm)).count() as u32
 }
 
 /// Tile rows in the order compute CTAs walk them: rows whose data is on this rank first, then
@@ -606,11 +606,11 @@ impl<'a> AgGemm<'a> {
             ));
         }
         let wanted = if dynamic || static_join { opts.tail_split.or(Some(false)) } else { opts.tail_split };
-        let tail = match arrival_tail(&opts, dynamic, &order, shape, (&world, gpu.info().sm_count))? {
+        let local = |tm| tile_reads_rank(tm, shape.m as u32, shard_rows as u32, world.rank);
+        let max_rows = arrival_tail_rows_max(&order, local);
+        let tail = match arrival_tail(&opts, dynamic, shape, max_rows, (&world, gpu.info().sm_count))? {
             Some((rows, ways)) => Tail::arrivals(shape, &order, opts.group_m, rows, ways),
-            None => Tail::plan(shape, &order, opts.group_m, claiming, wanted, |tm| {
-                tile_reads_rank(tm, shape.m as u32, shard_rows as u32, world.rank)
-            }),
+            None => Tail::plan(shape, &order, opts.group_m, claiming, wanted, local),
         };
         params.tail_dp = tail.dp;
         (params.tail_ranges, params.tail_rows) = (tail.ranges, tail.rows);
@@ -799,17 +799,15 @@ fn walk(opts: &AgGemmOptions, world: &World) -> Result<(bool, bool)> {
     Ok((dynamic, join))
 }
 
-/// The arrival tail's (tile rows, ways) from the options, or None; typed errors name the option
-/// and the rule.
+/// The arrival tail's (tile rows, ways) from the options, or None, where at most `max` rows may
+/// be cut ([`arrival_tail_rows_max`]); typed errors name the option and the rule.
 fn arrival_tail(
     opts: &AgGemmOptions,
     dynamic: bool,
-    order: &[u32],
     shape: GemmShape,
+    max: u32,
     (world, sms): (&World, u32),
 ) -> Result<Option<(u32, u32)>> {
-    let (shard_rows, rank) = (shape.m as u32 / world.world_size.max(1), world.rank);
-    let max = arrival_tail_rows_max(order, shape.m as u32, shard_rows, rank);
     let rows = match opts.tail_rows {
         Some(rows) => rows,
         // Off where it cannot apply (unless asked for: the errors below say why).
@@ -1017,10 +1015,11 @@ mod tests {
         let expect: Vec<(u32, u32)> = last.iter().flat_map(|&tm| (0..16).map(move |tn| (tm, tn))).collect();
         assert_eq!(tail.tiles, expect);
         // Every tile row after this rank's own 32 is another rank's; a tail may take all 96.
-        assert_eq!(arrival_tail_rows_max(&order, shape.m as u32, rows, 0), 96);
+        let max = arrival_tail_rows_max(&order, |tm| tile_reads_rank(tm, shape.m as u32, rows, 0));
+        assert_eq!(max, 96);
 
         let opts = |tail_rows, tail_ways| AgGemmOptions { tail_rows, tail_ways, ..Default::default() };
-        let check = |o: &AgGemmOptions, dynamic| arrival_tail(o, dynamic, &order, shape, (&w, 132));
+        let check = |o: &AgGemmOptions, dynamic| arrival_tail(o, dynamic, shape, max, (&w, 132));
         // 2 x 2 at this shape: the link (1.34 ms) is shorter than the GEMM (1.69 ms at the
         // rule's rate), so no tail unless asked for.
         assert_eq!(check(&opts(None, None), true).unwrap(), None);
@@ -1057,8 +1056,9 @@ mod tests {
         // The default at 2 x 1: two rows cut two ways, on the drawn walk only.
         let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
         let order = row_order(16384, 8192, 128, &two_by_one);
+        let max = arrival_tail_rows_max(&order, |tm| tile_reads_rank(tm, 16384, 8192, 1));
         let d = AgGemmOptions::default();
-        let at = |o: &AgGemmOptions, dynamic| arrival_tail(o, dynamic, &order, shape, (&two_by_one, 132)).unwrap();
+        let at = |o: &AgGemmOptions, dynamic| arrival_tail(o, dynamic, shape, max, (&two_by_one, 132)).unwrap();
         assert_eq!(at(&d, true), Some((2, 2)));
         assert_eq!(at(&d, false), None);
         let split = AgGemmOptions { tail_split: Some(true), ..Default::default() };
