@@ -25,6 +25,11 @@ fn two_ranks_sharing_one_gpu() {
     let small = ["--shape", "512x264x136", "--rounds", "2", "--back-to-back", "10", "--push-ctas", "2"];
     check(2, 1, &[0, 0], &small);
     check(2, 2, &[0, 0], &small);
+    // The copy engines' gather (a side stream's copies and one-CTA steps beside the fused
+    // launch): a 32 MiB shard; 64 tiles a rank, so both ranks' grids fit at once.
+    let engines = ["--shape", "8192x8x4096", "--chunk-rows", "96", "--engines", "true", "--back-to-back", "10"];
+    check(2, 1, &[0, 0], &[&engines[..], &["--graph"]].concat());
+    check(2, 2, &[0, 0], &[&engines[..], &["--in-place"]].concat());
 }
 
 #[test]
@@ -71,6 +76,41 @@ fn one_node_two_gpus() {
     // The arrival tail on one node, where the compute tiles write the local rows into the gathered
     // A (no spread at two ranks): the cut rows are the peer's, never this rank's.
     check(2, 1, &g, &["--shape", "2304x1544x1032", "--dynamic", "true", "--tail-rows", "4", "--graph"]);
+}
+
+/// The copy engines moving the shard inside the node (`--engines true`): shards in several
+/// chunk-aligned pieces with ragged chunks, CUDA graphs (the side stream captured with the fused
+/// launch), launches back to back, in place, f32; 1 x 2, and 2 x 1 in place (with several nodes
+/// only in place).
+#[test]
+fn copy_engines_gather() {
+    if !gpus_or_skip("copy_engines_gather", 2) {
+        return;
+    }
+    let g = [0, 1];
+    let e = |extra: &[&'static str]| [&["--engines", "true"][..], extra].concat();
+    check(2, 1, &g, &e(&["--shape", "2000x8x72", "--layout", "nk", "--f32"]));
+    check(2, 1, &g, &e(&["--shape", "2000x1544x1032", "--chunk-rows", "48", "--back-to-back", "20", "--graph"]));
+    check(2, 1, &g, &e(&["--shape", "32768x1544x4096", "--chunk-rows", "200", "--rounds", "2", "--graph"]));
+    check(2, 1, &g, &e(&["--shape", "8192x4096x4096", "--layout", "nk", "--in-place", "--back-to-back", "20"]));
+    check(2, 2, &g, &e(&["--shape", "2000x1544x1032", "--in-place", "--graph"]));
+    check(2, 2, &g, &e(&["--shape", "8192x2048x4096", "--layout", "nk", "--in-place", "--rounds", "2"]));
+}
+
+/// [`copy_engines_gather`] at 1 x 4 (each rank copying to three peers, each starting at the
+/// next) and at 2 x 2 in place (beside the forward and inter-send CTAs).
+#[test]
+fn copy_engines_gather_four_gpus() {
+    if !gpus_or_skip("copy_engines_gather_four_gpus", 4) {
+        return;
+    }
+    let g = [0, 1, 2, 3];
+    let e = |extra: &[&'static str]| [&["--engines", "true"][..], extra].concat();
+    check(4, 1, &g, &e(&["--shape", "4000x1544x1032", "--layout", "nk", "--f32", "--graph"]));
+    check(4, 1, &g, &e(&["--shape", "32768x1544x4096", "--chunk-rows", "200", "--back-to-back", "20", "--graph"]));
+    check(4, 1, &g, &e(&["--shape", "8192x4096x4096", "--in-place", "--rounds", "2"]));
+    check(4, 2, &g, &e(&["--shape", "4000x1544x1032", "--layout", "kn", "--in-place", "--graph"]));
+    check(4, 2, &g, &e(&["--shape", "16384x2048x4096", "--layout", "nk", "--in-place", "--back-to-back", "20"]));
 }
 
 #[test]

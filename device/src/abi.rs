@@ -569,8 +569,42 @@ abi_struct! {
         /// that land last) walked one after another after the grouped rest
         /// (`sched::RowOrder::tail_rows`), their tiles cut into `tail_ranges` k-ranges; 0: none.
         pub tail_rows: u32,
-        /// Padding (zero).
-        pub tail_pad: u32,
+        /// 1: the copy engines move this rank's shard into every local rank's `gathered` (its
+        /// own too, unless in place) between launches of [`AgEngineParams`] on a side stream,
+        /// which raise `ready` and the chunks' flags; the kernel has no push CTAs (a comm-only
+        /// launch's one intra-comm CTA only waits for every chunk).
+        pub engines: u32,
+    }
+}
+
+/// [`AgEngineParams::step`]: raise this rank's `ready` at every local peer, wait (bounded) for
+/// theirs, and publish the launch's epoch for the flag steps; a wait that gives up stops the
+/// context, so no copy queued behind it writes into a rank that never entered.
+pub const AG_ENGINE_ENTER: u32 = 0;
+/// [`AgEngineParams::step`]: the copy engines' copy of chunks `first..end` into `peer`'s
+/// `gathered` completed (stream order): raise their `data[rank]` flags there.
+pub const AG_ENGINE_FLAGS: u32 = 1;
+
+abi_struct! {
+    /// One step of AllGather + GEMM's copy-engine gather ([`AgGemmParams::engines`]), a one-CTA
+    /// launch on the op's side stream: [`AG_ENGINE_ENTER`] first, then the copies, each piece
+    /// followed by [`AG_ENGINE_FLAGS`].
+    pub struct AgEngineParams [504] {
+        /// The fused launch's parameters (flags, peers, shard layout, bound).
+        pub ag: AgGemmParams,
+        /// The enter step's launch counter (a device `u64`; its count is the fused launches').
+        pub launches: u64,
+        /// Where the enter step leaves the launch's epoch for the flag steps after it (a device
+        /// `u32`).
+        pub epoch: u64,
+        /// [`AG_ENGINE_ENTER`] or [`AG_ENGINE_FLAGS`].
+        pub step: u32,
+        /// The flag step's local rank (this rank's own for its own `gathered`).
+        pub peer: u32,
+        /// The flag step's chunks: `first..end`.
+        pub first: u32,
+        /// See `first`.
+        pub end: u32,
     }
 }
 

@@ -102,6 +102,9 @@ pub struct Knobs {
     /// With --spread: the push CTAs copy every N-th chunk, the compute CTAs the rest (default 2).
     #[arg(long = "spread-push-every", value_parser = clap::value_parser!(u32).range(2..))]
     pub spread_push_every: Option<u32>,
+    /// The copy engines copy the shard inside the node instead of push CTAs (default off).
+    #[arg(long)]
+    pub engines: Option<bool>,
 }
 
 /// `--path`.
@@ -133,6 +136,7 @@ impl Knobs {
             spread_unit: self.spread_unit,
             spread_every: self.spread_every,
             spread_push_every: self.spread_push_every,
+            engines: self.engines,
             path: match self.path {
                 PathArg::Auto => PathChoice::Auto,
                 PathArg::Fused => PathChoice::Fused,
@@ -449,6 +453,7 @@ fn records_for(run: &RunInfo, op: &AgGemm, s: GemmShape, l: BLayout, ms: &[f64])
                 .with("compute_ctas", split.compute)
                 .with("push_ctas", split.push)
                 .with("spread", split.spread)
+                .with("engines", split.engines)
                 .with("fwd_ctas", split.fwd)
                 .with("chunk_rows", split.chunk_rows)
                 .with("join_at", op.join_at())

@@ -110,6 +110,8 @@ pub const ALLGATHER: Kernel<AllGatherParams> = Kernel::new("mk_allgather");
 pub const AG_GEMM_KN: Kernel<AgGemmParams> = Kernel::new("mk_ag_gemm_kn");
 /// Fused AllGather + GEMM, B `[N, K]` row-major.
 pub const AG_GEMM_NK: Kernel<AgGemmParams> = Kernel::new("mk_ag_gemm_nk");
+/// A step of fused AllGather + GEMM's copy-engine gather (one CTA on the op's side stream).
+pub const AG_GEMM_ENGINE: Kernel<AgEngineParams> = Kernel::new("mk_ag_gemm_engine");
 /// Fused GEMM + ReduceScatter / AllReduce, B `[K/W, N]` row-major (launched by
 /// [`crate::ops::gemm_rs::GemmRs`]).
 pub const GEMM_RS_KN: Kernel<GemmRsParams> = Kernel::new("mk_gemm_rs_kn");
@@ -193,6 +195,7 @@ pub const ALL: &[&str] = &[
     ALLGATHER.name,
     AG_GEMM_KN.name,
     AG_GEMM_NK.name,
+    AG_GEMM_ENGINE.name,
     GEMM_RS_KN.name,
     GEMM_RS_NK.name,
     GEMM_AR_ONE_SHOT_KN.name,

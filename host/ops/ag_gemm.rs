@@ -6,7 +6,9 @@
 //! GEMM engine over the gathered A, taking local rows first and remote rows in arrival order,
 //! each tile waiting only for the chunks of rows it reads; push CTAs copy the shard into the node's
 //! peers over NVLink; with several nodes an inter-send CTA hands it to the proxy for the other
-//! nodes and forward CTAs pass what arrives on to the node's other ranks. The unfused path (our
+//! nodes and forward CTAs pass what arrives on to the node's other ranks. With
+//! [`AgGemmOptions::engines`] the copy engines move the shard inside the node instead of push CTAs
+//! (a side stream beside the launch raises the same flags). The unfused path (our
 //! all-gather, then our GEMM) is the reference and the fallback for shapes where fusing loses;
 //! [`AgGemm::path`] says which one runs.
 //!
@@ -30,7 +32,9 @@
 use super::allgather::{AllGather, AllGatherOptions};
 use super::gemm::{plan, BLayout, Gemm, GemmOptions, GemmShape, Output};
 use super::tuned;
-use crate::abi::{AgGemmParams, RoleSplit, FLAG_STRIDE, MAX_LOCAL_RANKS};
+use crate::abi::{
+    AgEngineParams, AgGemmParams, RoleSplit, AG_ENGINE_ENTER, AG_ENGINE_FLAGS, FLAG_STRIDE, MAX_LOCAL_RANKS,
+};
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::comm::transport::NicModel;
 use crate::comm::world::World;
@@ -141,6 +145,34 @@ pub struct AgGemmOptions {
     /// With `spread` and push CTAs: the push CTAs copy every `spread_push_every`-th chunk (from
     /// the first), the compute CTAs the rest; `None`: every other chunk.
     pub spread_push_every: Option<u32>,
+    /// The copy engines move this rank's shard into every local rank's gathered A (and into its
+    /// own, unless in place) instead of push CTAs (`AgGemmParams::engines`): on a side stream
+    /// forked from the caller's, a one-CTA launch raises `ready` and waits for every local
+    /// peer's, then the shard goes peer after peer (each rank starting at the next), in pieces
+    /// of about [`ENGINE_PIECE_BYTES`] chunk-aligned, each piece's arrival flags raised by a
+    /// one-CTA launch behind it; the stream joins back after the fused launch. Every SM but one
+    /// (left to those one-CTA launches, which the tiles wait for) then computes; with several
+    /// nodes the forward and inter-send CTAs stay. The tiles that load this rank's rows write
+    /// them into its gathered A (a copy within one GPU runs on SMs), so with several nodes,
+    /// where the proxy sends from that copy at once, only in place. Not with `spread`,
+    /// `push_ctas` or `fan` (typed errors). `None`: off.
+    pub engines: Option<bool>,
+}
+
+/// The copy engines' piece of a shard ([`AgGemmOptions::engines`]): each piece's chunks are
+/// flagged once it is in, so a peer's tiles of the first rows start before the whole shard
+/// landed.
+pub const ENGINE_PIECE_BYTES: u64 = 64 << 20;
+/// The most pieces a shard is copied in per peer ([`ENGINE_PIECE_BYTES`]).
+pub const ENGINE_PIECES_MAX: u32 = 8;
+/// Threads of a copy-engine step's one CTA (a flag step raises a chunk's flag per thread).
+const ENGINE_THREADS: u32 = 128;
+
+/// The copy engines' pieces of a shard of `chunks` chunks of `chunk_bytes` (the last may be
+/// shorter; `shard_bytes` in all): chunk ranges `first..end`, in order, covering every chunk once.
+pub fn engine_pieces(chunks: u32, shard_bytes: u64) -> Vec<(u32, u32)> {
+    let pieces = (shard_bytes.div_ceil(ENGINE_PIECE_BYTES) as u32).clamp(1, ENGINE_PIECES_MAX).min(chunks.max(1));
+    (0..pieces).map(|i| (i * chunks / pieces, (i + 1) * chunks / pieces)).filter(|(a, b)| b > a).collect()
 }
 
 /// Default bytes per unit of a spread copy ([`AgGemmOptions::spread_unit`]): a 2 MiB chunk
@@ -174,6 +206,7 @@ impl Default for AgGemmOptions {
             spread_unit: None,
             spread_every: None,
             spread_push_every: None,
+            engines: None,
         }
     }
 }
@@ -193,6 +226,23 @@ pub struct Split {
     pub chunk_rows: u32,
     /// The compute CTAs copy part of the shard (`AgGemmOptions::spread`; the push CTAs the rest).
     pub spread: bool,
+    /// The copy engines copy the shard inside the node (`AgGemmOptions::engines`; no push CTAs).
+    pub engines: bool,
+}
+
+/// The copy engines' side of the fused launch ([`AgGemmOptions::engines`]).
+struct Engines {
+    /// A handle on the same GPU with a stream of its own: the peers' copies.
+    side: Gpu,
+    /// Another: the copy into this rank's own gathered A, beside the peers' (out of place).
+    local: Gpu,
+    /// The enter step's launch counter, then the epoch word it leaves for the flag steps.
+    words: DeviceBuffer<u64>,
+    /// Chunk ranges copied and flagged one after another ([`engine_pieces`]).
+    pieces: Vec<(u32, u32)>,
+    /// A launch was enqueued only in part: the side stream's launch count no longer matches the
+    /// fused kernel's, so every later launch is refused.
+    broken: std::sync::atomic::AtomicBool,
 }
 
 /// The unfused path's pieces, over the fused path's gathered buffer.
@@ -226,6 +276,7 @@ pub struct AgGemm<'a> {
     diag: DiagBuffers,
     params: AgGemmParams,
     kernel: kernels::Kernel<AgGemmParams>,
+    engines: Option<Engines>,
 }
 
 /// Whether tile row `tm` (rows `tm * TILE_M ..` of `m`) holds any of rank `rank`'s rows.
@@ -359,21 +410,25 @@ pub fn arrival_tail_rows_max(order: &[u32], local: impl Fn(u32) -> bool) -> u32 
 
 /// Tile rows in the order compute CTAs walk them: rows whose data is on this rank first, then
 /// rows of this node's other ranks, then rows from other nodes; within each, by chunk index (the
-/// order chunks arrive in), then by distance from this rank. A tile row spanning several chunks
-/// sorts by the latest of them.
-pub fn row_order(m: u32, shard_rows: u32, chunk_rows: u32, world: &World) -> Vec<u32> {
+/// order chunks arrive in), then by distance from this rank; with the copy engines
+/// ([`AgGemmOptions::engines`]) the node's other ranks' rows shard by shard, in the order the
+/// engines bring them. A tile row spanning several chunks sorts by the latest of them.
+pub fn row_order(m: u32, shard_rows: u32, chunk_rows: u32, world: &World, engines: bool) -> Vec<u32> {
     let w = world.world_size;
+    let lw = world.local_world_size.max(1);
     let key = |row: u32| {
         let s = row / shard_rows;
         let c = (row - s * shard_rows) / chunk_rows;
-        let class = if s == world.rank {
-            0
-        } else if world.is_local(s) {
-            1
+        if s == world.rank {
+            (0, c, 0)
+        } else if world.is_local(s) && engines {
+            // The copy engines bring the node's shards whole, one after another: at step k
+            // local rank l copies into l + k, so this rank gets local rank `local_rank - k`'s.
+            let from = s % lw;
+            (1, (world.local_rank + lw - from) % lw, c)
         } else {
-            2
-        };
-        (class, c, (s + w - world.rank) % w)
+            (if world.is_local(s) { 1 } else { 2 }, c, (s + w - world.rank) % w)
+        }
     };
     let tiles = m.div_ceil(TILE_M);
     let mut keyed: Vec<((u32, u32, u32), u32)> = (0..tiles)
@@ -494,7 +549,7 @@ impl<'a> AgGemm<'a> {
         let gathered = comm.alloc(shape.m * row_bytes)?;
         let chunks = shard_rows.div_ceil(split.chunk_rows as usize) as u32;
         let flags = comm.alloc(4 * AgGemmParams::flag_words(world.world_size, chunks) as usize)?;
-        let order = row_order(shape.m as u32, shard_rows as u32, split.chunk_rows, &world);
+        let order = row_order(shape.m as u32, shard_rows as u32, split.chunk_rows, &world, split.engines);
         let row_order_buf = gpu.upload(&order)?;
         let launches = gpu.upload(&[0u64])?;
         let tile_counters = gpu.upload(&[0u32; 2])?;
@@ -573,6 +628,19 @@ impl<'a> AgGemm<'a> {
         params.local_copy_last = (world.nodes == 1) as u32;
         // Spread copies make the local copy with the rest.
         params.tiles_copy_local = (tiles_copy_local(&world, in_place) && !split.spread) as u32;
+        params.engines = split.engines as u32;
+        let engines = if split.engines {
+            let shard_bytes = shard_rows as u64 * row_bytes as u64;
+            Some(Engines {
+                side: Gpu::new(gpu.info().ordinal)?,
+                local: Gpu::new(gpu.info().ordinal)?,
+                words: gpu.upload(&[0u64; 2])?,
+                pieces: engine_pieces(chunks, shard_bytes),
+                broken: Default::default(),
+            })
+        } else {
+            None
+        };
         params.spread = split.spread as u32;
         params.spread_unit = spread_unit;
         params.spread_every = opts.spread_every.unwrap_or(SPREAD_EVERY);
@@ -648,6 +716,7 @@ impl<'a> AgGemm<'a> {
             diag,
             params,
             kernel,
+            engines,
         })
     }
 
@@ -725,6 +794,10 @@ impl<'a> AgGemm<'a> {
         } else {
             p.gemm.roles.compute = 0;
         }
+        if p.engines != 0 {
+            // One intra-comm CTA to wait for every chunk (it copies nothing).
+            p.gemm.roles.intra_comm += 1;
+        }
         self.launch_fused(gpu, &p)
     }
 
@@ -747,7 +820,8 @@ impl<'a> AgGemm<'a> {
     /// Wait for this rank's launches; report a device-side timeout or a proxy error. After a
     /// timeout, build the op again: an abandoned launch leaves its tile and tail counters (zero
     /// between launches otherwise) as they were. Where the unfused path's all-gather runs on the
-    /// copy engines, a peer that never enters stops this process's CUDA context (see
+    /// copy engines, or the fused path's gather does ([`AgGemmOptions::engines`]), a peer that
+    /// never enters stops this process's CUDA context (see
     /// [`super::allgather::AllGather::launch`]): end the process then.
     pub fn wait(&self, gpu: &Gpu) -> Result<()> {
         self.diag.wait(gpu, "ag-gemm", || {
@@ -767,10 +841,86 @@ impl<'a> AgGemm<'a> {
         // Spread copies keep their address tables past the engine's shared memory.
         let smem = if p.spread != 0 { SIDE_SMEM_BYTES } else { SMEM_BYTES };
         let cfg = LaunchConfig::linear(p.gemm.roles.total(), THREADS, smem);
-        // SAFETY: every address in `p` belongs to buffers this op owns or borrows for 'a
-        // (peers' heaps stay mapped while the communicator lives); the caller synchronises before
-        // dropping them (run / wait).
-        unsafe { gpu.launch(self.kernel, &cfg, p)? };
+        let Some(e) = &self.engines else {
+            // SAFETY: every address in `p` belongs to buffers this op owns or borrows for 'a
+            // (peers' heaps stay mapped while the communicator lives); the caller synchronises
+            // before dropping them (run / wait).
+            unsafe { gpu.launch(self.kernel, &cfg, p)? };
+            return Ok(());
+        };
+        use std::sync::atomic::Ordering::Relaxed;
+        if e.broken.load(Relaxed) {
+            return Err(invalid("launch", "an earlier launch was enqueued only in part: build the op again"));
+        }
+        // The side stream follows everything queued before this call, runs beside the fused
+        // launch, and the caller's stream waits for it after that launch.
+        let enqueued = (|| -> Result<()> {
+            e.side.wait_for(gpu)?;
+            // SAFETY: as above.
+            unsafe { gpu.launch(self.kernel, &cfg, p)? };
+            self.enqueue_engine_copies(e, p)?;
+            gpu.wait_for(&e.local)?;
+            Ok(gpu.wait_for(&e.side)?)
+        })();
+        enqueued.inspect_err(|_| e.broken.store(true, Relaxed))
+    }
+
+    /// The copy engines' part of a fused launch ([`AgGemmOptions::engines`]): on the side stream
+    /// the enter step, then the shard into each local peer, each rank starting at the next,
+    /// piece by piece with the piece's flags raised behind it; out of place, on a second stream
+    /// after the enter step, the copy into this rank's own gathered A and its flags (with several
+    /// nodes the proxy sends from that copy; on one node only the caller reads it).
+    fn enqueue_engine_copies(&self, e: &Engines, p: &AgGemmParams) -> Result<()> {
+        let step = |on: &Gpu, step: u32, peer: u32, (first, end): (u32, u32)| -> Result<()> {
+            let sp =
+                AgEngineParams { ag: *p, launches: e.words.addr(), epoch: e.words.addr() + 8, step, peer, first, end };
+            // SAFETY: one CTA; every address in `sp` is the fused launch's (see launch_fused) or
+            // this op's `words`.
+            unsafe { on.launch(kernels::AG_GEMM_ENGINE, &LaunchConfig::linear(1, ENGINE_THREADS, 0), &sp)? };
+            Ok(())
+        };
+        let bytes = |(first, end): (u32, u32)| (p.chunk_bytes_range(first).0, p.chunk_bytes_range(end - 1).1);
+        step(&e.side, AG_ENGINE_ENTER, p.local_rank, (0, 0))?;
+        // The local copy follows the enter step (its epoch word) and runs beside the peers'. A
+        // copy within one GPU runs on SMs, and the fused launch leaves it one: there only the
+        // rows no compute tile writes (`tiles_copy_local`) go this way, and their flags (the
+        // tiles that read them from the gathered A wait for those; the others read the shard
+        // itself); a comm-only launch copies the whole shard.
+        e.local.wait_for(&e.side)?;
+        let own = p.gathered + p.shard_offset(p.rank);
+        let local_copy = |lo: u64, hi: u64| -> Result<()> {
+            if hi > lo {
+                // SAFETY: bytes `lo..hi` of the caller's shard and of this rank's slot of its
+                // gathered A, alive as the fused launch's buffers.
+                unsafe { e.local.copy_async(own + lo, p.shard_src + lo, (hi - lo) as usize)? };
+            }
+            Ok(())
+        };
+        if p.in_place == 0 && p.tiles_copy_local != 0 {
+            let (t0, t1) = p.tiled_rows(TILE_M);
+            let shard = p.shard_rows as u64 * p.row_bytes();
+            let (t0, t1) =
+                if t1 > t0 { (t0 as u64 * p.row_bytes(), t1 as u64 * p.row_bytes()) } else { (shard, shard) };
+            local_copy(0, t0)?;
+            local_copy(t1, shard)?;
+        } else if p.in_place == 0 {
+            let (lo, hi) = bytes((0, p.chunks));
+            local_copy(lo, hi)?;
+        }
+        if p.in_place == 0 {
+            step(&e.local, AG_ENGINE_FLAGS, p.local_rank, (0, p.chunks))?;
+        }
+        for k in 1..p.local_world {
+            let lr = (p.local_rank + k) % p.local_world;
+            let to = p.peer_gathered[lr as usize] + p.shard_offset(p.rank);
+            for &piece in &e.pieces {
+                let (lo, hi) = bytes(piece);
+                // SAFETY: the piece of this rank's shard and of its slot in local rank `lr`'s
+                // mapped gathered A, which the enter step (queued before) saw ready.
+                unsafe { e.side.copy_async(to + lo, p.shard_src + lo, (hi - lo) as usize)? };
+                step(&e.side, AG_ENGINE_FLAGS, lr, piece)?;
+            }
+        }
         Ok(())
     }
 
@@ -895,7 +1045,27 @@ pub fn resolve(
     if opts.push_ctas == Some(0) {
         return Err(invalid("push_ctas", "must be at least 1"));
     }
-    let spread = opts.spread.unwrap_or(!several_nodes && world.local_world_size >= 4);
+    let engines = opts.engines.unwrap_or(false);
+    if engines {
+        let rule = "not with `engines`: the copy engines copy the shard (no push CTAs)";
+        if opts.spread == Some(true) {
+            return Err(invalid("spread", rule));
+        }
+        if opts.push_ctas.is_some() {
+            return Err(invalid("push_ctas", rule));
+        }
+        if opts.fan {
+            return Err(invalid("fan", rule));
+        }
+        if several_nodes && !in_place {
+            return Err(invalid(
+                "engines",
+                "with several nodes only in place: the proxy sends from this rank's own copy of the shard, and a \
+                 copy within one GPU runs on SMs, which the fused launch holds",
+            ));
+        }
+    }
+    let spread = !engines && opts.spread.unwrap_or(!several_nodes && world.local_world_size >= 4);
     if spread && opts.spread_push_every.is_some_and(|k| k < 2) {
         return Err(invalid("spread_push_every", "must be at least 2 (1 would leave the compute CTAs nothing)"));
     }
@@ -911,6 +1081,7 @@ pub fn resolve(
     let tiles = tiles(shape);
     let others = fwd + inter_send;
     let push = match opts.push_ctas.or(table.map(|e| e.push_ctas)) {
+        _ if engines => 0,
         _ if spread => opts.push_ctas.unwrap_or(SPREAD_PUSH_CTAS),
         Some(p) => p,
         None => {
@@ -922,12 +1093,15 @@ pub fn resolve(
             sms.saturating_sub(compute + others).clamp(needed, needed.max(tuned::AG_GEMM_MAX_PUSH_CTAS))
         }
     };
-    let comm = push + others;
+    // With the copy engines one SM stays free for the side stream's one-CTA steps, which raise
+    // the flags the tiles (here and at the peers) wait for: a grid on every SM would wait for
+    // them forever.
+    let comm = push + others + engines as u32;
     // Every CTA must be resident at once (compute waits on comm CTAs): one per SM at most.
     if comm >= sms {
         return Err(invalid("push_ctas", format!("{comm} communication CTAs leave no compute CTA on {sms} SMs")));
     }
-    Ok(Split { compute: (sms - comm).min(tiles), push, fwd, inter_send, chunk_rows, spread })
+    Ok(Split { compute: (sms - comm).min(tiles), push, fwd, inter_send, chunk_rows, spread, engines })
 }
 
 impl super::TwoPathOp for AgGemm<'_> {
@@ -964,9 +1138,69 @@ mod tests {
     }
 
     #[test]
+    fn the_copy_engines_take_the_push_ctas_place() {
+        let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
+        let on = AgGemmOptions { engines: Some(true), ..Default::default() };
+        let split = resolve(&on, shape, &World::test(0, 4, 1), 132, false, None).unwrap();
+        // One SM left to the side stream's steps.
+        assert_eq!((split.push, split.compute, split.spread, split.engines), (0, 131, false, true));
+        // Several nodes: in place only; the forward and inter-send CTAs stay.
+        let e = resolve(&on, shape, &World::test(0, 4, 2), 132, false, None).unwrap_err().to_string();
+        assert!(e.starts_with("invalid argument `engines`"), "{e}");
+        let split = resolve(&on, shape, &World::test(0, 4, 2), 132, true, None).unwrap();
+        assert_eq!((split.push, split.fwd, split.inter_send, split.compute), (0, 2, 1, 128));
+        for (bad, name) in [
+            (AgGemmOptions { spread: Some(true), ..on.clone() }, "spread"),
+            (AgGemmOptions { push_ctas: Some(4), ..on.clone() }, "push_ctas"),
+            (AgGemmOptions { fan: true, ..on.clone() }, "fan"),
+        ] {
+            let e = resolve(&bad, shape, &World::test(0, 4, 1), 132, false, None).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("invalid argument `{name}`")), "{e}");
+        }
+    }
+
+    #[test]
+    fn with_the_copy_engines_the_nodes_shards_come_whole_in_their_order() {
+        // 1 x 4, rank 1, shards of 2 tile rows in chunks of one: its own rows, then rank 0's
+        // (copied at step 1), rank 3's (step 2), rank 2's (step 3).
+        let w = World::test(1, 4, 1);
+        assert_eq!(row_order(1024, 256, 128, &w, true), vec![2, 3, 0, 1, 6, 7, 4, 5]);
+        // Push CTAs: chunk by chunk across the shards, nearest first.
+        assert_eq!(row_order(1024, 256, 128, &w, false), vec![2, 3, 4, 6, 0, 5, 7, 1]);
+        // 2 x 2, rank 3: its own, its node's other rank's (2), then the other node's by chunk.
+        let w = World::test(3, 4, 2);
+        assert_eq!(row_order(1024, 256, 128, &w, true), vec![6, 7, 4, 5, 0, 2, 1, 3]);
+    }
+
+    #[test]
+    fn engine_pieces_cover_every_chunk_once_in_order() {
+        // 256 MiB in 41 chunks: four pieces; 2 MiB: one; 1 GiB in 3 chunks: one per chunk.
+        assert_eq!(engine_pieces(41, 256 << 20), vec![(0, 10), (10, 20), (20, 30), (30, 41)]);
+        assert_eq!(engine_pieces(21, 2 << 20), vec![(0, 21)]);
+        assert_eq!(engine_pieces(3, 1 << 30), vec![(0, 1), (1, 2), (2, 3)]);
+        for chunks in 1..70 {
+            for mib in [1u64, 16, 65, 100, 1000] {
+                let pieces = engine_pieces(chunks, mib << 20);
+                assert!(pieces.len() as u32 <= ENGINE_PIECES_MAX);
+                assert_eq!(pieces.first().map(|p| p.0), Some(0));
+                assert_eq!(pieces.last().map(|p| p.1), Some(chunks));
+                assert!(pieces.windows(2).all(|w| w[0].1 == w[1].0 && w[0].0 < w[0].1));
+            }
+        }
+    }
+
+    #[test]
     fn the_modelled_join_wave_is_when_the_copies_are_out() {
         let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
-        let split = |push| Split { compute: 132 - push, push, fwd: 0, inter_send: 0, chunk_rows: 128, spread: false };
+        let split = |push| Split {
+            compute: 132 - push,
+            push,
+            fwd: 0,
+            inter_send: 0,
+            chunk_rows: 128,
+            spread: false,
+            engines: false,
+        };
         // Three 64 MiB copies at 30 GB/s per CTA against 16 waves of 1.69 ms: 11 waves with 6
         // push CTAs, fewer with more.
         assert_eq!(static_join_wave(shape, &World::test(0, 4, 1), split(6), 132, true), 11);
@@ -980,7 +1214,7 @@ mod tests {
         let shape = GemmShape { m: 16384, n: 4096, k: 8192 }; // 2048 tiles of 128 k-blocks
         let plan = |world: &World, ctas: u32, wanted: Option<bool>| {
             let rows = shape.m as u32 / world.world_size;
-            let order = row_order(shape.m as u32, rows, 256, world);
+            let order = row_order(shape.m as u32, rows, 256, world, false);
             Tail::plan(shape, &order, 8, ctas, wanted, |tm| tile_reads_rank(tm, shape.m as u32, rows, world.rank))
         };
         let summary = |t: &Tail| (t.dp, t.count(), t.slots);
@@ -1004,7 +1238,7 @@ mod tests {
         let shape = GemmShape { m: 16384, n: 4096, k: 8192 }; // 128 x 16 tiles of 128 k-blocks
         let w = World::test(0, 4, 2); // 2 x 2: rank 0's node holds ranks 0 and 1
         let rows = shape.m as u32 / 4;
-        let order = row_order(shape.m as u32, rows, 64, &w);
+        let order = row_order(shape.m as u32, rows, 64, &w, false);
         let tail = Tail::arrivals(shape, &order, 8, 4, 4);
         assert_eq!((tail.dp, tail.count(), tail.ranges, tail.rows), (2048 - 64, 64, 256, 4));
         // 32 k-blocks per range, so a tile's ranges fill four slots and a fifth stays spare.
@@ -1055,7 +1289,7 @@ mod tests {
         assert!(!arrival_tail_by_default(GemmShape { m: 16384, n: 4096, k: 8192 }, &two_by_one, 257));
         // The default at 2 x 1: two rows cut two ways, on the drawn walk only.
         let shape = GemmShape { m: 16384, n: 4096, k: 8192 };
-        let order = row_order(16384, 8192, 128, &two_by_one);
+        let order = row_order(16384, 8192, 128, &two_by_one, false);
         let max = arrival_tail_rows_max(&order, |tm| tile_reads_rank(tm, 16384, 8192, 1));
         let d = AgGemmOptions::default();
         let at = |o: &AgGemmOptions, dynamic| arrival_tail(o, dynamic, shape, max, (&two_by_one, 132)).unwrap();
@@ -1073,7 +1307,7 @@ mod tests {
             let shard = m / w;
             for rank in 0..w {
                 let wd = World::test(rank, w, nodes);
-                let order = row_order(m, shard, chunk, &wd);
+                let order = row_order(m, shard, chunk, &wd, false);
                 let mut sorted = order.clone();
                 sorted.sort();
                 assert_eq!(sorted, (0..m.div_ceil(TILE_M)).collect::<Vec<_>>(), "not a permutation");

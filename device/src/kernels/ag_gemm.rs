@@ -13,6 +13,10 @@
 //! - one inter-send CTA (several nodes): pushes the shard through the FIFO to this rank's
 //!   counterpart on every other node (same local rank); the proxy writes data, then flag.
 //!
+//! With `engines` there are no push CTAs: the copy engines copy the shard on a side stream between
+//! one-CTA launches of [`mk_ag_gemm_engine`] (`ready` raised and awaited, then each piece's
+//! chunk flags), and the tiles wait on the same flags.
+//!
 //! Before writing into a rank's `gathered`, a writer waits for that rank's `ready` flag of this
 //! launch: the rank has entered the launch, so everything it did before (the previous launch, the
 //! caller's reads of the gathered A) is finished. The epoch comes from the launch counter, so
@@ -29,7 +33,7 @@ use crate::sched::{
     div_nz, rem_nz, ACopy, Claimed, GaveUp, InputGate, KSplit, Role, RowOrder, TailSplit, Tile, TileGrid,
     TileScheduler, SIDE_THREADS,
 };
-use crate::sync::Bound;
+use crate::sync::{stop, Bound};
 
 /// The compute CTAs' input gate: a tile waits for the arrival flags of exactly the chunks of rows
 /// it reads (its order is `row_order`'s grouped raster, a [`RowOrder`]).
@@ -580,10 +584,14 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
             let mut mv = Mover { p, epoch, b, ring, ready_seen: 0, tid, failed: false };
             let push_ctas = roles.intra_comm - p.fwd_ctas;
             if idx < push_ctas {
-                if idx == 0 && tid == 0 {
-                    raise_ready(p, epoch);
+                // With the copy engines the side stream's launches raise `ready` and copy; a
+                // comm-only launch's one push CTA only waits below.
+                if p.engines == 0 {
+                    if idx == 0 && tid == 0 {
+                        raise_ready(p, epoch);
+                    }
+                    push(p, &mut mv, idx, push_ctas);
                 }
-                push(p, &mut mv, idx, push_ctas);
                 if idx == 0 && p.comm_only != 0 {
                     sync_threads(); // thread 0 stored the epoch at the launch's start
                     let epoch = ld_shared_u32(dyn_smem_base() + EPOCH_WORD);
@@ -605,6 +613,55 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
         Some((Role::InterSend, _)) if tid == 0 => inter_send(p, epoch, &bound(Role::InterSend)),
         _ => {}
     }
+}
+
+/// One step of the copy engines' gather ([`AgGemmParams::engines`], [`AgEngineParams`]), on
+/// the op's side stream: enter (raise `ready` at every local peer, publish the epoch, wait for
+/// theirs; a wait that gives up stops the context, so no copy queued behind runs), or flag a
+/// piece the copy engines just copied (stream order) into `peer`'s `gathered`, a chunk per
+/// thread.
+#[inline(always)]
+unsafe fn engine_step(e: &AgEngineParams) {
+    let p = &e.ag;
+    let tid = thread_idx_x();
+    let word = e.epoch as *mut u32;
+    if e.step == AG_ENGINE_ENTER {
+        if tid == 0 {
+            // One CTA per launch, one launch per fused launch: the same count as the fused
+            // kernel's counter.
+            let epoch = launch_epoch(e.launches as *mut u64, 1);
+            core::ptr::write_volatile(word, epoch);
+            raise_ready(p, epoch);
+            let b =
+                Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: Role::IntraComm as u32 };
+            let flags = p.flags as *const u32;
+            for (_, lr) in peers_from_next(p.local_rank, p.local_world) {
+                let rank = p.rank - p.local_rank + lr;
+                if b.flag(flags.add(AgGemmParams::ready_flag(rank) as usize), epoch, rank).is_err() {
+                    stop(b.diag);
+                }
+            }
+        }
+        return;
+    }
+    // Written by this stream's enter step, an earlier launch.
+    let epoch = core::ptr::read_volatile(word);
+    let flags = if e.peer == p.local_rank { p.flags } else { pick(&p.peer_flags, e.peer) } as *mut u32;
+    let mut c = e.first + tid;
+    while c < e.end {
+        signal(flags.add(p.data_flag(p.rank, c) as usize), epoch);
+        c += block_dim_x();
+    }
+}
+
+/// AllGather + GEMM's copy-engine steps: one CTA of any width (see [`engine_step`]).
+///
+/// # Safety
+/// Launched only by its host op (host/ops/ag_gemm.rs), one CTA, with every address in `e` valid
+/// for the launch.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_ag_gemm_engine(e: AgEngineParams) {
+    engine_step(&e);
 }
 
 b_layout_entry_points! {
