@@ -26,8 +26,19 @@ fn two_ranks_sharing_one_gpu() {
     check(2, 1, &[0, 0], &small);
     check(2, 2, &[0, 0], &small);
     // The copy engines' gather (a side stream's copies and one-CTA steps beside the fused
-    // launch): a 32 MiB shard; 64 tiles a rank, so both ranks' grids fit at once.
-    let engines = ["--shape", "8192x8x4096", "--chunk-rows", "96", "--engines", "true", "--back-to-back", "10"];
+    // launch): a 32 MiB shard, 64 tiles a rank (the two ranks' kernels time-slice the GPU).
+    let engines = [
+        "--shape",
+        "8192x8x4096",
+        "--chunk-rows",
+        "96",
+        "--engines",
+        "true",
+        "--path",
+        "fused",
+        "--back-to-back",
+        "10",
+    ];
     check(2, 1, &[0, 0], &[&engines[..], &["--graph"]].concat());
     check(2, 2, &[0, 0], &[&engines[..], &["--in-place"]].concat());
 }
@@ -88,7 +99,8 @@ fn copy_engines_gather() {
         return;
     }
     let g = [0, 1];
-    let e = |extra: &[&'static str]| [&["--engines", "true"][..], extra].concat();
+    // `--path fused`: the back-to-back launches and graph replays run the path the op chose.
+    let e = |extra: &[&'static str]| [&["--engines", "true", "--path", "fused"][..], extra].concat();
     check(2, 1, &g, &e(&["--shape", "2000x8x72", "--layout", "nk", "--f32"]));
     check(2, 1, &g, &e(&["--shape", "2000x1544x1032", "--chunk-rows", "48", "--back-to-back", "20", "--graph"]));
     check(2, 1, &g, &e(&["--shape", "32768x1544x4096", "--chunk-rows", "200", "--rounds", "2", "--graph"]));
@@ -105,8 +117,10 @@ fn copy_engines_gather_four_gpus() {
         return;
     }
     let g = [0, 1, 2, 3];
-    let e = |extra: &[&'static str]| [&["--engines", "true"][..], extra].concat();
+    let e = |extra: &[&'static str]| [&["--engines", "true", "--path", "fused"][..], extra].concat();
     check(4, 1, &g, &e(&["--shape", "4000x1544x1032", "--layout", "nk", "--f32", "--graph"]));
+    // 128 MiB shards: two pieces to each of three peers.
+    check(4, 1, &g, &e(&["--shape", "32768x1032x8192", "--chunk-rows", "200", "--rounds", "2", "--graph"]));
     check(4, 1, &g, &e(&["--shape", "32768x1544x4096", "--chunk-rows", "200", "--back-to-back", "20", "--graph"]));
     check(4, 1, &g, &e(&["--shape", "8192x4096x4096", "--in-place", "--rounds", "2"]));
     check(4, 2, &g, &e(&["--shape", "4000x1544x1032", "--layout", "kn", "--in-place", "--graph"]));
