@@ -11,8 +11,8 @@ use crate::sched::rem_nz;
 
 /// The `i`-th local rank after `local_rank` on a node of `local_world` (wrapping): the order in
 /// which a rank visits its node's peers, each rank starting from the next so that the ranks
-/// spread over different peers at once. The fused GEMM kernels' one place for it (the
-/// all-gather kernel's `place` and `source` still offset their own).
+/// spread over different peers at once. Every kernel's one place for it (the all-gather kernel
+/// offsets `i` by where its places start and by its CTA).
 #[inline(always)]
 pub const fn next_peer(local_rank: u32, local_world: u32, i: u32) -> u32 {
     rem_nz(local_rank + i, local_world)

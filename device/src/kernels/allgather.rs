@@ -31,7 +31,7 @@ use crate::abi::*;
 use crate::arch::*;
 use crate::comm::nvlink::{copy_block, copy_fan, copy_fan_in, BulkRing};
 use crate::comm::signal::{last_arriver, launch_epoch, signal};
-use crate::comm::{fifo_push, signal_remote};
+use crate::comm::{fifo_push, next_peer, signal_remote};
 use crate::sched::Role;
 use crate::sync::{stop, Bound};
 
@@ -97,7 +97,7 @@ unsafe fn push_fan(
         return; // nobody copies into a peer before it is ready
     }
     let first = (p.in_place != 0) as u32;
-    let place = |k: u32| crate::sched::rem_nz(p.local_rank + first + k, p.local_world);
+    let place = |k: u32| next_peer(p.local_rank, p.local_world, first + k);
     let dst_off = p.rank as u64 * p.shard_bytes;
     let places = (p.local_world - first, |k| pick(&p.peer_output, place(k)) + dst_off);
     let failed = !copy_fan(p.input, places, piece(p, idx, ctas), bulk, ring, b, p.rank, (tid, block_dim_x()));
@@ -127,7 +127,7 @@ unsafe fn pull(p: &AllGatherParams, ring: Option<&mut BulkRing>, (idx, ctas): (u
     let rank_of = |lr: u32| p.rank - p.local_rank + lr;
     let from = |lr: u32| if lr == p.local_rank { p.input } else { pick(&p.peer_input, lr) };
     // Source k, over every local rank but this one when in place.
-    let source = |k: u32| crate::sched::rem_nz(p.local_rank + first + crate::sched::rem_nz(k + idx, n), p.local_world);
+    let source = |k: u32| next_peer(p.local_rank, p.local_world, first + crate::sched::rem_nz(k + idx, n));
     let pair = |k: u32| {
         let lr = source(k);
         (from(lr), p.output + rank_of(lr) as u64 * p.shard_bytes)
@@ -162,7 +162,7 @@ unsafe fn intra(p: &AllGatherParams, idx: u32, epoch: u32, b: &Bound) {
     let mut failed = false;
     for lp in 0..p.local_world {
         // Start with a different peer in each CTA to spread NVLink traffic.
-        let peer = crate::sched::rem_nz(lp + p.local_rank + idx, p.local_world);
+        let peer = next_peer(p.local_rank, p.local_world, lp + idx);
         if p.in_place != 0 && peer == p.local_rank {
             continue; // the shard already sits in this rank's output
         }
