@@ -281,8 +281,25 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         let second = read_c()?;
         same_bits_but_tail(world.rank, (&first, &second), n, tail, a.f32)?;
     }
+    // Before each run of launches back to back and each graph replay the gathered A is poisoned
+    // as well as C (in place, all but this rank's rows, the input): the shard stays the same
+    // from launch to launch, so only poison shows a tile that read rows before their flag or a
+    // copy that never landed. (Nobody writes into a rank's gathered A before its next launch
+    // raised `ready`, after the poisoning.)
+    let poison_all = || -> anyhow::Result<()> {
+        poison_c()?;
+        let g = op.gathered();
+        if a.in_place {
+            let own = world.rank as usize * rows * k..(world.rank as usize + 1) * rows * k;
+            g.slice(0..own.start).fill_bytes(POISON_BYTE)?;
+            g.slice(own.end..g.len()).fill_bytes(POISON_BYTE)?;
+        } else {
+            g.fill_bytes(POISON_BYTE)?;
+        }
+        Ok(())
+    };
     let last = a.repeat.rounds - 1;
-    repeat_checks(&gpu, &op, op.path(), &a.repeat, 5, &poison_c, |what| check_round(last, what))?;
+    repeat_checks(&gpu, &op, op.path(), &a.repeat, 5, poison_all, |what| check_round(last, what))?;
     comm.barrier()?;
     println!("ag_gemm ok: rank {} of {}; proxy {:?}", world.rank, world.world_size, comm.proxy_stats());
     Ok(())
