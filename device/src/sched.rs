@@ -23,6 +23,15 @@ pub const fn rem_nz(a: u32, b: u32) -> u32 {
     a % b
 }
 
+/// The `i`-th local rank after `local_rank` on a node of `local_world` (at least 1; wrapping):
+/// the order in which a rank visits its node's peers, each rank starting from the next so that
+/// the ranks spread over different peers at once. Every kernel's and host op's one place for it
+/// (the all-gather kernel offsets `i` by where its places start and by its CTA).
+#[inline(always)]
+pub const fn next_peer(local_rank: u32, local_world: u32, i: u32) -> u32 {
+    rem_nz(local_rank + i, local_world)
+}
+
 /// A grid of output tiles walked in grouped ("swizzled") raster order: `group_m` tile rows at a
 /// time, column by column, so consecutive tiles share A rows and B columns in L2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

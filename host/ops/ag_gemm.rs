@@ -40,7 +40,7 @@ use crate::comm::transport::NicModel;
 use crate::comm::world::World;
 use crate::error::{invalid, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
-use crate::sched::{KSplit, RowOrder, TailSplit, TileGrid, TileScheduler};
+use crate::sched::{next_peer, KSplit, RowOrder, TailSplit, TileGrid, TileScheduler};
 use half::bf16;
 use mkernel_device::kernels_info::gemm::{
     split_half_bytes, SIDE_SMEM_BYTES, SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N,
@@ -168,8 +168,8 @@ pub const ENGINE_PIECES_MAX: u32 = 8;
 /// Threads of a copy-engine step's one CTA (a flag step raises a chunk's flag per thread).
 const ENGINE_THREADS: u32 = 128;
 
-/// The copy engines' pieces of a shard of `chunks` chunks of `chunk_bytes` (the last may be
-/// shorter; `shard_bytes` in all): chunk ranges `first..end`, in order, covering every chunk once.
+/// The copy engines' pieces of a shard of `shard_bytes` in `chunks` chunks: chunk ranges
+/// `first..end`, in order, covering every chunk once.
 pub fn engine_pieces(chunks: u32, shard_bytes: u64) -> Vec<(u32, u32)> {
     let pieces = (shard_bytes.div_ceil(ENGINE_PIECE_BYTES) as u32).clamp(1, ENGINE_PIECES_MAX).min(chunks.max(1));
     (0..pieces).map(|i| (i * chunks / pieces, (i + 1) * chunks / pieces)).filter(|(a, b)| b > a).collect()
@@ -901,31 +901,17 @@ impl<'a> AgGemm<'a> {
         // tiles that read them from the gathered A wait for those; the others read the shard
         // itself); a comm-only launch copies the whole shard.
         e.local.wait_for(&e.side)?;
-        let own = p.gathered + p.shard_offset(p.rank);
-        let local_copy = |lo: u64, hi: u64| -> Result<()> {
-            if hi > lo {
+        if p.in_place == 0 {
+            let own = p.gathered + p.shard_offset(p.rank);
+            for (lo, hi) in local_copy_runs(p) {
                 // SAFETY: bytes `lo..hi` of the caller's shard and of this rank's slot of its
                 // gathered A, alive as the fused launch's buffers.
                 unsafe { e.local.copy_async(own + lo, p.shard_src + lo, (hi - lo) as usize)? };
             }
-            Ok(())
-        };
-        if p.in_place == 0 && p.tiles_copy_local != 0 {
-            let (t0, t1) = p.tiled_rows(TILE_M);
-            let shard = p.shard_rows as u64 * p.row_bytes();
-            let (t0, t1) =
-                if t1 > t0 { (t0 as u64 * p.row_bytes(), t1 as u64 * p.row_bytes()) } else { (shard, shard) };
-            local_copy(0, t0)?;
-            local_copy(t1, shard)?;
-        } else if p.in_place == 0 {
-            let (lo, hi) = bytes((0, p.chunks));
-            local_copy(lo, hi)?;
-        }
-        if p.in_place == 0 {
             step(&e.local, AG_ENGINE_FLAGS, p.local_rank, (0, p.chunks))?;
         }
         for k in 1..p.local_world {
-            let lr = (p.local_rank + k) % p.local_world;
+            let lr = next_peer(p.local_rank, p.local_world, k);
             let to = p.peer_gathered[lr as usize] + p.shard_offset(p.rank);
             for &piece in &e.pieces {
                 let (lo, hi) = bytes(piece);
@@ -948,6 +934,23 @@ impl<'a> AgGemm<'a> {
         }
         Ok(())
     }
+}
+
+/// The bytes of this rank's shard a copy makes into its own gathered A (every chunk's
+/// `AgGemmParams::local_copy_parts`: with `tiles_copy_local` the rows outside whole local tile
+/// rows, else all of it), as runs of contiguous bytes: one copy each instead of one per chunk.
+fn local_copy_runs(p: &AgGemmParams) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for c in 0..p.chunks {
+        for (lo, hi) in p.local_copy_parts(c, TILE_M) {
+            match runs.last_mut() {
+                _ if hi <= lo => {}
+                Some(run) if run.1 == lo => run.1 = hi,
+                _ => runs.push((lo, hi)),
+            }
+        }
+    }
+    runs
 }
 
 /// The tile walk (drawn from the counter?) and whether the push CTAs join it: the options, else
@@ -1184,6 +1187,25 @@ mod tests {
         // 2 x 2, rank 3: its own, its node's other rank's (2), then the other node's by chunk.
         let w = World::test(3, 4, 2);
         assert_eq!(row_order(1024, 256, 128, &w, true), vec![6, 7, 4, 5, 0, 2, 1, 3]);
+    }
+
+    #[test]
+    fn the_local_copy_runs_are_the_rows_no_tile_writes() {
+        // Rank 1 of 2, 1000-row shard (rows 1000..2000) of 72-element rows in chunks of 128:
+        // the tiles write tile rows 8..15 (rows 1024..1920), the copies the rest.
+        let mut p = AgGemmParams { shard_rows: 1000, chunk_rows: 128, chunks: 8, rank: 1, ..Default::default() };
+        p.gemm.k = 72;
+        let row = 144;
+        assert_eq!(local_copy_runs(&p), vec![(0, row * 1000)]);
+        p.tiles_copy_local = 1;
+        assert_eq!(local_copy_runs(&p), vec![(0, row * 24), (row * 920, row * 1000)]);
+        // Rank 0: its rows 0..1000 start a tile row; only the tail past 896 is copied.
+        p.rank = 0;
+        assert_eq!(local_copy_runs(&p), vec![(row * 896, row * 1000)]);
+        // A shard within one tile row: no whole tile row, all of it copied.
+        let mut q = AgGemmParams { shard_rows: 100, chunk_rows: 32, chunks: 4, rank: 3, tiles_copy_local: 1, ..p };
+        q.gemm.k = 72;
+        assert_eq!(local_copy_runs(&q), vec![(0, row * 100)]);
     }
 
     #[test]

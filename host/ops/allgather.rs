@@ -417,7 +417,7 @@ impl<'c> AllGather<'c> {
         // Peer after peer on one stream, each rank starting at the next: at every step a ring shift
         // across the ranks (the copy engines' fastest form here, docs/PERF.md).
         for k in 1..p.local_world {
-            let lr = (p.local_rank + k) % p.local_world;
+            let lr = crate::sched::next_peer(p.local_rank, p.local_world, k);
             // SAFETY: our input, and our slice of local peer `lr`'s mapped output, which the
             // entering launch (queued before) waited to be ready; alive as above.
             unsafe { gpu.copy_async(dst(lr), p.input, self.shard_bytes)? };

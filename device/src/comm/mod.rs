@@ -7,16 +7,7 @@ pub mod signal;
 
 pub use fifo::{fifo_push, signal_remote};
 
-use crate::sched::rem_nz;
-
-/// The `i`-th local rank after `local_rank` on a node of `local_world` (wrapping): the order in
-/// which a rank visits its node's peers, each rank starting from the next so that the ranks
-/// spread over different peers at once. Every kernel's one place for it (the all-gather kernel
-/// offsets `i` by where its places start and by its CTA).
-#[inline(always)]
-pub const fn next_peer(local_rank: u32, local_world: u32, i: u32) -> u32 {
-    rem_nz(local_rank + i, local_world)
-}
+pub use crate::sched::next_peer;
 
 /// The node's other local ranks from the next ([`next_peer`] `1..local_world`), with their
 /// distance `i`.
