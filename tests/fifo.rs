@@ -405,3 +405,42 @@ fn emulated_nic_bounds_never_overflow() {
     assert!(regions.resolve(at(0), Some(2), 4).unwrap_err().to_string().contains("no buffers registered for rank 2"));
     assert!(regions.resolve(FifoCmd::loc(3, 0), None, 4).unwrap_err().to_string().contains("id 3 not registered"));
 }
+
+/// A transport whose latest `unreleased` commands still read their sources, as the test says.
+struct Reading(Arc<AtomicU64>);
+
+impl mkernel::comm::transport::Transport for Reading {
+    fn name(&self) -> &'static str {
+        "reading"
+    }
+    fn post(&mut self, _: &[FifoCmd]) -> Result<(), CommError> {
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), CommError> {
+        Ok(())
+    }
+    fn unreleased(&mut self) -> Result<u64, CommError> {
+        Ok(self.0.load(Ordering::Acquire))
+    }
+}
+
+#[test]
+fn the_released_position_trails_what_the_transport_still_reads() {
+    let ring = Arc::new(HostRing::new(8).unwrap());
+    let reading = Arc::new(AtomicU64::new(3));
+    let proxy = Proxy::start(ring.clone(), Box::new(Reading(reading.clone())), ProxyConfig::default()).unwrap();
+    for i in 0..5 {
+        ring.push(cmd(0, i), Duration::from_secs(1)).unwrap();
+    }
+    eventually("all five taken", || ring.tail().load(Ordering::Acquire) == 5);
+    eventually("the two oldest released", || ring.released().load(Ordering::Acquire) == 2);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(ring.released().load(Ordering::Acquire), 2, "released ran ahead of the transport");
+    reading.store(0, Ordering::Release);
+    eventually("every command released", || ring.released().load(Ordering::Acquire) == 5);
+    // It never moves back, whatever the transport says later.
+    reading.store(4, Ordering::Release);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(ring.released().load(Ordering::Acquire), 5);
+    proxy.shutdown().unwrap();
+}

@@ -348,9 +348,9 @@ impl FifoCmd {
 abi_struct! {
     /// Where a GPU finds its FIFO: the ring (host-mapped, `capacity` commands, a power of two),
     /// the head counter (device memory, claimed with atomics), the consumed position the proxy
-    /// publishes (host-mapped), and a device-memory cache of it (read over PCIe only when the
-    /// ring looks full).
-    pub struct FifoParams [40] {
+    /// publishes (host-mapped), a device-memory cache of it (read over PCIe only when the
+    /// ring looks full), and the released position (host-mapped).
+    pub struct FifoParams [48] {
         /// Device address of the ring: `capacity` slots of 8 `u64` (host-mapped).
         pub ring: u64,
         /// Device address of the next ticket, a `u64` in device memory.
@@ -361,6 +361,12 @@ abi_struct! {
         pub capacity: u64,
         /// Device address of the last `tail` value read, a `u64` in device memory.
         pub tail_cache: u64,
+        /// Device address of the released position the proxy publishes (host-mapped `u64`): every
+        /// command with a lower ticket has read its source (a WRITE's bytes are on their way or
+        /// landed), so its source may be rewritten. A kernel that pushed WRITEs waits for it
+        /// (`fifo_quiet`, device `comm::fifo`) before it ends, so that the caller may rewrite its
+        /// inputs, and its next launch its buffers, once the launch is done.
+        pub released: u64,
     }
 }
 
@@ -388,7 +394,7 @@ abi_struct! {
     /// rank's symmetric `output`; then the kernel waits until every other rank's shard arrived.
     /// `input`, `output` and `flags` live in the communicator's heap (their `*_heap_off` are
     /// their offsets there, which FIFO commands carry).
-    pub struct AllGatherParams [376] {
+    pub struct AllGatherParams [384] {
         /// Device address of this rank's shard (`shard_bytes`; its slice of `output` when in
         /// place).
         pub input: u64,
@@ -453,7 +459,7 @@ abi_struct! {
     /// needs. Flags (u32 epochs, see [`AgGemmParams::ready_flag`] / [`AgGemmParams::data_flag`]):
     /// `ready[s]` = rank s entered this launch (its `gathered` may be overwritten), then
     /// `data[s][c]` = chunk c of rank s's shard is in this rank's `gathered`.
-    pub struct AgGemmParams [472] {
+    pub struct AgGemmParams [480] {
         /// The GEMM over `gathered`; its `roles` split the grid into compute, intra-comm (push,
         /// then `fwd_ctas` forward) and inter-send CTAs.
         pub gemm: GemmParams,
@@ -589,7 +595,7 @@ abi_struct! {
     /// One step of AllGather + GEMM's copy-engine gather ([`AgGemmParams::engines`]), a one-CTA
     /// launch on the op's side stream: [`AG_ENGINE_ENTER`] first, then the copies, each piece
     /// followed by [`AG_ENGINE_FLAGS`].
-    pub struct AgEngineParams [504] {
+    pub struct AgEngineParams [512] {
         /// The fused launch's parameters (flags, peers, shard layout, bound).
         pub ag: AgGemmParams,
         /// The enter step's launch counter (a device `u64`; its count is the fused launches').
@@ -810,7 +816,7 @@ abi_struct! {
     /// (raised over NVLink, or by a FIFO SIGNAL from another node); a node-partial slot that the
     /// last launch sent from is rewritten only after its destinations' `ready`, which implies
     /// they received it. Flags: see the index functions.
-    pub struct GemmRsParams [248] {
+    pub struct GemmRsParams [256] {
         /// This rank's partial GEMM `A_r @ B_r` (`k` = K/W; compute CTAs only; `roles` also
         /// counts the inter-send and inter-reduce CTAs of several nodes).
         pub gemm: GemmParams,
@@ -1097,7 +1103,7 @@ abi_struct! {
     /// also into every local rank's `out`, then `done` there). Flags (u32 epochs, see the index
     /// functions): `ready[world]` (rank s's partial is complete and it entered this launch),
     /// `node[nodes][nodes]`, `done[local_world]`.
-    pub struct ReduceNodesParams [336] {
+    pub struct ReduceNodesParams [344] {
         /// Each local rank's partial `[M, N]`, mapped here (index: local rank).
         pub partials: [u64; 8],
         /// Each local rank's output, mapped here: `[rows, N]` (reduce-scatter) or `[M, N]`.
@@ -1201,7 +1207,7 @@ abi_struct! {
     /// FIFO exercise: every thread of the grid pushes `per_thread` commands whose fields encode
     /// (thread, index) (mode 0); or thread 0 alone ping-pongs `per_thread` SIGNALs with the proxy,
     /// which answers by setting `reply_flag`, and records each round trip in ns to `out` (mode 1).
-    pub struct FifoTestParams [88] {
+    pub struct FifoTestParams [96] {
         /// The FIFO pushed into.
         pub fifo: FifoParams,
         /// Where a timed-out wait reports.
@@ -1326,7 +1332,7 @@ abi_struct! {
     /// that node's ranks pull them.
     ///
     /// `world` is at most [`MOE_MAX_WORLD`], `local_world` at most [`MAX_LOCAL_RANKS`].
-    pub struct MoeParams [320] {
+    pub struct MoeParams [328] {
         /// The grouped GEMM: `a_map` over `xe [cap_rows, hidden]`, `b_map` over the experts'
         /// weights stacked (`[local_experts * hidden, inter]` or `[local_experts * inter,
         /// hidden]`), `c_map` / `c` over `y [cap_rows, inter]`; `m` = `cap_rows`, `n` =
@@ -1753,7 +1759,7 @@ abi_struct! {
     /// step of the launch reuses, [`RingAttnParams::reused`]); `landed(s)` by rank `r + 1` on
     /// another node when what this rank sent in step `s` arrived there (the proxy reads the
     /// slot until then, so the slot is not free before).
-    pub struct RingAttnParams [336] {
+    pub struct RingAttnParams [344] {
         /// The attention (Q, O, LSE maps, shape, mask, running output); its K/V maps are unused.
         pub attn: AttnParams,
         /// Device address of `2 (1 + slot_count)` K/V tensor maps: local K, local V, then K and V of

@@ -1,6 +1,8 @@
 //! The GPU -> CPU command FIFO, host side. The ring lives in pinned, GPU-mapped host memory; the
 //! head counter in device memory (GPU threads claim positions with atomics); the consumed
-//! position ("tail") in mapped memory, published by the proxy for back-pressure.
+//! position ("tail") in mapped memory, published by the proxy for back-pressure, and the released
+//! position next to it: every command below it has read its source (the transport says when),
+//! so a kernel that waits for it before it ends leaves its sources free to rewrite.
 //!
 //! The protocol (device side in `device/src/comm/fifo.rs`, the same steps): a producer claims
 //! ticket `t` only once its slot is free: it reads the head, waits (bounded) while
@@ -30,6 +32,9 @@ pub trait RingMemory: Send + Sync {
     fn tail(&self) -> &AtomicU64;
     /// Slots in the ring (a power of two).
     fn capacity(&self) -> u64;
+    /// The released position: every command below it has read its source. Producers that must
+    /// not end before their WRITEs read their sources wait on it (`fifo_quiet` on the GPU).
+    fn released(&self) -> &AtomicU64;
     /// The next ticket producers will claim, where the host can read it (a ring whose head lives
     /// in device memory says `None`).
     fn claimed(&self) -> Option<u64> {
@@ -51,6 +56,7 @@ fn check_capacity(capacity: u64) -> CommResult<()> {
 pub struct HostRing {
     words: Vec<AtomicU64>,
     tail: AtomicU64,
+    released: AtomicU64,
     /// Next ticket for CPU producers.
     head: AtomicU64,
 }
@@ -61,7 +67,12 @@ impl HostRing {
     /// used; an allocation the system refuses is an error, not an abort.
     pub fn new(capacity: u64) -> CommResult<Self> {
         check_capacity(capacity)?;
-        Ok(Self { words: zeroed_words(capacity)?, tail: AtomicU64::new(0), head: AtomicU64::new(0) })
+        Ok(Self {
+            words: zeroed_words(capacity)?,
+            tail: AtomicU64::new(0),
+            released: AtomicU64::new(0),
+            head: AtomicU64::new(0),
+        })
     }
 
     /// Push like a GPU thread would: `cmd` is checked first (a bad command is an error and never
@@ -102,6 +113,9 @@ impl RingMemory for HostRing {
     }
     fn capacity(&self) -> u64 {
         (self.words.len() / WORDS) as u64
+    }
+    fn released(&self) -> &AtomicU64 {
+        &self.released
     }
     fn claimed(&self) -> Option<u64> {
         Some(self.head.load(Ordering::Acquire))
@@ -225,10 +239,12 @@ impl Consumer {
     }
 }
 
-/// A FIFO a GPU pushes into: ring and tail in mapped host memory, head in device memory.
+/// A FIFO a GPU pushes into: ring, tail and released position in mapped host memory, head in
+/// device memory.
 pub struct Fifo {
     ring: MappedBuffer<u64>,
-    tail: MappedBuffer<u64>,
+    /// The tail, then the released position.
+    positions: MappedBuffer<u64>,
     /// head and tail cache, in device memory.
     counters: DeviceBuffer<u64>,
     capacity: u64,
@@ -239,9 +255,9 @@ impl Fifo {
     pub fn new(gpu: &Gpu, capacity: u64) -> CommResult<Fifo> {
         check_capacity(capacity)?;
         let ring = gpu.mapped::<u64>(capacity as usize * WORDS)?;
-        let tail = gpu.mapped::<u64>(1)?;
+        let positions = gpu.mapped::<u64>(2)?;
         let counters = gpu.upload(&[0u64, 0u64])?;
-        Ok(Fifo { ring, tail, counters, capacity })
+        Ok(Fifo { ring, positions, counters, capacity })
     }
 
     /// What kernels need to push.
@@ -249,9 +265,10 @@ impl Fifo {
         FifoParams {
             ring: self.ring.device_addr(),
             head: self.counters.addr(),
-            tail: self.tail.device_addr(),
+            tail: self.positions.device_addr(),
             capacity: self.capacity,
             tail_cache: self.counters.addr() + 8,
+            released: self.positions.device_addr() + 8,
         }
     }
 }
@@ -263,9 +280,12 @@ impl RingMemory for Fifo {
         unsafe { std::slice::from_raw_parts(self.ring.host_ptr() as *const AtomicU64, self.ring.len()) }
     }
     fn tail(&self) -> &AtomicU64 {
-        self.tail.atomic(0)
+        self.positions.atomic(0)
     }
     fn capacity(&self) -> u64 {
         self.capacity
+    }
+    fn released(&self) -> &AtomicU64 {
+        self.positions.atomic(1)
     }
 }

@@ -151,6 +151,15 @@ impl Drop for Proxy {
     }
 }
 
+/// Publish the released position: every command the proxy took (`taken`, all posted) but the
+/// transport's unreleased latest ones. Only ever moves forward.
+fn publish_released(ring: &dyn RingMemory, transport: &mut dyn Transport, taken: u64) -> CommResult<()> {
+    let released = taken.saturating_sub(transport.unreleased()?);
+    // Release: a kernel that sees the position may rewrite the sources.
+    ring.released().fetch_max(released, Ordering::Release);
+    Ok(())
+}
+
 fn run(ring: &dyn RingMemory, transport: &mut dyn Transport, cfg: ProxyConfig, sh: &Shared) -> CommResult<()> {
     transport.on_proxy_thread()?;
     let mut consumer = Consumer::default();
@@ -169,6 +178,7 @@ fn run(ring: &dyn RingMemory, transport: &mut dyn Transport, cfg: ProxyConfig, s
                 return Err(proxy_err(format!("ticket {ticket}: {e}; the proxy stopped at this command")));
             }
             transport.post(&batch)?;
+            publish_released(ring, transport, consumer.position())?;
             let bytes = batch.iter().fold(0u64, |a, c| a.saturating_add(c.bytes));
             sh.commands.fetch_add(batch.len() as u64, Ordering::Relaxed);
             sh.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -179,6 +189,7 @@ fn run(ring: &dyn RingMemory, transport: &mut dyn Transport, cfg: ProxyConfig, s
             continue;
         }
         transport.progress()?;
+        publish_released(ring, transport, consumer.position())?;
         if sh.stop.load(Ordering::Acquire) {
             // Keep draining until the ring has been quiet for drain_timeout.
             let since = *idle_since.get_or_insert_with(Instant::now);

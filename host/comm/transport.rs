@@ -10,6 +10,7 @@
 //! - [`verbs`]: RDMA over InfiniBand/RoCE (see that module for what has run).
 use super::error::{CommError, CommResult};
 use crate::abi::{FifoCmd, OP_FENCE, OP_SIGNAL, OP_WRITE};
+use cust::event::{Event, EventFlags, EventStatus};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,12 @@ pub trait Transport: Send {
     }
     /// Complete everything started.
     fn flush(&mut self) -> CommResult<()>;
+    /// How many of the commands posted so far, the latest ones, may still read their sources
+    /// (the rest have: a WRITE's bytes were copied out or landed). The proxy publishes the
+    /// released position from it; a transport that finishes reading in `post` says 0.
+    fn unreleased(&mut self) -> CommResult<u64> {
+        Ok(0)
+    }
 }
 
 /// A transport that runs a closure on every command.
@@ -156,6 +163,11 @@ pub struct EmulatedNic {
     same_gpu: Vec<bool>,
     /// Pinned host memory carrying writes to ranks on this GPU, allocated at the first one.
     bounce: Option<crate::gpu::MappedBuffer<u8>>,
+    /// Batches whose copies may still read their sources: an event recorded behind each on the
+    /// NIC's stream, and the batch's commands.
+    reading: VecDeque<(Event, u64)>,
+    /// Events of batches done reading, for reuse.
+    spare: Vec<Event>,
 }
 
 // SAFETY: the stream is used only from the proxy thread after on_proxy_thread.
@@ -175,6 +187,8 @@ impl EmulatedNic {
             bytes: 0,
             same_gpu,
             bounce: None,
+            reading: VecDeque::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -209,6 +223,18 @@ impl EmulatedNic {
             crate::gpu::check_raw("cuMemcpyHtoDAsync", r)?;
             done += n as u64;
         }
+        Ok(())
+    }
+
+    /// Behind a batch of `n` commands on the NIC's stream: an event, so that
+    /// [`Transport::unreleased`] knows when their copies have read their sources.
+    fn mark(&mut self, n: u64) -> CommResult<()> {
+        let ev = match self.spare.pop() {
+            Some(ev) => ev,
+            None => Event::new(EventFlags::DISABLE_TIMING).map_err(|e| bad(format!("creating an event: {e}")))?,
+        };
+        ev.record(self.queue()?).map_err(|e| bad(format!("recording an event on the NIC's stream: {e}")))?;
+        self.reading.push_back((ev, n));
         Ok(())
     }
 
@@ -281,7 +307,23 @@ impl Transport for EmulatedNic {
                 self.flags.push_back(Deferred { at, addr, value: c.flag_value as u32 });
             }
         }
+        if !cmds.is_empty() {
+            self.mark(cmds.len() as u64)?;
+        }
         self.raise_due_flags(false)
+    }
+
+    fn unreleased(&mut self) -> CommResult<u64> {
+        while let Some((ev, _)) = self.reading.front() {
+            match ev.query().map_err(|e| bad(format!("querying an event of the NIC's stream: {e}")))? {
+                EventStatus::Ready => {
+                    let (ev, _) = self.reading.pop_front().expect("front exists");
+                    self.spare.push(ev);
+                }
+                EventStatus::NotReady => break,
+            }
+        }
+        Ok(self.reading.iter().map(|&(_, n)| n).sum())
     }
 
     fn progress(&mut self) -> CommResult<()> {

@@ -17,7 +17,7 @@ pub unsafe fn signal_remote(f: &FifoParams, to: u32, flag_off: u64, value: u32, 
         flag_value: value as u64,
         ..Default::default()
     };
-    fifo_push(f, cmd, b.timeout_ns, b.diag, b.site(to, WAIT_FLAG))
+    fifo_push(f, cmd, b.timeout_ns, b.diag, b.site(to, WAIT_FLAG)).map(|_| ())
 }
 
 /// Push one command (all fields but the header's ticket are the caller's), with the host's ticket
@@ -35,7 +35,13 @@ pub unsafe fn signal_remote(f: &FifoParams, to: u32, flag_off: u64, value: u32, 
 /// same one for every lane of the warp that calls it at the same time; `diag` as in
 /// [`report_timeout`].
 #[inline(always)]
-pub unsafe fn fifo_push(f: &FifoParams, mut cmd: FifoCmd, timeout_ns: u64, diag: &Diag, site: WaitSite) -> WaitResult {
+pub unsafe fn fifo_push(
+    f: &FifoParams,
+    mut cmd: FifoCmd,
+    timeout_ns: u64,
+    diag: &Diag,
+    site: WaitSite,
+) -> Result<u64, ()> {
     let head = f.head as *mut u64;
     let tail = f.tail as *const u64;
     let cache = f.tail_cache as *mut u64;
@@ -66,7 +72,34 @@ pub unsafe fn fifo_push(f: &FifoParams, mut cmd: FifoCmd, timeout_ns: u64, diag:
     st_global_v2_u64(slot.add(6), [words[6], words[7]]);
     let header = (cmd.header & 0xffff_ffff) | ((ticket & 0xffff_ffff) << 32);
     st_release_sys_u64(slot, header);
-    Ok(())
+    Ok(ticket)
+}
+
+/// Wait (bounded, reported through `b` as a wait on `who`) until the proxy released every
+/// command below `through` (one past the last ticket [`fifo_push`] returned to this thread):
+/// their sources have been read, so the caller may rewrite them. A kernel that pushed WRITEs
+/// calls it before it ends; `through` 0 (nothing pushed) returns at once.
+///
+/// # Safety
+/// As [`fifo_push`].
+#[inline(always)]
+pub unsafe fn fifo_quiet(f: &FifoParams, through: u64, b: &Bound<'_>, who: u32) -> WaitResult {
+    if through == 0 {
+        return Ok(());
+    }
+    // The position's low word, compared with wrap-around like an epoch (fewer than 2^31
+    // commands are ever in flight).
+    b.flag(f.released as *const u32, through as u32, who)
+}
+
+/// [`fifo_quiet`] through every ticket claimed so far (this thread's included): for kernels
+/// whose pushes come from several call sites.
+///
+/// # Safety
+/// As [`fifo_push`].
+#[inline(always)]
+pub unsafe fn fifo_quiet_claimed(f: &FifoParams, b: &Bound<'_>, who: u32) -> WaitResult {
+    fifo_quiet(f, ld_relaxed_gpu_u64(f.head as *mut u64), b, who)
 }
 
 /// The claiming lane of [`fifo_push`]: `block` consecutive tickets whose slots are all free, or

@@ -5,7 +5,7 @@ pub mod fifo;
 pub mod nvlink;
 pub mod signal;
 
-pub use fifo::{fifo_push, signal_remote};
+pub use fifo::{fifo_push, fifo_quiet, fifo_quiet_claimed, signal_remote};
 
 pub use crate::sched::next_peer;
 

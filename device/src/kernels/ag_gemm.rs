@@ -25,7 +25,7 @@ use crate::abi::*;
 use crate::arch::*;
 use crate::comm::nvlink::{copy_block, copy_fan, lsu_fan, BulkRing};
 use crate::comm::signal::{last_arriver_reset, launch_epoch, signal};
-use crate::comm::{fifo_push, next_peer, peers_from_next, signal_remote};
+use crate::comm::{fifo_push, fifo_quiet, next_peer, peers_from_next, signal_remote};
 use crate::gemm::engine::{compute_cta, Operands};
 use crate::gemm::feed::Feed;
 use crate::gemm::*;
@@ -130,6 +130,20 @@ unsafe fn raise_ready(p: &AgGemmParams, epoch: u32) {
     }
 }
 
+/// Wait (one thread, each wait bounded) for every other local rank's `ready` of this launch, in
+/// ring order; false once a wait gave up (reported; the later ones are not waited for).
+#[inline(always)]
+unsafe fn peers_ready(p: &AgGemmParams, epoch: u32, b: &Bound) -> bool {
+    let flags = p.flags as *const u32;
+    for (_, lr) in peers_from_next(p.local_rank, p.local_world) {
+        let rank = p.rank - p.local_rank + lr;
+        if b.flag(flags.add(AgGemmParams::ready_flag(rank) as usize), epoch, rank).is_err() {
+            return false;
+        }
+    }
+    true
+}
+
 /// Named barrier of the side threads ([`SIDE_THREADS`]; the consumers' epilogues use 1 and 2).
 const SIDE_BARRIER: u32 = 10;
 
@@ -154,13 +168,8 @@ unsafe fn spread(p: &AgGemmParams, epoch: u32, smem: u32, (cta, t): (u32, u32), 
         if cta == 0 {
             raise_ready(p, epoch);
         }
-        let flags = p.flags as *const u32;
-        let mut ok = true;
-        for (_, lr) in peers_from_next(p.local_rank, lw) {
-            let rank = p.rank - p.local_rank + lr;
-            // A failure is reported; the waiting tiles report too, and the launch ends.
-            ok = ok && b.flag(flags.add(AgGemmParams::ready_flag(rank) as usize), epoch, rank).is_ok();
-        }
+        // A failure is reported; the waiting tiles report too, and the launch ends.
+        let ok = peers_ready(p, epoch, b);
         for k in 0..places {
             let lr = next_peer(p.local_rank, lw, k + 1 - own);
             let local = lr == p.local_rank;
@@ -376,6 +385,7 @@ unsafe fn inter_send(p: &AgGemmParams, epoch: u32, b: &Bound) {
         }
     }
     let flags = p.flags as *const u32;
+    let mut through = 0;
     for c in 0..p.chunks {
         if p.in_place == 0 && b.flag(flags.add(p.data_flag(p.rank, c) as usize), epoch, c).is_err() {
             return; // the FIFO's source is our heap copy of the shard: wait for the local copy
@@ -399,11 +409,14 @@ unsafe fn inter_send(p: &AgGemmParams, epoch: u32, b: &Bound) {
                 flag_value: epoch as u64,
                 ..Default::default()
             };
-            if push(cmd, q).is_err() {
-                return;
+            match push(cmd, q) {
+                Ok(ticket) => through = ticket + 1,
+                Err(()) => return,
             }
         }
     }
+    // The WRITEs read the shard (in place, the caller's input): the launch ends after they did.
+    let _ = fifo_quiet(&p.fifo, through, b, p.rank);
 }
 
 /// All-gather alone: wait until every chunk this rank gathers has arrived, `nthreads` threads
@@ -634,12 +647,8 @@ unsafe fn engine_step(e: &AgEngineParams) {
             raise_ready(p, epoch);
             let b =
                 Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: Role::IntraComm as u32 };
-            let flags = p.flags as *const u32;
-            for (_, lr) in peers_from_next(p.local_rank, p.local_world) {
-                let rank = p.rank - p.local_rank + lr;
-                if b.flag(flags.add(AgGemmParams::ready_flag(rank) as usize), epoch, rank).is_err() {
-                    stop(b.diag);
-                }
+            if !peers_ready(p, epoch, &b) {
+                stop(b.diag);
             }
         }
         return;

@@ -31,7 +31,7 @@ use crate::abi::*;
 use crate::arch::*;
 use crate::comm::nvlink::{copy_block, copy_fan, copy_fan_in, BulkRing};
 use crate::comm::signal::{last_arriver, launch_epoch, signal};
-use crate::comm::{fifo_push, next_peer, signal_remote};
+use crate::comm::{fifo_push, fifo_quiet, next_peer, signal_remote};
 use crate::sched::Role;
 use crate::sync::{stop, Bound};
 
@@ -220,6 +220,7 @@ unsafe fn inter_send(p: &AllGatherParams, epoch: u32, b: &Bound) {
             return;
         }
     }
+    let mut through = 0;
     for q in (0..p.world).filter(|&q| remote(q)) {
         if b.flag((p.flags as *const u32).add((p.world + q) as usize), epoch, q).is_err() {
             return;
@@ -238,12 +239,15 @@ unsafe fn inter_send(p: &AllGatherParams, epoch: u32, b: &Bound) {
                 pushed_ns: 0,
                 _reserved: 0,
             };
-            if fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(q, WAIT_FLAG)).is_err() {
-                return;
+            match fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(q, WAIT_FLAG)) {
+                Ok(ticket) => through = ticket + 1,
+                Err(()) => return,
             }
             off += bytes;
         }
     }
+    // The caller may change our shard once this launch ends: the WRITEs must have read it.
+    let _ = fifo_quiet(&p.fifo, through, b, p.rank);
 }
 
 #[inline(always)]

@@ -26,7 +26,7 @@ use crate::abi::*;
 use crate::arch::*;
 use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{arrive_and_wait, last_arriver, launch_epoch, signal};
-use crate::comm::{fifo_push, signal_remote};
+use crate::comm::{fifo_push, fifo_quiet_claimed, signal_remote};
 use crate::gemm::engine::store_c_cta;
 use crate::gemm::*;
 use crate::sched::{div_nz, rem_nz, GaveUp, GroupedTiles, InputGate, Role, Tile, TileIter, TileScheduler};
@@ -1365,6 +1365,11 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
                 }
             }
             pull(p, &tb, Puller::Pull { ctas: roles.intra_comm }, epoch, &b, ring.as_mut());
+            if tid == 0 && p.nodes() > 1 {
+                // The proxy's WRITEs read the outbox and `x_heap`, which the next launch rewrites
+                // from its start: this launch ends after they did.
+                let _ = fifo_quiet_claimed(&p.fifo, &b, p.rank);
+            }
         }
         _ => {}
     }

@@ -11,7 +11,7 @@ use crate::arch::*;
 use crate::attention::{forfeit, run_cta, KvSteps};
 use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{last_arriver, last_arriver_gpu, launch_epoch, signal, signal_gpu};
-use crate::comm::{fifo_push, signal_remote};
+use crate::comm::{fifo_push, fifo_quiet, signal_remote};
 use crate::sched::Role;
 use crate::sync::{Bound, WaitResult};
 
@@ -159,6 +159,7 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
     // node acknowledges only once its sender reaches that step, so waiting at once, on a ring
     // whose every hop crosses nodes, would close a cycle of waits around it.
     let mut unlanded = None;
+    let mut through = 0;
     for s in 0..p.world - 1 {
         if tid == 0 && !failed {
             // What we send has arrived (step 0 sends our own K/V) ...
@@ -209,7 +210,10 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
                 flag_value: epoch as u64,
                 ..Default::default()
             };
-            failed |= fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(p.next, WAIT_FLAG)).is_err();
+            match fifo_push(&p.fifo, cmd, b.timeout_ns, b.diag, b.site(p.next, WAIT_FLAG)) {
+                Ok(ticket) => through = ticket + 1,
+                Err(()) => failed = true,
+            }
             // The proxy reads the slot until the WRITE is done: the next rank says when it landed
             // (waited for in the next step, or below).
             if p.forwards(s) {
@@ -229,6 +233,10 @@ unsafe fn send(p: &RingAttnParams, epoch: u32, idx: u32, ctas: u32, b: &Bound<'_
     if let Some(q) = unlanded.filter(|_| !failed) {
         // A wait that gives up has reported; the slot is then never given back.
         landed_then_release(p, q, epoch, b);
+    }
+    if !failed {
+        // The first WRITE read the caller's K/V: the launch ends after every WRITE read its slot.
+        let _ = fifo_quiet(&p.fifo, through, b, p.next);
     }
     ring
 }

@@ -818,6 +818,28 @@ impl Engine {
         Ok(())
     }
 
+    /// Whether a posted command may still read its source: a request not retired yet, or a
+    /// staged piece not copied out yet. A QP whose last request went unsignalled gets a signalled
+    /// Nop (as [`Engine::flush`] posts), so an engine that goes quiet gets to `false` without a
+    /// flush.
+    pub fn sources_pending(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<bool> {
+        self.progress(nic, mem)?;
+        if self.peers.iter().any(|p| !p.outgoing.is_empty()) {
+            return Ok(true);
+        }
+        let mut pending = false;
+        for qp in 0..self.qps.len() {
+            let q = &self.qps[qp];
+            if q.posted != q.retired {
+                pending = true;
+                if !self.unordered() && q.last_signaled != q.posted {
+                    self.post_wr(nic, mem, qp, WrOp::Nop, true)?;
+                }
+            }
+        }
+        Ok(pending)
+    }
+
     /// Complete everything started: every request retired, every flag out, every slot piece
     /// credited back by its receiver.
     pub fn flush(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {

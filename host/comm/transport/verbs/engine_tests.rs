@@ -142,6 +142,13 @@ impl World {
     /// Every rank in its own thread: post its commands in random batches, flush, then keep
     /// serving (receives) until every rank is done. Returns each engine's stats.
     fn run(&self, cfg: &EngineConfig, seed: u64, max_piece: u64) -> Vec<EngineStats> {
+        self.run_with(cfg, seed, max_piece, false)
+    }
+
+    /// [`World::run`]; with `poison_released`, before its flush each rank waits until the engine
+    /// says no command may still read a source, then overwrites its input (as a kernel's next
+    /// launch or its caller would): what peers receive must not change.
+    fn run_with(&self, cfg: &EngineConfig, seed: u64, max_piece: u64, poison_released: bool) -> Vec<EngineStats> {
         let finished = Arc::new(AtomicU32::new(0));
         let started = Arc::new(std::sync::Barrier::new(self.ranks as usize));
         let mut handles = Vec::new();
@@ -150,6 +157,7 @@ impl World {
             let cmds = self.commands(r, &mut rng, max_piece);
             let mut engine = self.engine(cfg, r).unwrap();
             let (finished, started, ranks) = (finished.clone(), started.clone(), self.ranks);
+            let (fabric, n) = (self.fabric.clone(), self.n);
             let (mut nic, mut mem) = self.nic(r);
             handles.push(std::thread::spawn(move || {
                 engine.start(&mut nic, &mut mem).unwrap();
@@ -162,6 +170,14 @@ impl World {
                     if rng.below(4) == 0 {
                         engine.progress(&mut nic, &mut mem).unwrap();
                     }
+                }
+                if poison_released {
+                    let start = std::time::Instant::now();
+                    while engine.sources_pending(&mut nic, &mut mem).unwrap() {
+                        assert!(start.elapsed() < Duration::from_secs(20), "rank {r}: sources never released");
+                    }
+                    let junk = vec![0xa5; n as usize];
+                    assert!(fabric.lock().unwrap().write(r, base(r, BUF_INPUT), &junk, None));
                 }
                 engine.flush(&mut nic, &mut mem).unwrap_or_else(|e| panic!("rank {r}: flush: {e}"));
                 finished.fetch_add(1, Ordering::SeqCst);
@@ -311,6 +327,27 @@ fn a_tiny_send_queue_never_overflows() {
         };
         let w = World::new(2, 20_000, &cfg, 9);
         w.run(&cfg, 9, 3000);
+        w.check_outputs();
+    }
+}
+
+#[test]
+fn sources_released_may_be_rewritten() {
+    // Each rank waits for `sources_pending` to go false (no flush), then overwrites its input:
+    // every peer must still get the input as it was. Direct and staged, RC and SRD, selective
+    // signalling (the last request of a QP unsignalled until the engine asks for a completion).
+    let configs = [direct(1), direct(3), staged(direct(2)), srd(2, 2), staged(srd(1, 1))];
+    for (i, cfg) in configs.iter().enumerate() {
+        let seed = 40 + i as u64;
+        let w = World::new(3, 150_000, cfg, seed);
+        let inputs: Vec<Vec<u8>> = (0..3).map(|r| w.fabric.lock().unwrap().read(r, base(r, BUF_INPUT), w.n)).collect();
+        w.run_with(cfg, seed, 20_000, true);
+        let mut f = w.fabric.lock().unwrap();
+        for (r, input) in inputs.iter().enumerate() {
+            assert_ne!(f.read(r as u32, base(r as u32, BUF_INPUT), w.n), *input, "the input was overwritten");
+            assert!(f.write(r as u32, base(r as u32, BUF_INPUT), input, None));
+        }
+        drop(f);
         w.check_outputs();
     }
 }

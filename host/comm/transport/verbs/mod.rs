@@ -549,6 +549,8 @@ pub struct VerbsTransport {
     _staging: Option<crate::gpu::MappedBuffer<u64>>,
     rails: Vec<Rail>,
     srd: bool,
+    /// Commands posted since the engine last had nothing that may read a source.
+    unreleased: u64,
 }
 
 // SAFETY: verbs objects are used only from the proxy thread after construction.
@@ -751,7 +753,17 @@ impl VerbsTransport {
         let mut mem = CudaMem { device: world.device, stream: None, events: VecDeque::new(), issued: 0, done: 0 };
         engine.start(&mut nic, &mut mem)?;
         boot.barrier()?;
-        Ok(VerbsTransport { engine, nic, mem, _mrs: mrs, _staging_mrs: staging_mrs, _staging: staging_buf, rails, srd })
+        Ok(VerbsTransport {
+            engine,
+            nic,
+            mem,
+            _mrs: mrs,
+            _staging_mrs: staging_mrs,
+            _staging: staging_buf,
+            rails,
+            srd,
+            unreleased: 0,
+        })
     }
 
     /// Whether this transport runs host-staged.
@@ -785,7 +797,16 @@ impl Transport for VerbsTransport {
     }
 
     fn post(&mut self, cmds: &[FifoCmd]) -> CommResult<()> {
+        self.unreleased += cmds.len() as u64;
         self.engine.post(cmds, &mut self.nic, &mut self.mem)
+    }
+
+    fn unreleased(&mut self) -> CommResult<u64> {
+        // All or none: the engine says only whether anything may still read a source.
+        if !self.engine.sources_pending(&mut self.nic, &mut self.mem)? {
+            self.unreleased = 0;
+        }
+        Ok(self.unreleased)
     }
 
     fn progress(&mut self) -> CommResult<()> {
