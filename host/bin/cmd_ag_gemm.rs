@@ -1,7 +1,9 @@
 //! AllGather + GEMM on the command line: the per-rank correctness check the multi-process tests
 //! run (`rank-check ag-gemm`), the benchmark (`bench ag-gemm`) and the role-split sweep
 //! (`tune ag-gemm`).
-use crate::cmd_rank::{agreed_seed, bench_rank, repeat_checks, RepeatArgs, Sweep};
+use crate::cmd_rank::{
+    agreed_seed, alternating_checks, bench_rank, enqueue_copy, enqueue_fill, Captured, RepeatArgs, Sweep,
+};
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -154,7 +156,7 @@ fn shard_of(seed: u64, round: u32, r: u32, len: usize) -> Vec<bf16> {
     Rng::new(seed ^ 0xa5a5_0000 ^ ((round as u64) << 40) ^ ((r as u64 + 1) * 0x9e37_79b9)).bf16_vec(len)
 }
 
-/// A seed every rank agrees on: `MKERNEL_SEED`, else rank 0's clock.
+/// Each element as f64.
 fn to_f64<T: Copy>(v: &[T], f: impl Fn(T) -> f64) -> Vec<f64> {
     v.iter().map(|&x| f(x)).collect()
 }
@@ -281,25 +283,33 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         let second = read_c()?;
         same_bits_but_tail(world.rank, (&first, &second), n, tail, a.f32)?;
     }
-    // Before each run of launches back to back and each graph replay the gathered A is poisoned
-    // as well as C (in place, all but this rank's rows, the input): the shard stays the same
-    // from launch to launch, so only poison shows a tile that read rows before their flag or a
-    // copy that never landed. (Nobody writes into a rank's gathered A before its next launch
-    // raised `ready`, after the poisoning.)
-    let poison_all = || -> anyhow::Result<()> {
-        poison_c()?;
+    // Two more rounds, alternating from launch to launch (their shards staged on the device).
+    // Each launch's inputs are enqueued after the previous launch: in place that rewrites this
+    // rank's rows of the gathered A, which peers may read only within a launch. The rest of the
+    // gathered A is poisoned too (nobody writes into it before this rank's next launch raised
+    // `ready`, after the poison).
+    let next = a.repeat.rounds;
+    let staged = (0..2u32)
+        .map(|which| Ok(gpu.upload(&shard_of(seed, next + which, world.rank, rows * k))?))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let stage = |which: usize| -> anyhow::Result<()> {
         let g = op.gathered();
         if a.in_place {
             let own = world.rank as usize * rows * k..(world.rank as usize + 1) * rows * k;
-            g.slice(0..own.start).fill_bytes(POISON_BYTE)?;
-            g.slice(own.end..g.len()).fill_bytes(POISON_BYTE)?;
+            enqueue_fill(&gpu, &g.slice(0..own.start), POISON_BYTE)?;
+            enqueue_fill(&gpu, &g.slice(own.end..g.len()), POISON_BYTE)?;
+            enqueue_copy(&gpu, &op.shard(), &staged[which].as_slice())?;
         } else {
-            g.fill_bytes(POISON_BYTE)?;
+            enqueue_fill(&gpu, &g, POISON_BYTE)?;
+            enqueue_copy(&gpu, &a_buf.as_slice(), &staged[which].as_slice())?;
         }
-        Ok(())
+        enqueue_fill(&gpu, &c16.as_slice(), POISON_BYTE)?;
+        enqueue_fill(&gpu, &c32.as_slice(), POISON_BYTE)
     };
-    let last = a.repeat.rounds - 1;
-    repeat_checks(&gpu, &op, op.path(), &a.repeat, 5, poison_all, |what| check_round(last, what))?;
+    let c = if a.f32 { Captured::of("C", &c32.as_slice(), n) } else { Captured::of("C", &c16.as_slice(), n) };
+    let outputs = [c, Captured::of("gathered A", &op.gathered(), k)];
+    let verify = |which: usize, what: &str| check_round(next + which as u32, what);
+    alternating_checks(&gpu, &op, op.path(), &a.repeat, 5, &outputs, stage, verify, |_, _, _| false)?;
     comm.barrier()?;
     println!("ag_gemm ok: rank {} of {}; proxy {:?}", world.rank, world.world_size, comm.proxy_stats());
     Ok(())

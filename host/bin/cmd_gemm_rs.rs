@@ -1,7 +1,9 @@
 //! GEMM + ReduceScatter / AllReduce on the command line: the per-rank correctness check the
 //! multi-process tests run (`rank-check gemm-rs|gemm-ar`) and the benchmark (`bench
 //! gemm-rs|gemm-ar`).
-use crate::cmd_rank::{agreed_seed, bench_rank, repeat_checks, same_bits, RepeatArgs};
+use crate::cmd_rank::{
+    agreed_seed, alternating_checks, bench_rank, enqueue_copy, enqueue_fill, same_bits, Captured, RepeatArgs,
+};
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -213,9 +215,27 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         let unfused = read()?;
         same_bits(world.rank, "out", &fused, &unfused, n)?;
     }
-    let last = a.repeat.rounds - 1;
-    let poison = || Ok(op.output_bytes().fill_bytes(POISON_BYTE)?);
-    repeat_checks(&gpu, &op, Path::Fused, &a.repeat, 3, poison, |what| check_round(last, what))?;
+    // Two more rounds, alternating from launch to launch (their inputs staged on the device).
+    let next = a.repeat.rounds;
+    let staged = (0..2u32)
+        .map(|which| {
+            let (ha, hb) = inputs(seed, next + which, world.rank, m * local.k, local.k * n);
+            Ok((gpu.upload(&ha)?, gpu.upload(&hb)?))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let stage = |which: usize| -> anyhow::Result<()> {
+        let (sa, sb) = &staged[which];
+        enqueue_copy(&gpu, &a_buf.as_slice(), &sa.as_slice())?;
+        enqueue_copy(&gpu, &b_buf.as_slice(), &sb.as_slice())?;
+        enqueue_fill(&gpu, &op.output_bytes(), POISON_BYTE)
+    };
+    let outputs = match (op.output_bf16(), op.output_f32()) {
+        (Some(o), _) => [Captured::of("out", &o, n)],
+        (_, Some(o)) => [Captured::of("out", &o, n)],
+        _ => bail!("no output"),
+    };
+    let verify = |which: usize, what: &str| check_round(next + which as u32, what);
+    alternating_checks(&gpu, &op, Path::Fused, &a.repeat, 3, &outputs, stage, verify, |_, _, _| false)?;
     comm.barrier()?;
     println!(
         "{} ok: rank {} of {} ({} nodes); proxy {:?}",

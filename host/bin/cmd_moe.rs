@@ -1,6 +1,8 @@
 //! MoE dispatch + grouped GEMM on the command line: the per-rank correctness check the
 //! multi-process tests run (`rank-check moe`) and the benchmark (`bench moe`).
-use crate::cmd_rank::{agreed_seed, bench_rank, repeat_checks, same_bits, RepeatArgs, Sweep};
+use crate::cmd_rank::{
+    agreed_seed, alternating_checks, bench_rank, enqueue_copy, enqueue_fill, same_bits, Captured, RepeatArgs, Sweep,
+};
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -13,6 +15,7 @@ use mkernel::ops::moe::{reference_rows, MoeDispatchGemm, MoeLayout, MoeOptions, 
 use mkernel::ops::{Path, PathChoice};
 use mkernel::testing::{Rng, POISON_BYTE};
 use mkernel::Gpu;
+use std::cell::RefCell;
 use std::path::Path as FsPath;
 use std::time::Duration;
 
@@ -384,8 +387,51 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         let fused = real_rows(&lay, &read()?);
         same_bits(world.rank, "y", &fused, &unfused, i)?;
     }
-    let last = a.repeat.rounds - 1;
-    repeat_checks(&gpu, &op, Path::Fused, &a.repeat, 3, poison, |what| check_round(last, what).map(|_| ()))?;
+    // Two more rounds, alternating from launch to launch (tokens and routings staged on the
+    // device): a launch that reads rows, records or counts of the previous one routes or
+    // multiplies something else.
+    let next = a.repeat.rounds;
+    let last = next - 1;
+    let staged = (0..2u32)
+        .map(|which| {
+            let (hi, hw) = routing(seed, next + which, world.rank, tokens, s, a.routing);
+            let hx = tokens_of(seed, next + which, world.rank, tokens, h);
+            Ok((gpu.upload(&hx)?, gpu.upload(&hi)?, gpu.upload(&hw)?))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let stage = |which: usize| -> anyhow::Result<()> {
+        let (sx, si, sw) = &staged[which];
+        if tokens > 0 {
+            enqueue_copy(&gpu, &x.as_slice(), &sx.as_slice())?;
+            enqueue_copy(&gpu, &idx.as_slice(), &si.as_slice())?;
+            enqueue_copy(&gpu, &wt.as_slice(), &sw.as_slice())?;
+        }
+        enqueue_fill(&gpu, &op.output_bytes(), POISON_BYTE)?;
+        enqueue_fill(&gpu, &op.dispatched(), POISON_BYTE)
+    };
+    let (words, table) = op.layout_tables();
+    let y = match (op.output(), op.output_f32()) {
+        (Some(o), _) => Captured::of("y", &o, i),
+        (_, Some(o)) => Captured::of("y", &o, i),
+        _ => bail!("no output"),
+    };
+    let outputs = [y, Captured::of("layout words", &words, 1), Captured::of("row table", &table, 1)];
+    // Per round: the rows used, and which of them are real (not padding).
+    let real: RefCell<[(usize, Vec<bool>); 2]> = Default::default();
+    let verify = |which: usize, what: &str| -> anyhow::Result<()> {
+        let lay = check_round(next + which as u32, what)?;
+        real.borrow_mut()[which] = (lay.rows.len(), lay.rows.iter().map(|row| row.src_rank >= 0).collect());
+        Ok(())
+    };
+    let unspecified = |which: usize, output: usize, row: usize| {
+        let (used, ref is_real) = real.borrow()[which];
+        match output {
+            0 => !is_real.get(row).copied().unwrap_or(false),
+            2 => row >= used,
+            _ => false,
+        }
+    };
+    alternating_checks(&gpu, &op, Path::Fused, &a.repeat, 3, &outputs, stage, verify, unspecified)?;
     if a.bad_id {
         comm.barrier()?;
         let (mut hi, _) = routing(seed, last, world.rank, tokens, s, a.routing);

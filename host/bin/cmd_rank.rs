@@ -1,14 +1,17 @@
 //! `mkernel launch`, running a multi-rank command as ranks, and `mkernel rank-check`.
 use crate::{CopyArg, LaunchArgs, RankCheckCmd, RanksArgs};
 use anyhow::{bail, ensure, Context};
+use bytemuck::Pod;
 use mkernel::bench::{harness, Timing};
 use mkernel::comm::bootstrap::Bootstrap;
 use mkernel::comm::communicator::{CommOptions, Communicator};
 use mkernel::comm::launch::{launch as launch_ranks, LaunchSpec};
 use mkernel::comm::world::World;
+use mkernel::gpu::DeviceSlice;
 use mkernel::ops::allgather::{AllGather, AllGatherOptions, NvlinkCopy};
 use mkernel::ops::{Path, TwoPathOp};
 use mkernel::Gpu;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 /// `mkernel launch -n N [--nodes K] [--gpus a,b,..] [--timeout-s T] [--] PROGRAM ARGS..`
@@ -123,40 +126,158 @@ pub struct RepeatArgs {
     pub graph: bool,
 }
 
-/// The checks every two-path op's rank-check ends with: `--back-to-back` launches through `path`
-/// with no wait between them, then with `--graph` `replays` replays of a CUDA graph of two fused
-/// launches (the path meant for graphs); `poison` before each, `check` (given what just ran) after
-/// each.
-pub fn repeat_checks(
+/// One output a launch writes, as [`alternating_checks`] copies it out after each launch and
+/// names a differing element (row and column of a row-major matrix `cols` wide).
+pub struct Captured<'a> {
+    name: &'static str,
+    addr: u64,
+    bytes: usize,
+    elem: usize,
+    cols: usize,
+    _borrow: PhantomData<&'a ()>,
+}
+
+impl<'a> Captured<'a> {
+    /// The whole of `s`, a row-major matrix `cols` wide, called `name` in a failure.
+    pub fn of<T: Pod>(name: &'static str, s: &DeviceSlice<'a, T>, cols: usize) -> Self {
+        let elem = std::mem::size_of::<T>();
+        Captured { name, addr: s.addr(), bytes: s.len() * elem, elem, cols: cols.max(1), _borrow: PhantomData }
+    }
+}
+
+/// Enqueue `byte` into every byte of `s` on `gpu`'s stream (no host wait).
+pub fn enqueue_fill<T: Pod>(gpu: &Gpu, s: &DeviceSlice<'_, T>, byte: u8) -> anyhow::Result<()> {
+    // SAFETY: `s` borrows live device memory, which the rank-checks free only after waiting for
+    // their stream (and cuMemFree waits for the device's work besides).
+    Ok(unsafe { gpu.fill_async(s.addr(), byte, s.len() * std::mem::size_of::<T>()) }?)
+}
+
+/// Enqueue a copy of `src` into `dst` (the same length) on `gpu`'s stream (no host wait).
+pub fn enqueue_copy<T: Pod>(gpu: &Gpu, dst: &DeviceSlice<'_, T>, src: &DeviceSlice<'_, T>) -> anyhow::Result<()> {
+    ensure!(dst.len() == src.len(), "copy of {} elements into {}", src.len(), dst.len());
+    if src.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: as for `enqueue_fill`, for both ranges.
+    Ok(unsafe { gpu.copy_async(dst.addr(), src.addr(), src.len() * std::mem::size_of::<T>()) }?)
+}
+
+/// Device memory the alternating checks may hold for the launches' copied outputs; more launches
+/// than fit run in batches with a host wait between them.
+const CAPTURE_BUDGET: usize = 2 << 30;
+
+/// The checks every two-path op's rank-check ends with, on inputs that alternate between two
+/// rounds (`which` 0 and 1) from launch to launch, so that a launch which reads anything the
+/// previous one left (a flag or slot of the wrong epoch, a row before it landed, a source that a
+/// peer still reads when the next inputs are written) computes something else:
+/// - one launch of each round through `path`, verified by `verify(which, what)` (the op's host
+///   checks); their `outputs` are the references;
+/// - `--back-to-back` launches with no host wait, alternating, each preceded by `stage(which)`
+///   (enqueue that round's inputs and the poison of what the launch writes, on the stream) and
+///   followed by a device copy of `outputs`;
+/// - with `--graph`, `replays` replays of a CUDA graph of the same for both rounds.
+///
+/// Every launch's copy must equal its round's reference bit for bit, but for rows that
+/// `unspecified(which, output, row)` names (padding).
+#[allow(clippy::too_many_arguments)]
+pub fn alternating_checks(
     gpu: &Gpu,
     op: &impl TwoPathOp,
     path: Path,
     r: &RepeatArgs,
     replays: u32,
-    mut poison: impl FnMut() -> anyhow::Result<()>,
-    mut check: impl FnMut(&str) -> anyhow::Result<()>,
+    outputs: &[Captured<'_>],
+    mut stage: impl FnMut(usize) -> anyhow::Result<()>,
+    mut verify: impl FnMut(usize, &str) -> anyhow::Result<()>,
+    unspecified: impl Fn(usize, usize, usize) -> bool,
 ) -> anyhow::Result<()> {
-    let (back_to_back, replays) = (r.back_to_back, if r.graph { replays } else { 0 });
-    if back_to_back > 0 {
-        poison()?;
-        for _ in 0..back_to_back {
+    let (back_to_back, replays) = (r.back_to_back as usize, if r.graph { replays as usize } else { 0 });
+    if back_to_back == 0 && replays == 0 {
+        return Ok(());
+    }
+    let size: usize = outputs.iter().map(|o| o.bytes).sum();
+    let slots = back_to_back.max(2).min((CAPTURE_BUDGET / size.max(1)).max(2));
+    let history = gpu.alloc::<u8>(slots * size)?;
+    let capture = |slot: usize| -> anyhow::Result<()> {
+        let mut at = history.addr() + (slot * size) as u64;
+        for o in outputs {
+            // SAFETY: `o` borrows a live output of the op (`Captured`'s lifetime) and the slot is
+            // inside `history`, which outlives every wait below.
+            unsafe { gpu.copy_async(at, o.addr, o.bytes) }?;
+            at += o.bytes as u64;
+        }
+        Ok(())
+    };
+    let compare = |slot: usize, which: usize, want: &[u8], what: &str| -> anyhow::Result<()> {
+        let got = history.slice(slot * size..(slot + 1) * size).to_vec()?;
+        let mut base = 0;
+        for (i, o) in outputs.iter().enumerate() {
+            let (g, w) = (&got[base..base + o.bytes], &want[base..base + o.bytes]);
+            base += o.bytes;
+            let row_bytes = o.elem * o.cols;
+            for (row, (gr, wr)) in g.chunks(row_bytes).zip(w.chunks(row_bytes)).enumerate() {
+                if gr != wr && !unspecified(which, i, row) {
+                    let col = (0..gr.len()).find(|&b| gr[b] != wr[b]).unwrap_or(0) / o.elem;
+                    bail!(
+                        "{what}: {}[{row}][{col}] differs from the verified launch on the same inputs (round {which} of the two)",
+                        o.name
+                    );
+                }
+            }
+        }
+        Ok(())
+    };
+    let mut want = [Vec::new(), Vec::new()];
+    for (which, want) in want.iter_mut().enumerate() {
+        stage(which)?;
+        op.launch_path(gpu, path)?;
+        capture(0)?;
+        op.wait(gpu)?;
+        verify(which, &format!("the alternating checks' reference launch {which}"))?;
+        *want = history.slice(0..size).to_vec()?;
+    }
+    // Launch 0 takes the inputs of round 0, not those of the reference launch just before it.
+    let mut done = 0;
+    while done < back_to_back {
+        let batch = slots.min(back_to_back - done);
+        for slot in 0..batch {
+            stage((done + slot) % 2)?;
             op.launch_path(gpu, path)?;
+            capture(slot)?;
         }
         op.wait(gpu)?;
-        check(&format!("after {back_to_back} launches back to back"))?;
+        for slot in 0..batch {
+            let which = (done + slot) % 2;
+            let what = format!("launch {} of {back_to_back} back to back", done + slot);
+            compare(slot, which, &want[which], &what)?;
+        }
+        done += batch;
     }
     if replays > 0 {
         let graph = gpu.capture(|| {
-            op.launch_path(gpu, Path::Fused).map_err(|e| mkernel::GpuError::Module(e.to_string()))?;
-            op.launch_path(gpu, Path::Fused).map_err(|e| mkernel::GpuError::Module(e.to_string()))
+            let mut enqueue = || -> anyhow::Result<()> {
+                for which in 0..2 {
+                    stage(which)?;
+                    op.launch_path(gpu, path)?;
+                    capture(which)?;
+                }
+                Ok(())
+            };
+            enqueue().map_err(|e| mkernel::GpuError::Module(e.to_string()))
         })?;
         for replay in 0..replays {
-            poison()?;
             graph.launch(gpu)?;
             op.wait(gpu)?;
-            check(&format!("CUDA graph replay {replay} (2 fused launches each)"))?;
+            for (which, want) in want.iter().enumerate() {
+                let what = format!("CUDA graph replay {replay}, launch {which} of 2");
+                compare(which, which, want, &what)?;
+            }
         }
     }
+    let batches = back_to_back.div_ceil(slots);
+    println!(
+        "alternating checks: {back_to_back} launches back to back ({batches} batch(es)), {replays} graph replays of 2, each bit for bit against its round's verified launch"
+    );
     Ok(())
 }
 

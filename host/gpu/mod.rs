@@ -478,6 +478,16 @@ impl Gpu {
         check("cuMemcpyDtoDAsync", sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.stream.as_inner()))
     }
 
+    /// Enqueue setting `bytes` bytes at `dst` to `byte` on this handle's stream (poisoning an
+    /// output between launches without a host wait; CUDA graphs capture it).
+    ///
+    /// # Safety
+    /// `dst..dst + bytes` is device memory valid until the fill completes.
+    pub unsafe fn fill_async(&self, dst: u64, byte: u8, bytes: usize) -> Result<()> {
+        self.make_current()?;
+        check("cuMemsetD8Async", sys::cuMemsetD8Async(dst, byte, bytes, self.stream.as_inner()))
+    }
+
     /// Record the work `work` enqueues on this handle's stream into a CUDA graph (nothing runs
     /// while capturing); replay it with [`Graph::launch`]. Kernels whose epochs come from device
     /// counters (every mkernel op) are correct under replay.

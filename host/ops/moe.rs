@@ -465,6 +465,16 @@ impl<'a> MoeDispatchGemm<'a> {
         self.xe.as_slice()
     }
 
+    /// Where a launch leaves its layout on the device (what [`MoeDispatchGemm::layout`]
+    /// downloads): the per-expert words (row offsets, rows, tile prefix, then the per-source
+    /// counts) and the row table (`capacity_rows` entries, those past the rows used unspecified).
+    pub fn layout_tables(&self) -> (DeviceSlice<'_, u32>, DeviceSlice<'_, MoeRow>) {
+        let p = &self.params;
+        let l = MoeScratch::new(p.local_experts, p.world, p.cap_rows, p.gemm.roles.intra_comm);
+        let end = l.recv_counts + p.world * p.local_experts;
+        (self.scratch.slice(l.expert_off as usize..end as usize), self.rows.as_slice())
+    }
+
     /// What the last completed launch received (downloads the tables; call after
     /// [`MoeDispatchGemm::wait`]).
     pub fn layout(&self) -> Result<MoeLayout> {
