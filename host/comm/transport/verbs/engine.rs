@@ -819,25 +819,27 @@ impl Engine {
     }
 
     /// Whether a posted command may still read its source: a request not retired yet, or a
-    /// staged piece not copied out yet. A QP whose last request went unsignalled gets a signalled
-    /// Nop (as [`Engine::flush`] posts), so an engine that goes quiet gets to `false` without a
-    /// flush.
-    pub fn sources_pending(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<bool> {
+    /// staged piece not copied out yet (what has completed is known after [`Engine::progress`]).
+    pub fn sources_pending(&self) -> bool {
+        self.peers.iter().any(|p| !p.outgoing.is_empty()) || self.qps.iter().any(|q| q.posted != q.retired)
+    }
+
+    /// For an engine with nothing new to post (the proxy's idle turns): progress, and where a
+    /// QP's last request went unsignalled a signalled Nop, as [`Engine::flush`] posts, so that
+    /// what may read a source retires without a flush and [`Engine::sources_pending`] gets to
+    /// false. Once per such QP: the Nop is then its last request, signalled.
+    pub fn progress_idle(&mut self, nic: &mut dyn Nic, mem: &mut dyn Mem) -> CommResult<()> {
         self.progress(nic, mem)?;
-        if self.peers.iter().any(|p| !p.outgoing.is_empty()) {
-            return Ok(true);
+        if self.unordered() {
+            return Ok(()); // every request is signalled
         }
-        let mut pending = false;
         for qp in 0..self.qps.len() {
             let q = &self.qps[qp];
-            if q.posted != q.retired {
-                pending = true;
-                if !self.unordered() && q.last_signaled != q.posted {
-                    self.post_wr(nic, mem, qp, WrOp::Nop, true)?;
-                }
+            if q.posted != q.retired && q.last_signaled != q.posted {
+                self.post_wr(nic, mem, qp, WrOp::Nop, true)?;
             }
         }
-        Ok(pending)
+        Ok(())
     }
 
     /// Complete everything started: every request retired, every flag out, every slot piece

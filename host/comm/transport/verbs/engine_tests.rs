@@ -173,8 +173,11 @@ impl World {
                 }
                 if poison_released {
                     let start = std::time::Instant::now();
-                    while engine.sources_pending(&mut nic, &mut mem).unwrap() {
+                    // As the proxy does while its FIFO is idle.
+                    engine.progress_idle(&mut nic, &mut mem).unwrap();
+                    while engine.sources_pending() {
                         assert!(start.elapsed() < Duration::from_secs(20), "rank {r}: sources never released");
+                        engine.progress_idle(&mut nic, &mut mem).unwrap();
                     }
                     let junk = vec![0xa5; n as usize];
                     assert!(fabric.lock().unwrap().write(r, base(r, BUF_INPUT), &junk, None));

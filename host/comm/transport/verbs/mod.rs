@@ -803,14 +803,16 @@ impl Transport for VerbsTransport {
 
     fn unreleased(&mut self) -> CommResult<u64> {
         // All or none: the engine says only whether anything may still read a source.
-        if !self.engine.sources_pending(&mut self.nic, &mut self.mem)? {
+        if !self.engine.sources_pending() {
             self.unreleased = 0;
         }
         Ok(self.unreleased)
     }
 
     fn progress(&mut self) -> CommResult<()> {
-        self.engine.progress(&mut self.nic, &mut self.mem)
+        // Only while the FIFO is idle: a completion asked for here does not undo selective
+        // signalling under load.
+        self.engine.progress_idle(&mut self.nic, &mut self.mem)
     }
 
     fn flush(&mut self) -> CommResult<()> {
