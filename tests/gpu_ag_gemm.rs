@@ -2,7 +2,7 @@
 //! ag-gemm`): fresh random shards that differ per rank, poisoned outputs; the gathered A checked
 //! exactly, C bit for bit against the unfused path (our all-gather, then our GEMM) and against an
 //! f64 host reference on sampled rows; rounds with new inputs and no barrier between them; 100
-//! launches back to back and CUDA-graph replays on inputs that alternate between two verified
+//! launches back to back and CUDA-graph replays on inputs that cycle through three verified
 //! rounds, each launch's C bit for bit against its round's; the tile walk static, drawn, and static with the
 //! push CTAs joining late; the stream-K tail on and off, and the arrival tail (their tiles' C
 //! within rounding of the unfused path's, every other tile bit for bit); the compute CTAs copying the shard themselves

@@ -3,7 +3,7 @@
 //! outputs; the fused result bit for bit against the unfused path (our GEMM, then a pull-and-sum
 //! kernel) and within the precision contract of an f64 host reference on sampled rows; rounds
 //! with new inputs and no barrier; 100 launches back to back and CUDA-graph replays on inputs that
-//! alternate between two verified rounds, each launch's output bit for bit against its round's; the tile walk's
+//! cycle through three verified rounds, each launch's output bit for bit against its round's; the tile walk's
 //! lead at its extremes; the all-reduce in both forms (one shot and two phases); partials pushed
 //! by their sources and pulled by their owners, with and without the send tiles prefetching the
 //! own tiles' partials. Layouts: 1 node x 2 and, with four GPUs, 1 x 4; ranks sharing one GPU

@@ -4,8 +4,8 @@
 //! poisoned outputs; the layout row by row against the host's, every dispatched row bit for bit
 //! against its source, the output bit for bit against the unfused path and within the precision
 //! contract of an f64 host reference on sampled rows; ranks holding different token counts, one
-//! token; 100 launches back to back and CUDA-graph replays on tokens and routings that alternate
-//! between two verified rounds, each launch's output and layout bit for bit against its round's; a bad expert id reported by name.
+//! token; 100 launches back to back and CUDA-graph replays on tokens and routings that cycle
+//! through three verified rounds, each launch's output and layout bit for bit against its round's; a bad expert id reported by name.
 //! Layouts: 1 node x 2, 2 emulated nodes x 1 (FIFO, proxy, emulated NIC between them) and, with
 //! four GPUs, 1 x 4 and 2 x 2; two ranks sharing one GPU where only one exists, as one node and
 //! as two emulated nodes (sizes where a fused launch holds every SM). Above 8 ranks

@@ -3,6 +3,7 @@
 //! (`tune ag-gemm`).
 use crate::cmd_rank::{
     agreed_seed, alternating_checks, bench_rank, enqueue_copy, enqueue_fill, Captured, RepeatArgs, Sweep,
+    ALTERNATING_ROUNDS,
 };
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
@@ -283,28 +284,32 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         let second = read_c()?;
         same_bits_but_tail(world.rank, (&first, &second), n, tail, a.f32)?;
     }
-    // Two more rounds, alternating from launch to launch (their shards staged on the device).
-    // Each launch's inputs are enqueued after the previous launch: in place that rewrites this
-    // rank's rows of the gathered A, which peers may read only within a launch. The rest of the
-    // gathered A is poisoned too (nobody writes into it before this rank's next launch raised
-    // `ready`, after the poison).
+    // More rounds, cycling from launch to launch (their shards staged on the device). Each
+    // launch's inputs are enqueued after the previous launch: in place that rewrites this rank's
+    // rows of the gathered A, which peers may read only within a launch. The rest of the gathered
+    // A is poisoned too (nobody writes into it before this rank's next launch raised `ready`,
+    // after the poison).
     let next = a.repeat.rounds;
-    let staged = (0..2u32)
+    let staged = (0..ALTERNATING_ROUNDS as u32)
         .map(|which| Ok(gpu.upload(&shard_of(seed, next + which, world.rank, rows * k))?))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let stage = |which: usize| -> anyhow::Result<()> {
         let g = op.gathered();
-        if a.in_place {
-            let own = world.rank as usize * rows * k..(world.rank as usize + 1) * rows * k;
-            enqueue_fill(&gpu, &g.slice(0..own.start), POISON_BYTE)?;
-            enqueue_fill(&gpu, &g.slice(own.end..g.len()), POISON_BYTE)?;
-            enqueue_copy(&gpu, &op.shard(), &staged[which].as_slice())?;
-        } else {
-            enqueue_fill(&gpu, &g, POISON_BYTE)?;
-            enqueue_copy(&gpu, &a_buf.as_slice(), &staged[which].as_slice())?;
+        let shard = staged[which].as_slice();
+        // SAFETY: every buffer outlives this function, which waits for the stream before it returns.
+        unsafe {
+            if a.in_place {
+                let own = world.rank as usize * rows * k..(world.rank as usize + 1) * rows * k;
+                enqueue_fill(&gpu, &g.slice(0..own.start), POISON_BYTE)?;
+                enqueue_fill(&gpu, &g.slice(own.end..g.len()), POISON_BYTE)?;
+                enqueue_copy(&gpu, &op.shard(), &shard)?;
+            } else {
+                enqueue_fill(&gpu, &g, POISON_BYTE)?;
+                enqueue_copy(&gpu, &a_buf.as_slice(), &shard)?;
+            }
+            enqueue_fill(&gpu, &c16.as_slice(), POISON_BYTE)?;
+            enqueue_fill(&gpu, &c32.as_slice(), POISON_BYTE)
         }
-        enqueue_fill(&gpu, &c16.as_slice(), POISON_BYTE)?;
-        enqueue_fill(&gpu, &c32.as_slice(), POISON_BYTE)
     };
     // C only: every row of the gathered A feeds C, so a row read stale, poisoned or half
     // written shows there; the gathered A itself is checked exactly after each reference launch.

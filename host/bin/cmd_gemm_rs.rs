@@ -3,6 +3,7 @@
 //! gemm-rs|gemm-ar`).
 use crate::cmd_rank::{
     agreed_seed, alternating_checks, bench_rank, enqueue_copy, enqueue_fill, same_bits, Captured, RepeatArgs,
+    ALTERNATING_ROUNDS,
 };
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
@@ -215,9 +216,9 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         let unfused = read()?;
         same_bits(world.rank, "out", &fused, &unfused, n)?;
     }
-    // Two more rounds, alternating from launch to launch (their inputs staged on the device).
+    // More rounds, cycling from launch to launch (their inputs staged on the device).
     let next = a.repeat.rounds;
-    let staged = (0..2u32)
+    let staged = (0..ALTERNATING_ROUNDS as u32)
         .map(|which| {
             let (ha, hb) = inputs(seed, next + which, world.rank, m * local.k, local.k * n);
             Ok((gpu.upload(&ha)?, gpu.upload(&hb)?))
@@ -225,15 +226,14 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         .collect::<anyhow::Result<Vec<_>>>()?;
     let stage = |which: usize| -> anyhow::Result<()> {
         let (sa, sb) = &staged[which];
-        enqueue_copy(&gpu, &a_buf.as_slice(), &sa.as_slice())?;
-        enqueue_copy(&gpu, &b_buf.as_slice(), &sb.as_slice())?;
-        enqueue_fill(&gpu, &op.output_bytes(), POISON_BYTE)
+        // SAFETY: every buffer outlives this function, which waits for the stream before it returns.
+        unsafe {
+            enqueue_copy(&gpu, &a_buf.as_slice(), &sa.as_slice())?;
+            enqueue_copy(&gpu, &b_buf.as_slice(), &sb.as_slice())?;
+            enqueue_fill(&gpu, &op.output_bytes(), POISON_BYTE)
+        }
     };
-    let outputs = match (op.output_bf16(), op.output_f32()) {
-        (Some(o), _) => [Captured::of("out", &o, n)],
-        (_, Some(o)) => [Captured::of("out", &o, n)],
-        _ => bail!("no output"),
-    };
+    let outputs = [Captured::either("out", op.output_bf16(), op.output_f32(), n)?];
     let verify = |which: usize, what: &str| check_round(next + which as u32, what);
     alternating_checks(&gpu, &op, Path::Fused, &a.repeat, 3, &outputs, stage, verify, |_, _, _| false)?;
     comm.barrier()?;

@@ -2,6 +2,7 @@
 //! multi-process tests run (`rank-check moe`) and the benchmark (`bench moe`).
 use crate::cmd_rank::{
     agreed_seed, alternating_checks, bench_rank, enqueue_copy, enqueue_fill, same_bits, Captured, RepeatArgs, Sweep,
+    ALTERNATING_ROUNDS,
 };
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
@@ -387,12 +388,12 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         let fused = real_rows(&lay, &read()?);
         same_bits(world.rank, "y", &fused, &unfused, i)?;
     }
-    // Two more rounds, alternating from launch to launch (tokens and routings staged on the
-    // device): a launch that reads rows, records or counts of the previous one routes or
-    // multiplies something else.
+    // More rounds, cycling from launch to launch (tokens and routings staged on the device): a
+    // launch that reads rows, records or counts of an earlier one routes or multiplies something
+    // else.
     let next = a.repeat.rounds;
     let last = next - 1;
-    let staged = (0..2u32)
+    let staged = (0..ALTERNATING_ROUNDS as u32)
         .map(|which| {
             let (hi, hw) = routing(seed, next + which, world.rank, tokens, s, a.routing);
             let hx = tokens_of(seed, next + which, world.rank, tokens, h);
@@ -401,33 +402,33 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let stage = |which: usize| -> anyhow::Result<()> {
         let (sx, si, sw) = &staged[which];
-        if tokens > 0 {
-            enqueue_copy(&gpu, &x.as_slice(), &sx.as_slice())?;
-            enqueue_copy(&gpu, &idx.as_slice(), &si.as_slice())?;
-            enqueue_copy(&gpu, &wt.as_slice(), &sw.as_slice())?;
+        // SAFETY: every buffer outlives this function, which waits for the stream before it returns.
+        unsafe {
+            if tokens > 0 {
+                enqueue_copy(&gpu, &x.as_slice(), &sx.as_slice())?;
+                enqueue_copy(&gpu, &idx.as_slice(), &si.as_slice())?;
+                enqueue_copy(&gpu, &wt.as_slice(), &sw.as_slice())?;
+            }
+            enqueue_fill(&gpu, &op.output_bytes(), POISON_BYTE)?;
+            enqueue_fill(&gpu, &op.dispatched(), POISON_BYTE)
         }
-        enqueue_fill(&gpu, &op.output_bytes(), POISON_BYTE)?;
-        enqueue_fill(&gpu, &op.dispatched(), POISON_BYTE)
     };
     let (words, table) = op.layout_tables();
-    let y = match (op.output(), op.output_f32()) {
-        (Some(o), _) => Captured::of("y", &o, i),
-        (_, Some(o)) => Captured::of("y", &o, i),
-        _ => bail!("no output"),
-    };
+    let y = Captured::either("y", op.output(), op.output_f32(), i)?;
     let outputs = [y, Captured::of("layout words", &words, 1), Captured::of("row table", &table, 1)];
     // Per round: the rows used, and which of them are real (not padding).
-    let real: RefCell<[(usize, Vec<bool>); 2]> = Default::default();
+    let real: RefCell<Vec<(usize, Vec<bool>)>> = RefCell::new(vec![Default::default(); ALTERNATING_ROUNDS]);
     let verify = |which: usize, what: &str| -> anyhow::Result<()> {
         let lay = check_round(next + which as u32, what)?;
         real.borrow_mut()[which] = (lay.rows.len(), lay.rows.iter().map(|row| row.src_rank >= 0).collect());
         Ok(())
     };
-    let unspecified = |which: usize, output: usize, row: usize| {
+    // Padding rows of y are unspecified, and the row table past the rows used.
+    let unspecified = |which: usize, output: &str, row: usize| {
         let (used, ref is_real) = real.borrow()[which];
         match output {
-            0 => !is_real.get(row).copied().unwrap_or(false),
-            2 => row >= used,
+            "y" => !is_real.get(row).copied().unwrap_or(false),
+            "row table" => row >= used,
             _ => false,
         }
     };

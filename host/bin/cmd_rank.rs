@@ -118,7 +118,8 @@ pub struct RepeatArgs {
     /// Rounds with fresh inputs (no barrier between them).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
-    /// Launches back to back, no host synchronisation, before the last check.
+    /// Launches back to back (no host synchronisation but between batches of what the checks'
+    /// copies of their outputs hold), inputs cycling through verified rounds.
     #[arg(long = "back-to-back", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..))]
     pub back_to_back: u32,
     /// Also capture launches into a CUDA graph and check its replays.
@@ -143,22 +144,46 @@ impl<'a> Captured<'a> {
         let elem = std::mem::size_of::<T>();
         Captured { name, addr: s.addr(), bytes: s.len() * elem, elem, cols: cols.max(1), _borrow: PhantomData }
     }
+
+    /// An op's output that is bf16 or f32 (the one present), as [`Captured::of`].
+    pub fn either(
+        name: &'static str,
+        bf16: Option<DeviceSlice<'a, half::bf16>>,
+        f32: Option<DeviceSlice<'a, f32>>,
+        cols: usize,
+    ) -> anyhow::Result<Self> {
+        match (bf16, f32) {
+            (Some(o), _) => Ok(Captured::of(name, &o, cols)),
+            (_, Some(o)) => Ok(Captured::of(name, &o, cols)),
+            _ => bail!("no output"),
+        }
+    }
 }
 
 /// Enqueue `byte` into every byte of `s` on `gpu`'s stream (no host wait).
-pub fn enqueue_fill<T: Pod>(gpu: &Gpu, s: &DeviceSlice<'_, T>, byte: u8) -> anyhow::Result<()> {
-    // SAFETY: `s` borrows live device memory, which the rank-checks free only after waiting for
-    // their stream (and cuMemFree waits for the device's work besides).
+///
+/// # Safety
+/// `s`'s memory stays allocated until the stream has run the fill (the rank-checks free their
+/// buffers only after waiting for their stream).
+pub unsafe fn enqueue_fill<T: Pod>(gpu: &Gpu, s: &DeviceSlice<'_, T>, byte: u8) -> anyhow::Result<()> {
+    // SAFETY: the range is `s`'s, alive until the fill ran (this function's contract).
     Ok(unsafe { gpu.fill_async(s.addr(), byte, s.len() * std::mem::size_of::<T>()) }?)
 }
 
 /// Enqueue a copy of `src` into `dst` (the same length) on `gpu`'s stream (no host wait).
-pub fn enqueue_copy<T: Pod>(gpu: &Gpu, dst: &DeviceSlice<'_, T>, src: &DeviceSlice<'_, T>) -> anyhow::Result<()> {
+///
+/// # Safety
+/// As [`enqueue_fill`], for both slices.
+pub unsafe fn enqueue_copy<T: Pod>(
+    gpu: &Gpu,
+    dst: &DeviceSlice<'_, T>,
+    src: &DeviceSlice<'_, T>,
+) -> anyhow::Result<()> {
     ensure!(dst.len() == src.len(), "copy of {} elements into {}", src.len(), dst.len());
     if src.is_empty() {
         return Ok(());
     }
-    // SAFETY: as for `enqueue_fill`, for both ranges.
+    // SAFETY: both ranges are the slices', alive until the copy ran (this function's contract).
     Ok(unsafe { gpu.copy_async(dst.addr(), src.addr(), src.len() * std::mem::size_of::<T>()) }?)
 }
 
@@ -166,19 +191,24 @@ pub fn enqueue_copy<T: Pod>(gpu: &Gpu, dst: &DeviceSlice<'_, T>, src: &DeviceSli
 /// than fit run in batches with a host wait between them.
 const CAPTURE_BUDGET: usize = 2 << 30;
 
-/// The checks every two-path op's rank-check ends with, on inputs that alternate between two
-/// rounds (`which` 0 and 1) from launch to launch, so that a launch which reads anything the
-/// previous one left (a flag or slot of the wrong epoch, a row before it landed, a source that a
-/// peer still reads when the next inputs are written) computes something else:
+/// Rounds the alternating checks cycle through: three, so that a launch reading what the launch
+/// two before it left (a buffer kept per launch parity) sees other inputs too.
+pub const ALTERNATING_ROUNDS: usize = 3;
+
+/// The checks every two-path op's rank-check ends with, on inputs that cycle through
+/// [`ALTERNATING_ROUNDS`] rounds (`which` 0, 1, 2) from launch to launch, so that a launch which
+/// reads anything an earlier one left (a flag or slot of the wrong epoch, a row before it landed,
+/// a source that a peer still reads when the next inputs are written) computes something else:
 /// - one launch of each round through `path`, verified by `verify(which, what)` (the op's host
 ///   checks); their `outputs` are the references;
-/// - `--back-to-back` launches with no host wait, alternating, each preceded by `stage(which)`
-///   (enqueue that round's inputs and the poison of what the launch writes, on the stream) and
-///   followed by a device copy of `outputs`;
-/// - with `--graph`, `replays` replays of a CUDA graph of the same for both rounds.
+/// - `--back-to-back` launches, cycling, each preceded by `stage(which)` (enqueue that round's
+///   inputs and the poison of what the launch writes, on the stream) and followed by a device copy
+///   of `outputs`, with no host wait but between batches of what [`CAPTURE_BUDGET`] holds;
+/// - with `--graph`, `replays` replays of a CUDA graph of the same for every round, through the
+///   fused path (the one meant for graphs; verified launches of its own when `path` is not it).
 ///
-/// Every launch's copy must equal its round's reference bit for bit, but for rows that
-/// `unspecified(which, output, row)` names (padding).
+/// Every launch's copy must equal its round's reference bit for bit, but for the rows of an
+/// output that `unspecified(which, output name, row)` names (padding).
 #[allow(clippy::too_many_arguments)]
 pub fn alternating_checks(
     gpu: &Gpu,
@@ -189,14 +219,15 @@ pub fn alternating_checks(
     outputs: &[Captured<'_>],
     mut stage: impl FnMut(usize) -> anyhow::Result<()>,
     mut verify: impl FnMut(usize, &str) -> anyhow::Result<()>,
-    unspecified: impl Fn(usize, usize, usize) -> bool,
+    unspecified: impl Fn(usize, &str, usize) -> bool,
 ) -> anyhow::Result<()> {
+    const N: usize = ALTERNATING_ROUNDS;
     let (back_to_back, replays) = (r.back_to_back as usize, if r.graph { replays as usize } else { 0 });
     if back_to_back == 0 && replays == 0 {
         return Ok(());
     }
     let size: usize = outputs.iter().map(|o| o.bytes).sum();
-    let slots = back_to_back.max(2).min((CAPTURE_BUDGET / size.max(1)).max(2));
+    let slots = back_to_back.max(N).min((CAPTURE_BUDGET / size.max(1)).max(N));
     let history = gpu.alloc::<u8>(slots * size)?;
     let capture = |slot: usize| -> anyhow::Result<()> {
         let mut at = history.addr() + (slot * size) as u64;
@@ -211,54 +242,68 @@ pub fn alternating_checks(
     let compare = |slot: usize, which: usize, want: &[u8], what: &str| -> anyhow::Result<()> {
         let got = history.slice(slot * size..(slot + 1) * size).to_vec()?;
         let mut base = 0;
-        for (i, o) in outputs.iter().enumerate() {
+        for o in outputs {
             let (g, w) = (&got[base..base + o.bytes], &want[base..base + o.bytes]);
             base += o.bytes;
             let row_bytes = o.elem * o.cols;
             for (row, (gr, wr)) in g.chunks(row_bytes).zip(w.chunks(row_bytes)).enumerate() {
-                if gr != wr && !unspecified(which, i, row) {
+                if gr != wr && !unspecified(which, o.name, row) {
                     let col = (0..gr.len()).find(|&b| gr[b] != wr[b]).unwrap_or(0) / o.elem;
+                    let at = col * o.elem..(col + 1) * o.elem;
                     bail!(
-                        "{what}: {}[{row}][{col}] differs from the verified launch on the same inputs (round {which} of the two)",
-                        o.name
+                        "{what}: {}[{row}][{col}] is {:02x?}, the verified launch on the same inputs (round {which} of {N}) wrote {:02x?}",
+                        o.name,
+                        &gr[at.clone()],
+                        &wr[at]
                     );
                 }
             }
         }
         Ok(())
     };
-    let mut want = [Vec::new(), Vec::new()];
-    for (which, want) in want.iter_mut().enumerate() {
-        stage(which)?;
-        op.launch_path(gpu, path)?;
-        capture(0)?;
-        op.wait(gpu)?;
-        verify(which, &format!("the alternating checks' reference launch {which}"))?;
-        *want = history.slice(0..size).to_vec()?;
-    }
-    // Launch 0 takes the inputs of round 0, not those of the reference launch just before it.
+    // Verified launches of every round through `through`; their outputs are the references.
+    let mut references = |through: Path| -> anyhow::Result<Vec<Vec<u8>>> {
+        (0..N)
+            .map(|which| {
+                stage(which)?;
+                op.launch_path(gpu, through)?;
+                capture(0)?;
+                op.wait(gpu)?;
+                verify(which, &format!("the alternating checks' reference launch {which} ({})", through.name()))?;
+                Ok(history.slice(0..size).to_vec()?)
+            })
+            .collect()
+    };
+    let want = references(path)?;
+    let fused = match (replays, path) {
+        (0, _) | (_, Path::Fused) => None,
+        _ => Some(references(Path::Fused)?),
+    };
+    // Launch 0 takes the inputs of round 0, not those of the reference launch just before it
+    // (the last round's).
     let mut done = 0;
     while done < back_to_back {
         let batch = slots.min(back_to_back - done);
         for slot in 0..batch {
-            stage((done + slot) % 2)?;
+            stage((done + slot) % N)?;
             op.launch_path(gpu, path)?;
             capture(slot)?;
         }
         op.wait(gpu)?;
         for slot in 0..batch {
-            let which = (done + slot) % 2;
+            let which = (done + slot) % N;
             let what = format!("launch {} of {back_to_back} back to back", done + slot);
             compare(slot, which, &want[which], &what)?;
         }
         done += batch;
     }
     if replays > 0 {
+        let fused = fused.as_ref().unwrap_or(&want);
         let graph = gpu.capture(|| {
             let mut enqueue = || -> anyhow::Result<()> {
-                for which in 0..2 {
+                for which in 0..N {
                     stage(which)?;
-                    op.launch_path(gpu, path)?;
+                    op.launch_path(gpu, Path::Fused)?;
                     capture(which)?;
                 }
                 Ok(())
@@ -268,15 +313,15 @@ pub fn alternating_checks(
         for replay in 0..replays {
             graph.launch(gpu)?;
             op.wait(gpu)?;
-            for (which, want) in want.iter().enumerate() {
-                let what = format!("CUDA graph replay {replay}, launch {which} of 2");
+            for (which, want) in fused.iter().enumerate() {
+                let what = format!("CUDA graph replay {replay}, launch {which} of {N}");
                 compare(which, which, want, &what)?;
             }
         }
     }
     let batches = back_to_back.div_ceil(slots);
     println!(
-        "alternating checks: {back_to_back} launches back to back ({batches} batch(es)), {replays} graph replays of 2, each bit for bit against its round's verified launch"
+        "alternating checks: {back_to_back} launches back to back ({batches} batch(es)), {replays} graph replays of {N} fused launches, each bit for bit against its round's verified launch"
     );
     Ok(())
 }

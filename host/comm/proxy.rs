@@ -155,8 +155,12 @@ impl Drop for Proxy {
 /// transport's unreleased latest ones. Only ever moves forward.
 fn publish_released(ring: &dyn RingMemory, transport: &mut dyn Transport, taken: u64) -> CommResult<()> {
     let released = taken.saturating_sub(transport.unreleased()?);
-    // Release: a kernel that sees the position may rewrite the sources.
-    ring.released().fetch_max(released, Ordering::Release);
+    // The proxy is the only writer: a plain store when it grows (no locked read-modify-write on
+    // the line the GPU polls on every idle turn). Release: a kernel that sees the position may
+    // rewrite the sources.
+    if released > ring.released().load(Ordering::Relaxed) {
+        ring.released().store(released, Ordering::Release);
+    }
     Ok(())
 }
 

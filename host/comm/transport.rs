@@ -34,10 +34,9 @@ pub trait Transport: Send {
     fn flush(&mut self) -> CommResult<()>;
     /// How many of the commands posted so far, the latest ones, may still read their sources
     /// (the rest have: a WRITE's bytes were copied out or landed). The proxy publishes the
-    /// released position from it; a transport that finishes reading in `post` says 0.
-    fn unreleased(&mut self) -> CommResult<u64> {
-        Ok(0)
-    }
+    /// released position from it; a transport that finishes reading in `post` says 0. No
+    /// default: a transport that reads later and forgot to say so would free sources early.
+    fn unreleased(&mut self) -> CommResult<u64>;
 }
 
 /// A transport that runs a closure on every command.
@@ -52,6 +51,9 @@ impl<F: FnMut(&FifoCmd) -> CommResult<()> + Send> Transport for FnTransport<F> {
     }
     fn flush(&mut self) -> CommResult<()> {
         Ok(())
+    }
+    fn unreleased(&mut self) -> CommResult<u64> {
+        Ok(0) // the closure ran on every command in `post`
     }
 }
 

@@ -28,7 +28,7 @@ pub unsafe fn signal_remote(f: &FifoParams, to: u32, flag_off: u64, value: u32, 
 /// won), and hands each lane its ticket. So a push that times out has claimed nothing and leaves
 /// no hole that would stop delivery of every later command, and thousands of pushing threads
 /// contend once per warp, not once per thread. Then each lane writes its body and publishes the
-/// header with a system-scope release store.
+/// header with a system-scope release store. Returns the lane's ticket (for [`fifo_quiet`]).
 ///
 /// # Safety
 /// `f` describes a live FIFO (ring and tail in host-mapped memory, head in device memory), the

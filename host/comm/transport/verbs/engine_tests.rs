@@ -347,7 +347,7 @@ fn sources_released_may_be_rewritten() {
         w.run_with(cfg, seed, 20_000, true);
         let mut f = w.fabric.lock().unwrap();
         for (r, input) in inputs.iter().enumerate() {
-            assert_ne!(f.read(r as u32, base(r as u32, BUF_INPUT), w.n), *input, "the input was overwritten");
+            assert_ne!(f.read(r as u32, base(r as u32, BUF_INPUT), w.n), *input, "the input was not overwritten");
             assert!(f.write(r as u32, base(r as u32, BUF_INPUT), input, None));
         }
         drop(f);
