@@ -1,5 +1,5 @@
 //! The error type of the operations (`gemm` and the fused kernels).
-use crate::abi::{WaitDiag, WAIT_FLAG, WAIT_MBAR_EMPTY, WAIT_MBAR_FULL, WAIT_MBAR_HANDOFF};
+use crate::abi::{WaitDiag, WAIT_FIFO_RELEASED, WAIT_FLAG, WAIT_MBAR_EMPTY, WAIT_MBAR_FULL, WAIT_MBAR_HANDOFF};
 use crate::gpu::GpuError;
 use std::fmt;
 
@@ -28,6 +28,11 @@ impl fmt::Display for WaitReport {
             WAIT_MBAR_HANDOFF => {
                 format!("shared-memory barrier {:#x} (epilogue handoff) to complete phase {}", d.flag_addr, d.expected)
             }
+            WAIT_FIFO_RELEASED => format!(
+                "the proxy to release the FIFO through position {} (low 32 bits; released through {}): a WRITE \
+                 pushed earlier was still reading its source",
+                d.expected, d.seen
+            ),
             w => format!("wait kind {w} on {:#x}: expected {}, saw {}", d.flag_addr, d.expected, d.seen),
         };
         let report = format!(
@@ -58,6 +63,20 @@ mod tests {
         assert!(whole.starts_with("rank 1 inter-send CTA 0") && !whole.contains("incomplete"), "{whole}");
         let partial = WaitReport(WaitDiag { status: crate::abi::DIAG_CLAIMED, ..d }).to_string();
         assert!(partial.starts_with("a device wait gave up, but its report was left incomplete"), "{partial}");
+    }
+
+    #[test]
+    fn a_fifo_release_wait_says_so() {
+        let d = WaitDiag {
+            status: crate::abi::DIAG_TIMED_OUT,
+            role: 2,
+            what: WAIT_FIFO_RELEASED,
+            expected: 17,
+            seen: 12,
+            ..Default::default()
+        };
+        let s = WaitReport(d).to_string();
+        assert!(s.contains("release the FIFO through position 17") && s.contains("released through 12"), "{s}");
     }
 }
 

@@ -129,6 +129,9 @@ pub const WAIT_MBAR_EMPTY: u32 = 3;
 /// `WaitDiag::what`: an epilogue handoff between a consumer warpgroup and its helper thread
 /// (`gemm::epilogue::Handoff`) never completed its phase.
 pub const WAIT_MBAR_HANDOFF: u32 = 4;
+/// `WaitDiag::what`: the proxy never released the FIFO up to `expected` (the low 32 bits of a
+/// position; `seen`: where it stood): an earlier WRITE's source was still being read.
+pub const WAIT_FIFO_RELEASED: u32 = 5;
 
 abi_struct! {
     /// Who waited for what: written (once, by the first waiter that times out) into a buffer the
@@ -147,8 +150,8 @@ abi_struct! {
         pub cta: u32,
         /// What the wait was about: a tile index, or a peer or chunk for communication roles.
         pub tile: u32,
-        /// The kind of wait: [`WAIT_FLAG`], [`WAIT_MBAR_FULL`], [`WAIT_MBAR_EMPTY`] or
-        /// [`WAIT_MBAR_HANDOFF`].
+        /// The kind of wait: [`WAIT_FLAG`], [`WAIT_MBAR_FULL`], [`WAIT_MBAR_EMPTY`],
+        /// [`WAIT_MBAR_HANDOFF`] or [`WAIT_FIFO_RELEASED`].
         pub what: u32,
         /// The flag's address, or the mbarrier's shared-memory address.
         pub flag_addr: u64,

@@ -1,7 +1,7 @@
 //! The GPU side of the FIFO: pushing commands for the CPU proxy.
 use crate::abi::*;
 use crate::arch::*;
-use crate::sync::{report_timeout, Bound, Deadline, WaitResult, WaitSite};
+use crate::sync::{report_timeout, wait_flag_sys_u32, Bound, Deadline, WaitResult, WaitSite};
 
 /// Raise the `u32` flag at heap offset `flag_off` of rank `to` (on another node) to `value`
 /// through the proxy: one SIGNAL command, pushed as [`fifo_push`] does; a full FIFO that never
@@ -89,7 +89,8 @@ pub unsafe fn fifo_quiet(f: &FifoParams, through: u64, b: &Bound<'_>, who: u32) 
     }
     // The position's low word, compared with wrap-around like an epoch (fewer than 2^31
     // commands are ever in flight).
-    b.flag(f.released as *const u32, through as u32, who)
+    let site = b.site(who, WAIT_FIFO_RELEASED);
+    wait_flag_sys_u32(f.released as *const u32, through as u32, b.timeout_ns, b.diag, site)
 }
 
 /// [`fifo_quiet`] through every ticket claimed so far (this thread's included): for kernels
