@@ -465,12 +465,18 @@ impl<'a> MoeDispatchGemm<'a> {
         self.xe.as_slice()
     }
 
+    /// Where this op's scratch words lie (the layout the kernel computes them with).
+    fn scratch_layout(&self) -> MoeScratch {
+        let p = &self.params;
+        MoeScratch::new(p.local_experts, p.world, p.cap_rows, p.gemm.roles.intra_comm)
+    }
+
     /// Where a launch leaves its layout on the device (what [`MoeDispatchGemm::layout`]
     /// downloads): the per-expert words (row offsets, rows, tile prefix, then the per-source
     /// counts) and the row table (`capacity_rows` entries, those past the rows used unspecified).
     pub fn layout_tables(&self) -> (DeviceSlice<'_, u32>, DeviceSlice<'_, MoeRow>) {
         let p = &self.params;
-        let l = MoeScratch::new(p.local_experts, p.world, p.cap_rows, p.gemm.roles.intra_comm);
+        let l = self.scratch_layout();
         let end = l.recv_counts + p.world * p.local_experts;
         (self.scratch.slice(l.expert_off as usize..end as usize), self.rows.as_slice())
     }
@@ -478,15 +484,16 @@ impl<'a> MoeDispatchGemm<'a> {
     /// What the last completed launch received (downloads the tables; call after
     /// [`MoeDispatchGemm::wait`]).
     pub fn layout(&self) -> Result<MoeLayout> {
-        let s = self.scratch.to_vec()?;
-        let p = &self.params;
-        let l = MoeScratch::new(p.local_experts, p.world, p.cap_rows, p.gemm.roles.intra_comm);
+        let l = self.scratch_layout();
+        let (words, table) = self.layout_tables();
+        let words = words.to_vec()?;
         let el = self.params.local_experts as usize;
         let w = self.params.world as usize;
-        let at = |off: u32, n: usize| s[off as usize..off as usize + n].to_vec();
+        // `words` starts at the expert offsets.
+        let at = |off: u32, n: usize| words[(off - l.expert_off) as usize..][..n].to_vec();
         let expert_offsets = at(l.expert_off, el + 1);
         let used = (expert_offsets[el] as usize).min(self.params.cap_rows as usize);
-        let rows = self.rows.to_vec()?;
+        let rows = table.to_vec()?;
         Ok(MoeLayout {
             recv_counts: at(l.recv_counts, w * el),
             expert_rows: at(l.expert_rows, el),
