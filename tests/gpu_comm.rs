@@ -1,6 +1,8 @@
 //! The communication runtime on GPUs: the FIFO fed by thousands of GPU threads, GPU <-> proxy
 //! round trips, and the GPU-driven all-gather across processes in several layouts (payloads
-//! encode their source rank; odd shard sizes; many launches with no reset). Layouts that need two
+//! encode their source rank and launch; odd shard sizes; checked launches with new data and no
+//! barrier between them, then 50 back to back with no host wait whose inputs cycle through three
+//! rounds, each launch's output copied and checked). Layouts that need two
 //! GPUs skip loudly on one unless MKERNEL_REQUIRE_GPUS=2, which turns the skip into a failure.
 use mkernel::testing::{gpu_or_skip, gpus_or_skip, run_ranks};
 use std::time::Duration;

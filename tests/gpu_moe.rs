@@ -1,7 +1,7 @@
 //! MoE dispatch + grouped GEMM on GPUs, one process per rank under the launcher (`mkernel
 //! rank-check moe`): fresh tokens whose values encode their rank and index, fresh routings
 //! (uniform, skewed: 80% of tokens to one expert, empty experts, every token on the same experts),
-//! poisoned outputs; the layout row by row against the host's, every dispatched row bit for bit
+//! poisoned outputs and layout tables; the layout row by row against the host's, every dispatched row bit for bit
 //! against its source, the output bit for bit against the unfused path and within the precision
 //! contract of an f64 host reference on sampled rows; ranks holding different token counts, one
 //! token; 100 launches back to back and CUDA-graph replays on tokens and routings that cycle

@@ -1,8 +1,10 @@
 //! Ring attention on GPUs, one process per rank under the launcher (`mkernel rank-check
 //! ring-attention`): every rank makes the whole sequence from one fresh seed, runs the ring on its
 //! shard (poisoned outputs) and checks every one of its rows against the single-GPU kernel on the
-//! whole sequence, sampled rows against an f64 reference, and that 20 launches back to back give
-//! the same bits. Causal runs use zigzag shards. Layouts: 1 node x 2, 2 emulated nodes x 1 (the
+//! whole sequence and sampled rows against an f64 reference, for three rounds of fresh data; then
+//! 20 launches back to back cycle through the rounds' inputs, each written on the stream right
+//! after the launch before, and each launch's O and lse must be its round's bits. Causal runs use
+//! zigzag shards. Layouts: 1 node x 2, 2 emulated nodes x 1 (the
 //! K/V and the flags cross through FIFO, proxy and emulated NIC) and, with four GPUs, 1 x 4 and
 //! 2 x 2, and 4 emulated nodes x 1 (every hop through the proxy), each also with fewer receive
 //! slots than steps (slots reused within a launch) and with tiles walked as one unit over every

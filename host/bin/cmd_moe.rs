@@ -251,9 +251,13 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
             _ => bail!("no output"),
         })
     };
+    // The outputs and the layout tables: every launch must write all it reads of them.
     let poison = || -> anyhow::Result<()> {
         op.output_bytes().fill_bytes(POISON_BYTE)?;
         op.dispatched().fill_bytes(POISON_BYTE)?;
+        let (words, table) = op.layout_tables();
+        words.fill_bytes(POISON_BYTE)?;
+        table.fill_bytes(POISON_BYTE)?;
         Ok(())
     };
     let load = |round: u32| -> anyhow::Result<()> {
@@ -400,6 +404,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
             Ok((gpu.upload(&hx)?, gpu.upload(&hi)?, gpu.upload(&hw)?))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let (words, table) = op.layout_tables();
     let stage = |which: usize| -> anyhow::Result<()> {
         let (sx, si, sw) = &staged[which];
         // SAFETY: every buffer outlives this function, which waits for the stream before it returns.
@@ -410,10 +415,11 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
                 enqueue_copy(&gpu, &wt.as_slice(), &sw.as_slice())?;
             }
             enqueue_fill(&gpu, &op.output_bytes(), POISON_BYTE)?;
-            enqueue_fill(&gpu, &op.dispatched(), POISON_BYTE)
+            enqueue_fill(&gpu, &op.dispatched(), POISON_BYTE)?;
+            enqueue_fill(&gpu, &words, POISON_BYTE)?;
+            enqueue_fill(&gpu, &table, POISON_BYTE)
         }
     };
-    let (words, table) = op.layout_tables();
     let y = Captured::either("y", op.output(), op.output_f32(), i)?;
     let outputs = [y, Captured::of("layout words", &words, 1), Captured::of("row table", &table, 1)];
     // Per round: the rows used, and which of them are real (not padding).

@@ -1,5 +1,5 @@
 //! `mkernel rank-check ring-attention` and `mkernel bench ring-attention`.
-use crate::cmd_rank::bench_rank;
+use crate::cmd_rank::{bench_rank, enqueue_copy, enqueue_fill, ALTERNATING_ROUNDS};
 use crate::RanksArgs;
 use anyhow::{ensure, Context};
 use clap::Args;
@@ -36,7 +36,8 @@ pub struct CheckArgs {
     /// Tiles walked one step per unit (default: modelled; 0: every tile one unit over all steps).
     #[arg(long = "split-tiles")]
     pub split_tiles: Option<u32>,
-    /// Launches back to back (no host sync) after the checked one; each must give the same bits.
+    /// Launches back to back (no host sync) after the checked rounds, cycling through their
+    /// inputs; each must give its round's bits.
     #[arg(long, default_value_t = 20)]
     pub repeat: u32,
     /// Query rows per (batch, head) checked against the f64 host reference.
@@ -49,8 +50,11 @@ pub struct CheckArgs {
 
 /// Every rank makes the whole sequence's Q, K and V from one seed (the same on every rank), takes
 /// its shard, runs the ring (poisoned outputs), and checks its rows against the single-GPU kernel
-/// on the whole sequence (on this rank's GPU) and, on sampled rows, against the f64 reference;
-/// then back-to-back launches must repeat the first one's bits.
+/// on the whole sequence (on this rank's GPU) and, on sampled rows, against the f64 reference; so
+/// for each of [`ALTERNATING_ROUNDS`] rounds of fresh data. Then launches back to back cycle
+/// through the rounds, each launch's inputs written on the stream right after the launch before
+/// ends, and each launch's O and lse must be its round's bits: a launch that read a K/V block a
+/// peer (or the proxy) took late, or one left by an earlier launch, computes something else.
 pub fn check(a: CheckArgs) -> anyhow::Result<()> {
     let world = World::from_env()?;
     let gpu = Gpu::new(world.device)?;
@@ -68,81 +72,130 @@ pub fn check(a: CheckArgs) -> anyhow::Result<()> {
     let all = comm.bootstrap().all_gather(&proposal)?;
     let seed = u64::from_le_bytes(all[0][..8].try_into().context("rank 0's seed")?);
     let mut rng = Rng::new(seed);
-    let (q, k, v) =
-        (rng.bf16_vec(full.q_elements()), rng.bf16_vec(full.kv_elements()), rng.bf16_vec(full.kv_elements()));
     let dims = |heads| (full.batch, full.seq_q, heads, full.head_dim);
     let mine = |x: &[bf16], heads| zigzag_shard(x, a.layout, dims(heads), (w, rank), zigzag);
-    let (q_r, k_r, v_r) = (mine(&q, full.heads), mine(&k, full.heads_kv), mine(&v, full.heads_kv));
 
-    let dq = gpu.upload(&q_r)?;
+    let dq = gpu.alloc::<bf16>(local.q_elements())?;
     let o = gpu.alloc::<bf16>(local.q_elements())?;
     let lse = gpu.alloc::<f32>(local.lse_elements())?;
-    o.fill_bytes(POISON_BYTE)?;
-    lse.fill_bytes(POISON_BYTE)?;
     let ring = RingAttention::new(&comm, &gpu, local, a.layout, &dq, &o, Some(&lse), opts)?;
-    ring.k().copy_from(&k_r)?;
-    ring.v().copy_from(&v_r)?;
-    comm.barrier()?;
-    ring.run(&gpu)?;
-    let (got, got_lse) = (o.to_vec()?, lse.to_vec()?);
-    ensure!(got.iter().all(|x| x.to_f32().is_finite()), "rank {rank}: O has unwritten (NaN) elements");
-    ensure!(got_lse.iter().all(|x| !x.is_nan()), "rank {rank}: lse has unwritten (NaN) elements");
-
-    // The single-GPU kernel on the whole sequence, on this GPU.
-    let (fq, fk, fv) = (gpu.upload(&q)?, gpu.upload(&k)?, gpu.upload(&v)?);
-    let (fo, flse) = (gpu.alloc::<bf16>(full.q_elements())?, gpu.alloc::<f32>(full.lse_elements())?);
     let single_opts = AttentionOptions { causal: a.causal, timeout, ..Default::default() };
-    Attention::new(&gpu, full, a.layout, (&fq, &fk, &fv), &fo, Some(&flse), single_opts)?.run(&gpu)?;
-    let (want, want_lse) = (fo.to_vec()?, flse.to_vec()?);
     let d = local.head_dim;
     let scale = 1.0 / (d as f64).sqrt();
     let (mut worst, mut worst_lse, mut worst_ref) = (0f64, 0f64, 0f64);
-    for b in 0..local.batch {
-        for h in 0..local.heads {
-            for x in 0..local.seq_q {
-                let pos = shard_position(x, local.seq_q, (w, rank), zigzag);
-                let row = |buf: &[bf16], seq, r| -> Vec<f64> {
-                    (0..d).map(|e| buf[index(a.layout, (b, h, r, e), seq, local.heads, d)].to_f64()).collect()
-                };
-                let (mine_row, theirs) = (row(&got, local.seq_q, x), row(&want, full.seq_q, pos));
-                let err = rel_err(&mine_row, &theirs);
-                let l_err = (got_lse[(b * local.heads + h) * local.seq_q + x]
-                    - want_lse[(b * full.heads + h) * full.seq_q + pos])
-                    .abs();
-                ensure!(
-                    err < 1e-2 && l_err < 2e-3,
-                    "rank {rank}: b {b} h {h} row {x} (position {pos}): O rel err {err:.2e} vs the single-GPU kernel, lse off by {l_err:.2e}"
-                );
-                worst = worst.max(err);
-                worst_lse = worst_lse.max(l_err as f64);
+    // Each round's shards (uploaded, for the launches back to back) and verified O and lse.
+    let mut rounds = Vec::new();
+    for round in 0..ALTERNATING_ROUNDS {
+        let (q, k, v) =
+            (rng.bf16_vec(full.q_elements()), rng.bf16_vec(full.kv_elements()), rng.bf16_vec(full.kv_elements()));
+        let (q_r, k_r, v_r) = (mine(&q, full.heads), mine(&k, full.heads_kv), mine(&v, full.heads_kv));
+        // Every rank's launch of the round before has ended: nobody reads our K/V any more.
+        comm.barrier()?;
+        dq.copy_from(&q_r)?;
+        ring.k().copy_from(&k_r)?;
+        ring.v().copy_from(&v_r)?;
+        o.fill_bytes(POISON_BYTE)?;
+        lse.fill_bytes(POISON_BYTE)?;
+        comm.barrier()?;
+        ring.run(&gpu)?;
+        let (got, got_lse) = (o.to_vec()?, lse.to_vec()?);
+        ensure!(
+            got.iter().all(|x| x.to_f32().is_finite()),
+            "rank {rank}: round {round}: O has unwritten (NaN) elements"
+        );
+        ensure!(got_lse.iter().all(|x| !x.is_nan()), "rank {rank}: round {round}: lse has unwritten (NaN) elements");
+
+        // The single-GPU kernel on the whole sequence, on this GPU.
+        let (fq, fk, fv) = (gpu.upload(&q)?, gpu.upload(&k)?, gpu.upload(&v)?);
+        let (fo, flse) = (gpu.alloc::<bf16>(full.q_elements())?, gpu.alloc::<f32>(full.lse_elements())?);
+        Attention::new(&gpu, full, a.layout, (&fq, &fk, &fv), &fo, Some(&flse), single_opts)?.run(&gpu)?;
+        let (want, want_lse) = (fo.to_vec()?, flse.to_vec()?);
+        for b in 0..local.batch {
+            for h in 0..local.heads {
+                for x in 0..local.seq_q {
+                    let pos = shard_position(x, local.seq_q, (w, rank), zigzag);
+                    let row = |buf: &[bf16], seq, r| -> Vec<f64> {
+                        (0..d).map(|e| buf[index(a.layout, (b, h, r, e), seq, local.heads, d)].to_f64()).collect()
+                    };
+                    let (mine_row, theirs) = (row(&got, local.seq_q, x), row(&want, full.seq_q, pos));
+                    let err = rel_err(&mine_row, &theirs);
+                    let l_err = (got_lse[(b * local.heads + h) * local.seq_q + x]
+                        - want_lse[(b * full.heads + h) * full.seq_q + pos])
+                        .abs();
+                    ensure!(
+                        err < 1e-2 && l_err < 2e-3,
+                        "rank {rank}: round {round}: b {b} h {h} row {x} (position {pos}): O rel err {err:.2e} vs the single-GPU kernel, lse off by {l_err:.2e}"
+                    );
+                    worst = worst.max(err);
+                    worst_lse = worst_lse.max(l_err as f64);
+                }
+                let rows: Vec<usize> = (0..a.reference_rows.min(local.seq_q))
+                    .map(|i| if i < 2 { i * (local.seq_q - 1) } else { rng.next_u64() as usize % local.seq_q })
+                    .collect();
+                for x in rows {
+                    let pos = shard_position(x, local.seq_q, (w, rank), zigzag);
+                    let (r, _) = reference_row((&q, &k, &v), full, a.layout, a.causal, scale, (b, h, pos));
+                    let mine_row: Vec<f64> = (0..d)
+                        .map(|e| got[index(a.layout, (b, h, x, e), local.seq_q, local.heads, d)].to_f64())
+                        .collect();
+                    let err = rel_err(&mine_row, &r);
+                    ensure!(
+                        err < 1e-2,
+                        "rank {rank}: round {round}: b {b} h {h} row {x} (position {pos}): O rel err {err:.2e} vs the f64 reference"
+                    );
+                    worst_ref = worst_ref.max(err);
+                }
             }
-            let rows: Vec<usize> = (0..a.reference_rows.min(local.seq_q))
-                .map(|i| if i < 2 { i * (local.seq_q - 1) } else { rng.next_u64() as usize % local.seq_q })
-                .collect();
-            for x in rows {
-                let pos = shard_position(x, local.seq_q, (w, rank), zigzag);
-                let (r, _) = reference_row((&q, &k, &v), full, a.layout, a.causal, scale, (b, h, pos));
-                let mine_row: Vec<f64> =
-                    (0..d).map(|e| got[index(a.layout, (b, h, x, e), local.seq_q, local.heads, d)].to_f64()).collect();
-                let err = rel_err(&mine_row, &r);
-                ensure!(
-                    err < 1e-2,
-                    "rank {rank}: b {b} h {h} row {x} (position {pos}): O rel err {err:.2e} vs the f64 reference"
+        }
+        let shards = (gpu.upload(&q_r)?, gpu.upload(&k_r)?, gpu.upload(&v_r)?);
+        rounds.push((
+            shards,
+            bytemuck::cast_slice::<bf16, u8>(&got).to_vec(),
+            bytemuck::cast_slice::<f32, u8>(&got_lse).to_vec(),
+        ));
+    }
+    // Back to back, no host sync: launch n takes round n mod 3's inputs, written on the stream
+    // after the launch before (poisoned outputs too); a device copy of its O and lse follows it.
+    comm.barrier()?;
+    let (o_bytes, lse_bytes) = (local.q_elements() * 2, local.lse_elements() * 4);
+    let size = o_bytes + lse_bytes;
+    let history = gpu.alloc::<u8>(a.repeat as usize * size)?;
+    for n in 0..a.repeat as usize {
+        let ((q_r, k_r, v_r), _, _) = &rounds[n % ALTERNATING_ROUNDS];
+        let at = history.addr() + (n * size) as u64;
+        // SAFETY: every buffer here (outputs, Q, the op's K/V, the rounds' uploads, the history)
+        // outlives the wait below.
+        unsafe {
+            enqueue_fill(&gpu, &o.as_slice(), POISON_BYTE)?;
+            enqueue_fill(&gpu, &lse.as_slice(), POISON_BYTE)?;
+            enqueue_copy(&gpu, &dq.as_slice(), &q_r.as_slice())?;
+            enqueue_copy(&gpu, &ring.k(), &k_r.as_slice())?;
+            enqueue_copy(&gpu, &ring.v(), &v_r.as_slice())?;
+        }
+        ring.launch(&gpu)?;
+        // SAFETY: as above.
+        unsafe {
+            gpu.copy_async(at, o.addr(), o_bytes)?;
+            gpu.copy_async(at + o_bytes as u64, lse.addr(), lse_bytes)?;
+        }
+    }
+    ring.wait(&gpu)?;
+    for n in 0..a.repeat as usize {
+        let (_, want_o, want_lse) = &rounds[n % ALTERNATING_ROUNDS];
+        let got = history.slice(n * size..(n + 1) * size).to_vec()?;
+        for (name, g, want, elem) in [("O", &got[..o_bytes], want_o, 2), ("lse", &got[o_bytes..], want_lse, 4)] {
+            if let Some(i) = (0..g.len()).find(|&i| g[i] != want[i]) {
+                anyhow::bail!(
+                    "rank {rank}: back-to-back launch {n} (round {} of {ALTERNATING_ROUNDS}): {name} element {} differs from the round's verified launch",
+                    n % ALTERNATING_ROUNDS,
+                    i / elem
                 );
-                worst_ref = worst_ref.max(err);
             }
         }
     }
-    // Back to back, no host sync: every launch must give the same bits.
-    o.fill_bytes(POISON_BYTE)?;
-    for _ in 0..a.repeat {
-        ring.launch(&gpu)?;
-    }
-    ring.wait(&gpu)?;
-    ensure!(a.repeat == 0 || o.to_vec()? == got, "rank {rank}: {} back-to-back launches changed O", a.repeat);
     comm.barrier()?;
     println!(
-        "ring-attention ok: rank {rank} of {w} ({} node(s)), shard {:?} {:?} causal {} zigzag {zigzag}: vs single-GPU worst row rel err {worst:.2e}, lse {worst_lse:.2e}; vs f64 reference {worst_ref:.2e}; {} back-to-back launches identical",
+        "ring-attention ok: rank {rank} of {w} ({} node(s)), shard {:?} {:?} causal {} zigzag {zigzag}: {ALTERNATING_ROUNDS} rounds vs single-GPU worst row rel err {worst:.2e}, lse {worst_lse:.2e}; vs f64 reference {worst_ref:.2e}; {} back-to-back launches on alternating inputs identical to their rounds'",
         world.nodes, local, a.layout, a.causal, a.repeat
     );
     Ok(())
