@@ -35,6 +35,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     println!("cargo:rerun-if-env-changed=MKERNEL_DEVICE_TOOLCHAIN");
+    println!("cargo:rerun-if-env-changed=MKERNEL_DEVICE_FEATURES");
     println!("cargo:rerun-if-env-changed=CUDA_LIBRARY_PATH");
     for var in ["MKERNEL_PTXAS", "MKERNEL_NVTOOLS", "CUDA_HOME"] {
         println!("cargo:rerun-if-env-changed={var}");
@@ -112,6 +113,8 @@ fn main() {
         ])
         .arg("--manifest-path")
         .arg(root.join("device/Cargo.toml"))
+        // Diagnostic modules only (`trace`: launch timelines); the product builds none.
+        .args(env::var("MKERNEL_DEVICE_FEATURES").ok().filter(|f| !f.is_empty()).map(|f| format!("--features={f}")))
         .arg("--target-dir")
         .arg(&target_dir);
     let status = cmd
@@ -228,6 +231,12 @@ fn embed_commit(root: &Path) {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown".into());
+    // A diagnostic module says so in every record it times.
+    let features = env::var("MKERNEL_DEVICE_FEATURES").ok().filter(|f| !f.is_empty());
+    let commit = match features {
+        Some(f) => format!("{commit}+{}", f.replace(',', "+")),
+        None => commit,
+    };
     println!("cargo:rustc-env=MKERNEL_COMMIT={commit}");
 }
 

@@ -34,6 +34,8 @@ fn bad_values_exit_2_naming_flag_and_rule() {
         (&["bench", "allgather", "--sizes", "abc"], &["--sizes", "not a size"]),
         (&["bench", "ag-gemm", "--layouts", "xy"], &["--layouts", "`nk`"]),
         (&["bench", "ag-gemm", "--push-ctas", "0"], &["--push-ctas"]),
+        (&["bench", "ag-gemm", "--trace-epochs", "1,2,3"], &["--trace-epochs", "not FIRST or FIRST,COUNT"]),
+        (&["bench", "ag-gemm", "--trace-epochs", "0"], &["--trace-epochs", "FIRST must be at least 1"]),
         (&["launch", "--timeout", "2", "-n", "2", "--", "true"], &["--timeout"]),
         (&["launch", "-n", "0", "--", "true"], &["--nprocs", "0 is not in 1..=1024"]),
         (&["launch", "-n", "-1", "--", "true"], &["--nprocs", "-1 is not in 1..=1024"]),
@@ -61,6 +63,15 @@ fn bad_values_exit_2_naming_flag_and_rule() {
             assert!(err.contains(n), "{args:?}: `{n}` missing from: {err}");
         }
     }
+}
+
+/// A timeline counts epochs per op, so it takes one shape and one layout: refused before any
+/// rank starts.
+#[test]
+fn a_timeline_takes_one_shape() {
+    let o = mkernel(&["bench", "ag-gemm", "--trace", "t", "--shapes", "2048x4096x4096,4096x4096x4096"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--trace: one shape and one layout"), "{}", stderr(&o));
 }
 
 #[test]

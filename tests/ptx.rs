@@ -101,6 +101,16 @@ fn targets_sm90a_and_declares_every_kernel() {
     }
 }
 
+/// The product's module keeps no launch timelines: the `trace` feature's buffers exist only in a
+/// diagnostic build (MKERNEL_DEVICE_FEATURES=trace), whose records carry `+trace` in their commit.
+#[test]
+fn the_product_module_has_no_timeline_buffers() {
+    if std::env::var("MKERNEL_DEVICE_FEATURES").is_ok_and(|f| f.contains("trace")) {
+        return; // a diagnostic build, on purpose
+    }
+    assert!(!kernels::PTX.contains("MK_TRACE"), "the module was built with the `trace` feature");
+}
+
 #[test]
 fn barriers_tolerate_duplication_by_llvm() {
     // `bar.sync` is `barrier.sync.aligned`: if LLVM duplicates it into two arms of a branch, one

@@ -133,6 +133,54 @@ pub const WAIT_MBAR_HANDOFF: u32 = 4;
 /// position; `seen`: where it stood): an earlier WRITE's source was still being read.
 pub const WAIT_FIFO_RELEASED: u32 = 5;
 
+/// Launch timelines (the device crate's `trace` feature, off in the product's module): the
+/// stamps a traced launch leaves, their layout and the module's symbols the host reads.
+pub mod trace {
+    /// Stamps one module keeps (later ones are counted, not kept).
+    pub const CAPACITY: u32 = 16384;
+    /// Words per stamp: `epoch << 40 | event << 32 | cta`, `%globaltimer` (ns), `a << 32 | b`.
+    pub const WORDS: u32 = 3;
+    /// CTAs whose last warp's exit is counted ([`END`]); higher CTAs stamp no end.
+    pub const MAX_CTAS: u32 = 1024;
+    /// `u32` x 2: the first traced epoch and how many (the host writes them; 0 stamps none).
+    pub const SELECT: &str = "MK_TRACE_SELECT";
+    /// `u32`: stamps taken so far (kept while below [`CAPACITY`]).
+    pub const COUNT: &str = "MK_TRACE_COUNT";
+    /// `u64` x [`WORDS`] x [`CAPACITY`]: the stamps.
+    pub const BUFFER: &str = "MK_TRACE_BUFFER";
+    /// `u32` x [`MAX_CTAS`]: warps of each CTA that finished (the last resets it).
+    pub const EXITS: &str = "MK_TRACE_EXITS";
+
+    /// A CTA began (`a`: its role, `b`: the rank).
+    pub const START: u32 = 1;
+    /// A CTA ended (its last warp, or a comm role's thread 0 after its work).
+    pub const END: u32 = 2;
+    /// A compute CTA's producer claimed a tile (`a`: walk position, `b`: `m << 16 | n`).
+    pub const TILE_CLAIMED: u32 = 3;
+    /// The rows the tile reads are in (as [`TILE_CLAIMED`]).
+    pub const TILE_READY: u32 = 4;
+    /// A forward CTA saw a chunk arrive from another node (`a`: source rank, `b`: chunk).
+    pub const CHUNK_SEEN: u32 = 5;
+    /// The inter-send thread pushed its last WRITE (`a`: FIFO position through which it pushed).
+    pub const SENT: u32 = 6;
+    /// The proxy released every WRITE the inter-send thread pushed (as [`SENT`]).
+    pub const RELEASED: u32 = 7;
+
+    /// An event's name.
+    pub fn name(event: u32) -> &'static str {
+        match event {
+            START => "start",
+            END => "end",
+            TILE_CLAIMED => "tile_claimed",
+            TILE_READY => "tile_ready",
+            CHUNK_SEEN => "chunk_seen",
+            SENT => "sent",
+            RELEASED => "released",
+            _ => "unknown",
+        }
+    }
+}
+
 abi_struct! {
     /// Who waited for what: written (once, by the first waiter that times out) into a buffer the
     /// host can read even after the kernel stopped. Any non-zero `status` also tells every other

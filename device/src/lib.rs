@@ -30,6 +30,8 @@ pub mod gemm;
 pub mod kernels;
 #[cfg(target_arch = "nvptx64")]
 pub mod pipeline;
+#[cfg(target_arch = "nvptx64")]
+pub mod trace;
 
 /// Launch constants of the kernels, visible to the host (which sizes grids and shared memory).
 pub mod kernels_info {

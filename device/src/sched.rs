@@ -259,6 +259,13 @@ pub trait InputGate {
         0
     }
 
+    /// The launch epoch the producer thread stamps its tiles' claims and readiness under (the
+    /// `trace` feature; 0, never traced, by default).
+    #[inline(always)]
+    fn trace_epoch(&self) -> u32 {
+        0
+    }
+
     /// Whether A's rows are gathered row by row ([`InputGate::a_row`]) by the producer
     /// warpgroup's 128 threads instead of loaded as boxes of the tensor map.
     const GATHER: bool = false;

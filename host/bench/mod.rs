@@ -17,6 +17,7 @@ use std::time::Duration;
 
 pub mod device_barrier;
 pub mod harness;
+pub mod timeline;
 pub use device_barrier::RankGroup;
 pub use harness::{median, print_table, time_each, time_ms, write_json, Group, Record, RunInfo, Solo, Timing};
 

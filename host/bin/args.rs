@@ -122,6 +122,22 @@ pub fn lead(s: &str) -> Result<u32, String> {
     s.parse::<u32>().map_err(|_| format!("`{s}`: a number of rounds, or `all`"))
 }
 
+/// Traced launches: `FIRST` or `FIRST,COUNT` (epochs count from 1; COUNT defaults to 1).
+pub fn epochs(s: &str) -> Result<(u32, u32), String> {
+    let whole = |v: &str, name: &str| -> Result<u32, String> {
+        match v.parse::<u32>() {
+            Ok(0) => Err(format!("`{s}`: {name} must be at least 1")),
+            Ok(x) => Ok(x),
+            Err(_) => Err(format!("`{s}`: {name} = `{v}` is not a whole number")),
+        }
+    };
+    match s.split(',').collect::<Vec<_>>()[..] {
+        [first] => Ok((whole(first, "FIRST")?, 1)),
+        [first, count] => Ok((whole(first, "FIRST")?, whole(count, "COUNT")?)),
+        _ => Err(format!("`{s}` is not FIRST or FIRST,COUNT")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +183,15 @@ mod tests {
         assert_eq!(layout("nk").unwrap(), BLayout::NK);
         assert_eq!(layout("kn").unwrap(), BLayout::KN);
         assert!(layout("NK").is_err());
+    }
+
+    #[test]
+    fn epochs_take_a_first_and_a_count() {
+        assert_eq!(epochs("41"), Ok((41, 1)));
+        assert_eq!(epochs("41,2"), Ok((41, 2)));
+        assert!(epochs("0,2").unwrap_err().contains("FIRST must be at least 1"));
+        assert!(epochs("4,0").unwrap_err().contains("COUNT must be at least 1"));
+        assert!(epochs("1,2,3").unwrap_err().contains("not FIRST or FIRST,COUNT"));
+        assert!(epochs("x").unwrap_err().contains("not a whole number"));
     }
 }

@@ -245,6 +245,8 @@ enum BenchCmd {
         /// Also write JSON lines here (rank 0).
         #[arg(long)]
         json: Option<PathBuf>,
+        #[command(flatten)]
+        trace: cmd_ag_gemm::TraceArgs,
     },
     /// GEMM + ReduceScatter: fused, unfused and the GEMM alone (run on several ranks).
     GemmRs(RsBenchArgs),
@@ -608,8 +610,8 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
             let how = cmd_bench::AllgatherHow { intra_ctas, copy, in_place };
             cmd_bench::allgather(&sizes, how, &ranks, timing.timing(), json.as_deref())
         }
-        BenchCmd::AgGemm { shapes, layouts, knobs, in_place, ranks, timing, json } => {
-            cmd_ag_gemm::bench(&shapes, &layouts, &knobs, in_place, &ranks, timing.timing(), json.as_deref())
+        BenchCmd::AgGemm { shapes, layouts, knobs, in_place, ranks, timing, json, trace } => {
+            cmd_ag_gemm::bench(&shapes, &layouts, &knobs, in_place, &ranks, timing.timing(), json.as_deref(), &trace)
         }
         BenchCmd::GemmRs(a) => a.run(mkernel::ops::gemm_rs::Collective::ReduceScatter),
         BenchCmd::GemmAr(a) => a.run(mkernel::ops::gemm_rs::Collective::AllReduce),

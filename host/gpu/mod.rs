@@ -382,6 +382,28 @@ impl Gpu {
         DeviceBuffer::from_slice(&maps)
     }
 
+    /// The loaded module's global variable `name` as elements of `T`, or `None` where the module
+    /// has no such symbol (diagnostic buffers exist only in diagnostic modules, e.g. the `trace`
+    /// feature's). A size that is not a whole number of `T`s is an error.
+    pub fn module_global<T: Pod>(&self, name: &str) -> Result<Option<DeviceSlice<'_, T>>> {
+        self.make_current()?;
+        let cname = CString::new(name)
+            .map_err(|_| GpuError::InvalidArgument { arg: "name", rule: format!("{name:?} holds a NUL byte") })?;
+        let (mut ptr, mut bytes) = (0u64, 0usize);
+        // SAFETY: the module is loaded in this context; the call writes two values on success.
+        let r = unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, self.state.module, cname.as_ptr()) };
+        if r == sys::CUresult::CUDA_ERROR_NOT_FOUND {
+            return Ok(None);
+        }
+        check("cuModuleGetGlobal", r)?;
+        let elem = std::mem::size_of::<T>();
+        if bytes % elem != 0 {
+            return Err(GpuError::Module(format!("global `{name}` has {bytes} bytes, not a whole number of {elem}")));
+        }
+        // SAFETY: the module's global, alive while the module is (as long as this context).
+        Ok(Some(unsafe { DeviceSlice::from_raw(ptr, bytes / elem) }))
+    }
+
     fn function(&self, name: &'static str, smem_bytes: u32) -> Result<sys::CUfunction> {
         let mut fns = self.state.functions.lock().unwrap();
         let f = fns.get_mut(name).ok_or_else(|| GpuError::Module(format!("unknown kernel `{name}`")))?;

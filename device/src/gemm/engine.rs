@@ -170,9 +170,16 @@ unsafe fn produce<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: Til
             continue;
         }
         let tile = sched.tile(i);
+        let traced = |event| {
+            if crate::trace::ON {
+                crate::trace::stamp(gate.trace_epoch(), event, block_idx_x_here(), i, tile.m << 16 | tile.n);
+            }
+        };
+        traced(crate::abi::trace::TILE_CLAIMED);
         // A failed input wait already reported and failed the launch; loading anyway lets every
         // CTA finish (the host then returns the report) instead of trapping.
         let _ = gate.wait(tile);
+        traced(crate::abi::trace::TILE_READY);
         let (a_map, a_row) = gate.a_source(tile, ops.a_map, TILE_M);
         let origin = (a_row as i32, (tile.n * A::N) as i32);
         let b_row0 = gate.b_row0(tile) as i32;

@@ -34,6 +34,7 @@ use crate::sched::{
     TileScheduler, SIDE_THREADS,
 };
 use crate::sync::{stop, Bound};
+use crate::{abi::trace as trace_ev, trace};
 
 /// The compute CTAs' input gate: a tile waits for the arrival flags of exactly the chunks of rows
 /// it reads (its order is `row_order`'s grouped raster, a [`RowOrder`]).
@@ -43,6 +44,11 @@ pub struct ArrivalGate<'a> {
 }
 
 impl InputGate for ArrivalGate<'_> {
+    #[inline(always)]
+    fn trace_epoch(&self) -> u32 {
+        self.epoch
+    }
+
     #[inline(always)]
     unsafe fn wait(&self, tile: Tile) -> Result<(), GaveUp> {
         let p = self.p;
@@ -356,6 +362,9 @@ unsafe fn forward(p: &AgGemmParams, mv: &mut Mover, idx: u32, ctas: u32) {
         if mv.tid == 0 && !mv.failed {
             let flag = (p.flags as *const u32).add(p.data_flag(src, c) as usize);
             mv.failed = mv.b.flag(flag, mv.epoch, src).is_err();
+            if trace::ON {
+                trace::stamp(mv.epoch, trace_ev::CHUNK_SEEN, block_idx_x(), src, c);
+            }
             fence_proxy_async_global();
         }
         sync_threads(); // the other threads copy only after thread 0 saw the chunk arrive
@@ -415,8 +424,14 @@ unsafe fn inter_send(p: &AgGemmParams, epoch: u32, b: &Bound) {
             }
         }
     }
+    if trace::ON {
+        trace::stamp(epoch, trace_ev::SENT, block_idx_x(), through as u32, 0);
+    }
     // The WRITEs read the shard (in place, the caller's input): the launch ends after they did.
     let _ = fifo_quiet(&p.fifo, through, b, p.rank);
+    if trace::ON {
+        trace::stamp(epoch, trace_ev::RELEASED, block_idx_x(), through as u32, 0);
+    }
 }
 
 /// All-gather alone: wait until every chunk this rank gathers has arrived, `nthreads` threads
@@ -589,7 +604,11 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
     };
     let bound =
         |role: Role| Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: role as u32 };
-    match roles.role_of(block_idx_x()) {
+    let role = roles.role_of(block_idx_x());
+    if trace::ON && tid == 0 {
+        trace::stamp(epoch, trace_ev::START, block_idx_x(), role.map_or(u32::MAX, |r| r.0 as u32), p.rank);
+    }
+    match role {
         Some((Role::Compute, _)) => compute::<TRANS_B>(p, epoch, bound(Role::Compute)),
         Some((Role::IntraComm, idx)) => {
             let ring = if tid == 0 { Some(BulkRing::new(ring_base())) } else { None };
@@ -625,6 +644,23 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
         }
         Some((Role::InterSend, _)) if tid == 0 => inter_send(p, epoch, &bound(Role::InterSend)),
         _ => {}
+    }
+    if trace::ON {
+        trace_end(p, role.map(|r| r.0), tid);
+    }
+}
+
+/// The CTA's `END` stamp: its last warp's exit where the tiles ran (every warp read the epoch
+/// past the engine's first block barrier), else thread 0's, after its copies or sends.
+#[inline(always)]
+unsafe fn trace_end(p: &AgGemmParams, role: Option<Role>, tid: u32) {
+    let tiles = matches!(role, Some(Role::Compute)) || (matches!(role, Some(Role::IntraComm)) && p.join != 0);
+    if tiles {
+        if lane_id() == 0 {
+            trace::warp_done(ld_shared_u32(dyn_smem_base() + EPOCH_WORD), block_idx_x(), block_dim_x() / 32);
+        }
+    } else if tid == 0 {
+        trace::stamp(ld_shared_u32(dyn_smem_base() + EPOCH_WORD), trace_ev::END, block_idx_x(), 0, 0);
     }
 }
 

@@ -1,0 +1,218 @@
+//! Launch timelines from a diagnostic module (the device crate's `trace` feature, built with
+//! `MKERNEL_DEVICE_FEATURES=trace`; see `mkernel_device::abi::trace`): select launches by their
+//! epoch, let them run, read back what each CTA stamped, and summarise it. The product's module
+//! has no buffers, and selecting there is a typed error.
+use crate::abi::trace::{self, CAPACITY, WORDS};
+use crate::error::{invalid, Result};
+use crate::gpu::DeviceSlice;
+use crate::Gpu;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// One stamp: launch `epoch`'s `event` in CTA `cta` at `t_ns` (`%globaltimer`), with its two
+/// arguments (see the events in `abi::trace`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Stamp {
+    /// The launch's epoch (its op's launch count, from 1).
+    pub epoch: u32,
+    /// What happened (`abi::trace::START` ...).
+    pub event: u32,
+    /// The CTA (`blockIdx.x`).
+    pub cta: u32,
+    /// `%globaltimer`, ns (it ticks about every microsecond on Hopper).
+    pub t_ns: u64,
+    /// The event's first argument.
+    pub a: u32,
+    /// The event's second argument.
+    pub b: u32,
+}
+
+impl Stamp {
+    /// The stamp kept in `words` (three words, as the device writes them).
+    pub fn decode(words: [u64; 3]) -> Stamp {
+        Stamp {
+            epoch: (words[0] >> 40) as u32,
+            event: (words[0] >> 32) as u32 & 0xff,
+            cta: words[0] as u32,
+            t_ns: words[1],
+            a: (words[2] >> 32) as u32,
+            b: words[2] as u32,
+        }
+    }
+}
+
+/// The module's timeline buffers on one GPU.
+pub struct Timeline<'g> {
+    select: DeviceSlice<'g, u32>,
+    count: DeviceSlice<'g, u32>,
+    buffer: DeviceSlice<'g, u64>,
+}
+
+impl<'g> Timeline<'g> {
+    /// The buffers of `gpu`'s module; a typed error where it was built without them.
+    pub fn of(gpu: &'g Gpu) -> Result<Timeline<'g>> {
+        let missing =
+            || invalid("trace", "this build's module keeps no timelines: build it with MKERNEL_DEVICE_FEATURES=trace");
+        let select = gpu.module_global::<u32>(trace::SELECT)?.ok_or_else(missing)?;
+        let count = gpu.module_global::<u32>(trace::COUNT)?.ok_or_else(missing)?;
+        let buffer = gpu.module_global::<u64>(trace::BUFFER)?.ok_or_else(missing)?;
+        if select.len() != 2 || count.len() != 1 || buffer.len() != (WORDS * CAPACITY) as usize {
+            return Err(invalid("trace", "the module's timeline buffers are not this build's sizes"));
+        }
+        Ok(Timeline { select, count, buffer })
+    }
+
+    /// Trace the launches with epochs `first..first + launches` (of every instrumented kernel;
+    /// epochs count from 1 per op) and forget earlier stamps. Call between launches.
+    pub fn select(&self, first: u32, launches: u32) -> Result<()> {
+        if first == 0 {
+            return Err(invalid("trace_epochs", "epochs count from 1"));
+        }
+        self.count.copy_from(&[0])?;
+        Ok(self.select.copy_from(&[first, launches])?)
+    }
+
+    /// Every stamp kept since [`Timeline::select`], in the order they were taken, and how many
+    /// were taken in all (more than kept once the buffer is full). Call after the launches ended.
+    pub fn read(&self) -> Result<(Vec<Stamp>, u32)> {
+        let taken = self.count.to_vec()?[0];
+        let kept = taken.min(CAPACITY) as usize;
+        let words = self.buffer.slice(0..kept * WORDS as usize).to_vec()?;
+        let stamps = words.chunks_exact(3).map(|w| Stamp::decode([w[0], w[1], w[2]])).collect();
+        Ok((stamps, taken))
+    }
+}
+
+/// Median of a sorted slice (0 for none).
+fn mid(v: &[u64]) -> u64 {
+    if v.is_empty() {
+        0
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+/// A text summary per traced launch, times in us from its first CTA's start: how many CTAs
+/// started; per role (`role_names[role]`), when its CTAs ended (first, median, last); the tiles
+/// claimed, how many waited more than 5 us for their rows, the longest wait and when the last
+/// tile's rows were in; when the forward CTAs saw the last chunk; when the inter-send thread had
+/// pushed its last WRITE and saw them released.
+pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
+    let mut by_epoch: BTreeMap<u32, Vec<&Stamp>> = BTreeMap::new();
+    for s in stamps {
+        by_epoch.entry(s.epoch).or_default().push(s);
+    }
+    let mut out = String::new();
+    for (epoch, ss) in by_epoch {
+        let Some(t0) = ss.iter().filter(|s| s.event == trace::START).map(|s| s.t_ns).min() else {
+            let _ = writeln!(out, "launch {epoch}: {} stamps, no CTA start", ss.len());
+            continue;
+        };
+        let us = |t: u64| t.saturating_sub(t0) as f64 / 1e3;
+        let roles: BTreeMap<u32, u32> = ss.iter().filter(|s| s.event == trace::START).map(|s| (s.cta, s.a)).collect();
+        let _ = writeln!(out, "launch {epoch}: {} CTAs started", roles.len());
+        let mut ends: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for s in ss.iter().filter(|s| s.event == trace::END) {
+            ends.entry(roles.get(&s.cta).copied().unwrap_or(u32::MAX)).or_default().push(s.t_ns);
+        }
+        for (role, mut t) in ends {
+            t.sort_unstable();
+            let name = role_names.get(role as usize).copied().unwrap_or("other");
+            let _ = writeln!(
+                out,
+                "  {name} CTAs: {} ended, first {:.1} median {:.1} last {:.1} us",
+                t.len(),
+                us(t[0]),
+                us(mid(&t)),
+                us(t[t.len() - 1])
+            );
+        }
+        let claims: BTreeMap<(u32, u32), u64> =
+            ss.iter().filter(|s| s.event == trace::TILE_CLAIMED).map(|s| ((s.cta, s.a), s.t_ns)).collect();
+        let ready: Vec<&&Stamp> = ss.iter().filter(|s| s.event == trace::TILE_READY).collect();
+        if !ready.is_empty() {
+            let waits: Vec<u64> = ready
+                .iter()
+                .map(|s| s.t_ns.saturating_sub(claims.get(&(s.cta, s.a)).copied().unwrap_or(s.t_ns)))
+                .collect();
+            let last = ready.iter().map(|s| s.t_ns).max().unwrap_or(t0);
+            let _ = writeln!(
+                out,
+                "  tiles: {} claimed, {} waited over 5 us for their rows (longest {:.1} us, {:.1} us in all); last rows in at {:.1} us",
+                claims.len(),
+                waits.iter().filter(|&&w| w > 5_000).count(),
+                waits.iter().max().copied().unwrap_or(0) as f64 / 1e3,
+                waits.iter().sum::<u64>() as f64 / 1e3,
+                us(last)
+            );
+        }
+        let seen: Vec<u64> = ss.iter().filter(|s| s.event == trace::CHUNK_SEEN).map(|s| s.t_ns).collect();
+        if let (Some(first), Some(last)) = (seen.iter().min(), seen.iter().max()) {
+            let _ = writeln!(
+                out,
+                "  forwarded chunks: {} seen, first at {:.1}, last at {:.1} us",
+                seen.len(),
+                us(*first),
+                us(*last)
+            );
+        }
+        for (event, what) in [(trace::SENT, "every WRITE pushed"), (trace::RELEASED, "every WRITE released")] {
+            if let Some(s) = ss.iter().find(|s| s.event == event) {
+                let _ = writeln!(out, "  inter-send: {what} at {:.1} us (FIFO position {})", us(s.t_ns), s.a);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(epoch: u32, event: u32, cta: u32, t: u64, a: u32, b: u32) -> [u64; 3] {
+        [(epoch as u64) << 40 | (event as u64) << 32 | cta as u64, t, (a as u64) << 32 | b as u64]
+    }
+
+    #[test]
+    fn stamps_decode_as_the_device_packs_them() {
+        let s = Stamp::decode(words(41, trace::TILE_READY, 131, 1_795_873_935_848_505_344, 2047, 127 << 16 | 15));
+        assert_eq!(
+            s,
+            Stamp {
+                epoch: 41,
+                event: trace::TILE_READY,
+                cta: 131,
+                t_ns: 1_795_873_935_848_505_344,
+                a: 2047,
+                b: 127 << 16 | 15
+            }
+        );
+    }
+
+    #[test]
+    fn the_summary_reports_ends_waits_and_sends_per_launch() {
+        let base = 1_000_000_000u64;
+        let w = |event, cta, t_us: u64, a, b| Stamp::decode(words(7, event, cta, base + t_us * 1000, a, b));
+        let stamps = [
+            w(trace::START, 0, 0, 0, 0),
+            w(trace::START, 1, 1, 0, 0),
+            w(trace::START, 2, 1, 2, 0),
+            w(trace::TILE_CLAIMED, 0, 2, 0, 0),
+            w(trace::TILE_READY, 0, 3, 0, 0),
+            w(trace::TILE_CLAIMED, 1, 2, 1, 1),
+            w(trace::TILE_READY, 1, 22, 1, 1),
+            w(trace::SENT, 2, 40, 9, 0),
+            w(trace::RELEASED, 2, 60, 9, 0),
+            w(trace::END, 2, 61, 0, 0),
+            w(trace::END, 0, 100, 0, 0),
+            w(trace::END, 1, 120, 0, 0),
+        ];
+        let text = summary(&stamps, &["compute", "intra-comm", "inter-send"]);
+        assert!(text.contains("launch 7: 3 CTAs started"), "{text}");
+        assert!(text.contains("compute CTAs: 2 ended, first 100.0 median 120.0 last 120.0 us"), "{text}");
+        assert!(text.contains("inter-send CTAs: 1 ended, first 61.0"), "{text}");
+        assert!(text.contains("tiles: 2 claimed, 1 waited over 5 us for their rows (longest 20.0 us, 21.0 us in all); last rows in at 22.0 us"), "{text}");
+        assert!(text.contains("every WRITE pushed at 40.0 us (FIFO position 9)"), "{text}");
+        assert!(text.contains("every WRITE released at 60.0 us"), "{text}");
+    }
+}
