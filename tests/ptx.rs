@@ -3,6 +3,7 @@
 //! to a slower path cannot pass); the GEMM neither spills nor has its wgmmas serialised (the
 //! AllGather + GEMM kernels may keep one word of predicates in local memory, outside the k-loop).
 //! ptxas / cuobjdump come from scripts/setup.sh (PyPI wheels), `MKERNEL_NVTOOLS`, or a CUDA install.
+use mkernel::abi::trace;
 use mkernel::gpu::kernels;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -106,7 +107,14 @@ fn targets_sm90a_and_declares_every_kernel() {
 #[test]
 fn the_product_module_has_no_timeline_buffers() {
     if std::env::var("MKERNEL_DEVICE_FEATURES").is_ok_and(|f| f.contains("trace")) {
-        return; // a diagnostic build, on purpose
+        // A diagnostic build, on purpose: the host must find its buffers by name.
+        for sym in [trace::SELECT, trace::COUNT, trace::BUFFER, trace::EXITS] {
+            assert!(
+                kernels::PTX.lines().any(|l| l.starts_with(".visible .global") && l.contains(&format!(" {sym}["))),
+                "the trace module does not export {sym}"
+            );
+        }
+        return;
     }
     assert!(!kernels::PTX.contains("MK_TRACE"), "the module was built with the `trace` feature");
 }

@@ -140,6 +140,8 @@ pub mod trace {
     pub const CAPACITY: u32 = 16384;
     /// Words per stamp: `epoch << 40 | event << 32 | cta`, `%globaltimer` (ns), `a << 32 | b`.
     pub const WORDS: u32 = 3;
+    /// The epoch bits a stamp keeps (its low 24: launches 2^24 apart read alike).
+    pub const EPOCH_MASK: u32 = (1 << 24) - 1;
     /// CTAs whose last warp's exit is counted ([`END`]); higher CTAs stamp no end.
     pub const MAX_CTAS: u32 = 1024;
     /// `u32` x 2: the first traced epoch and how many (the host writes them; 0 stamps none).
@@ -165,6 +167,18 @@ pub mod trace {
     pub const SENT: u32 = 6;
     /// The proxy released every WRITE the inter-send thread pushed (as [`SENT`]).
     pub const RELEASED: u32 = 7;
+    /// MoE: a router CTA counted its share of the routing and wrote its records (`a`: the CTA's
+    /// router index).
+    pub const ROUTED: u32 = 8;
+    /// MoE: router CTA 0 shipped the counts and records to every peer.
+    pub const SHIPPED: u32 = 9;
+    /// MoE: the layout is published (every peer's counts were in).
+    pub const LAID_OUT: u32 = 10;
+    /// MoE: this rank's tokens are in `x_heap` (`xready`).
+    pub const X_READY: u32 = 11;
+    /// MoE: a CTA finished pulling (`a`: 1 for a compute CTA whose first tile's rows are in,
+    /// 0 for a pull CTA out of items).
+    pub const PULLED: u32 = 12;
 
     /// An event's name.
     pub fn name(event: u32) -> &'static str {
@@ -176,6 +190,11 @@ pub mod trace {
             CHUNK_SEEN => "chunk_seen",
             SENT => "sent",
             RELEASED => "released",
+            ROUTED => "routed",
+            SHIPPED => "shipped",
+            LAID_OUT => "laid_out",
+            X_READY => "x_ready",
+            PULLED => "pulled",
             _ => "unknown",
         }
     }

@@ -10,8 +10,7 @@ pub const ON: bool = cfg!(feature = "trace");
 #[cfg(feature = "trace")]
 mod imp {
     use crate::abi::trace::*;
-    use crate::arch::globaltimer_ns;
-    use core::arch::asm;
+    use crate::arch::{atom_add_relaxed_gpu_u32 as atom_add, globaltimer_ns};
     use core::ptr::{addr_of, addr_of_mut, read_volatile, write_volatile};
 
     // The names are the symbols of `abi::trace`, which the host looks up.
@@ -23,16 +22,6 @@ mod imp {
     static mut MK_TRACE_BUFFER: [u64; (WORDS * CAPACITY) as usize] = [0; (WORDS * CAPACITY) as usize];
     #[no_mangle]
     static mut MK_TRACE_EXITS: [u32; MAX_CTAS as usize] = [0; MAX_CTAS as usize];
-
-    /// # Safety
-    /// `p` is a valid global `u32`.
-    #[inline(always)]
-    unsafe fn atom_add(p: *mut u32, v: u32) -> u32 {
-        let r: u32;
-        asm!("atom.relaxed.gpu.global.add.u32 {r}, [{p}], {v};", r = out(reg32) r, p = in(reg64) p,
-             v = in(reg32) v, options(nostack));
-        r
-    }
 
     #[inline(always)]
     pub fn traced(epoch: u32) -> bool {
@@ -51,7 +40,7 @@ mod imp {
             let i = atom_add(addr_of_mut!(MK_TRACE_COUNT), 1);
             if i < CAPACITY {
                 let at = (addr_of_mut!(MK_TRACE_BUFFER) as *mut u64).add((WORDS * i) as usize);
-                *at = (epoch as u64) << 40 | (event as u64) << 32 | cta as u64;
+                *at = ((epoch & EPOCH_MASK) as u64) << 40 | (event as u64) << 32 | cta as u64;
                 *at.add(1) = t;
                 *at.add(2) = (a as u64) << 32 | b as u64;
             }

@@ -161,6 +161,31 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
                 let _ = writeln!(out, "  inter-send: {what} at {:.1} us (FIFO position {})", us(s.t_ns), s.a);
             }
         }
+        // Every other event (the MoE's steps): how often, first and last.
+        let shown = [
+            trace::START,
+            trace::END,
+            trace::TILE_CLAIMED,
+            trace::TILE_READY,
+            trace::CHUNK_SEEN,
+            trace::SENT,
+            trace::RELEASED,
+        ];
+        let mut rest: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for s in ss.iter().filter(|s| !shown.contains(&s.event)) {
+            rest.entry(s.event).or_default().push(s.t_ns);
+        }
+        for (event, mut t) in rest {
+            t.sort_unstable();
+            let _ = writeln!(
+                out,
+                "  {}: {} stamps, first at {:.1}, last at {:.1} us",
+                trace::name(event),
+                t.len(),
+                us(t[0]),
+                us(t[t.len() - 1])
+            );
+        }
     }
     out
 }
@@ -206,6 +231,9 @@ mod tests {
             w(trace::END, 2, 61, 0, 0),
             w(trace::END, 0, 100, 0, 0),
             w(trace::END, 1, 120, 0, 0),
+            w(trace::LAID_OUT, 1, 45, 0, 0),
+            w(trace::PULLED, 1, 70, 1, 0),
+            w(trace::PULLED, 0, 50, 1, 0),
         ];
         let text = summary(&stamps, &["compute", "intra-comm", "inter-send"]);
         assert!(text.contains("launch 7: 3 CTAs started"), "{text}");
@@ -214,5 +242,7 @@ mod tests {
         assert!(text.contains("tiles: 2 claimed, 1 waited over 5 us for their rows (longest 20.0 us, 21.0 us in all); last rows in at 22.0 us"), "{text}");
         assert!(text.contains("every WRITE pushed at 40.0 us (FIFO position 9)"), "{text}");
         assert!(text.contains("every WRITE released at 60.0 us"), "{text}");
+        assert!(text.contains("laid_out: 1 stamps, first at 45.0, last at 45.0 us"), "{text}");
+        assert!(text.contains("pulled: 2 stamps, first at 50.0, last at 70.0 us"), "{text}");
     }
 }

@@ -5,10 +5,10 @@ use crate::cmd_rank::{
     agreed_seed, alternating_checks, bench_rank, enqueue_copy, enqueue_fill, Captured, RepeatArgs, Sweep,
     ALTERNATING_ROUNDS,
 };
+use crate::trace::TraceArgs;
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
-use mkernel::bench::timeline::{self, Timeline};
 use mkernel::bench::{harness, RankGroup, Record, RunInfo, Timing};
 use mkernel::comm::communicator::{CommOptions, Communicator};
 use mkernel::comm::transport::NicModel;
@@ -19,7 +19,7 @@ use mkernel::gpu::DeviceBuffer;
 use mkernel::ops::ag_gemm::{AgGemm, AgGemmOptions, AgInput, Path, PathChoice};
 use mkernel::testing::{max_scaled_err, rel_err, Rng, POISON_BYTE};
 use mkernel::Gpu;
-use std::path::{Path as FsPath, PathBuf};
+use std::path::Path as FsPath;
 use std::time::Duration;
 
 /// What `rank-check ag-gemm` runs.
@@ -111,46 +111,8 @@ pub struct Knobs {
     pub engines: Option<bool>,
 }
 
-/// `bench ag-gemm --trace`: launch timelines.
-#[derive(clap::Args, Debug, Clone)]
-pub struct TraceArgs {
-    /// Stamp the fused kernel's launches (a module built with MKERNEL_DEVICE_FEATURES=trace; one
-    /// shape and one layout): a summary per rank, and the stamps as JSON lines in
-    /// FILE.rankN.jsonl.
-    #[arg(long)]
-    pub trace: Option<PathBuf>,
-    /// The traced launches, FIRST[,COUNT]: the first epoch (from 1) and how many (the fused
-    /// launches and the communication-only ones alternate, one of each per iteration).
-    #[arg(long = "trace-epochs", value_parser = crate::args::epochs, default_value = "41,2")]
-    pub trace_epochs: (u32, u32),
-}
-
 /// The roles' names in a timeline's summary, by `sched::Role`'s values.
-const ROLE_NAMES: [&str; 3] = ["compute", "intra-comm (push, forward)", "inter-send"];
-
-/// Write the stamps of `t` as JSON lines into `FILE.rankN.jsonl` and print their summary.
-fn report_timeline(t: &Timeline<'_>, file: &FsPath, rank: u32) -> anyhow::Result<()> {
-    let (stamps, taken) = t.read()?;
-    let path = PathBuf::from(format!("{}.rank{rank}.jsonl", file.display()));
-    let mut out = String::new();
-    for s in &stamps {
-        out.push_str(&serde_json::to_string(s)?);
-        out.push('\n');
-    }
-    std::fs::write(&path, out).with_context(|| format!("--trace: writing {}", path.display()))?;
-    let lost = if taken as usize > stamps.len() {
-        format!(", {} more not kept (the buffer is full)", taken as usize - stamps.len())
-    } else {
-        String::new()
-    };
-    println!(
-        "timeline of rank {rank} ({} stamps{lost}, in {}):\n{}",
-        stamps.len(),
-        path.display(),
-        timeline::summary(&stamps, &ROLE_NAMES)
-    );
-    Ok(())
-}
+const AG_GEMM_ROLES: [&str; 3] = ["compute", "intra-comm (push, forward)", "inter-send"];
 
 /// `--path`.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -424,12 +386,7 @@ pub fn bench(
     json: Option<&FsPath>,
     trace: &TraceArgs,
 ) -> anyhow::Result<()> {
-    if trace.trace.is_some() {
-        ensure!(
-            shapes.len() == 1 && layouts.len() == 1,
-            "--trace: one shape and one layout (each op counts its launches' epochs from 1)"
-        );
-    }
+    trace.check_one(shapes.len() * layouts.len(), "shape and one layout")?;
     let Some((world, gpu, comm)) = ag_rank(ranks, shapes)? else { return Ok(()) };
     let w = world.world_size as usize;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
@@ -457,18 +414,9 @@ pub fn bench(
                 // The same random shard, now inside the gathered buffer (never time on zeros).
                 op.shard().copy_from(&a.to_vec()?)?;
             }
-            let timeline = match &trace.trace {
-                Some(_) => {
-                    let t = Timeline::of(&gpu)?;
-                    t.select(trace.trace_epochs.0, trace.trace_epochs.1)?;
-                    Some(t)
-                }
-                None => None,
-            };
+            let timeline = trace.select(&gpu)?;
             let ms = time_variants(&gpu, &mut group, &op, timing)?;
-            if let (Some(t), Some(file)) = (&timeline, &trace.trace) {
-                report_timeline(t, file, world.rank)?;
-            }
+            trace.report(timeline.as_ref(), world.rank, &AG_GEMM_ROLES)?;
             records.extend(
                 records_for(&run, &op, s, l, &ms).into_iter().map(|r| r.with("in_place", in_place).timed_with(timing)),
             );

@@ -4,6 +4,7 @@ use crate::cmd_rank::{
     agreed_seed, alternating_checks, bench_rank, enqueue_copy, enqueue_fill, same_bits, Captured, RepeatArgs, Sweep,
     ALTERNATING_ROUNDS,
 };
+use crate::trace::TraceArgs;
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -529,7 +530,9 @@ pub fn bench(
     ranks: &RanksArgs,
     timing: Timing,
     json: Option<&FsPath>,
+    trace: &TraceArgs,
 ) -> anyhow::Result<()> {
+    trace.check_one(configs.len() * layouts.len(), "config and one layout")?;
     let Some((world, gpu, comm)) = moe_rank(ranks, configs)? else { return Ok(()) };
     let w = world.world_size as usize;
     let run = RunInfo { gpu: gpu.info().name.clone(), world: world.world_size, nodes: world.nodes };
@@ -553,6 +556,7 @@ pub fn bench(
             let mut unfused = || op.launch_path(&gpu, Path::Unfused);
             let mut gemm = || op.launch_gemm_only(&gpu);
             let mut dispatch = || op.launch_dispatch_only(&gpu);
+            let timeline = trace.select(&gpu)?;
             let ms = harness::time_each(
                 &gpu,
                 &mut group,
@@ -560,6 +564,7 @@ pub fn bench(
                 &mut [&mut fused, &mut unfused, &mut gemm, &mut dispatch],
             )?;
             op.wait(&gpu)?;
+            trace.report(timeline.as_ref(), world.rank, &MOE_ROLES)?;
             let ideal = ms[2].max(ms[3]);
             for (imp, &t) in ["mkernel-fused", "mkernel-unfused", "gemm-alone", "dispatch-alone"].iter().zip(&ms) {
                 records.push(
@@ -589,6 +594,9 @@ pub fn bench(
     }
     Ok(())
 }
+
+/// The roles' names in a timeline's summary, by `sched::Role`'s values.
+const MOE_ROLES: [&str; 2] = ["compute", "router / pull"];
 
 /// `tune moe`: pull CTAs x records per run, fused against unfused, per config; writes the table
 /// the per-config defaults come from (`host/ops/tuned/moe.jsonl`).

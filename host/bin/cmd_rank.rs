@@ -189,7 +189,7 @@ pub unsafe fn enqueue_copy<T: Pod>(
 
 /// Device memory the alternating checks may hold for the launches' copied outputs; more launches
 /// than fit run in batches with a host wait between them.
-const CAPTURE_BUDGET: usize = 2 << 30;
+pub const CAPTURE_BUDGET: usize = 2 << 30;
 
 /// Rounds the alternating checks cycle through: three, so that a launch reading what the launch
 /// two before it left (a buffer kept per launch parity) sees other inputs too.
@@ -467,7 +467,7 @@ fn allgather_check(
     // be written at once.
     for it in 0..iters {
         let mine: Vec<u8> = (0..shard).map(|i| pattern(world.rank, it, i)).collect();
-        ag.output().fill_bytes(0xa5)?;
+        ag.output().fill_bytes(if it % 2 == 0 { 0xa5 } else { 0x5a })?;
         ag.input().copy_from(&mine)?; // after the poison: may alias it
         launch()?;
         ag.wait(&gpu)?;
@@ -496,8 +496,10 @@ fn allgather_check(
         for slot in 0..batch {
             // SAFETY: the output, the input (which may alias the output's own slice: poisoned
             // first), the round's upload and the history slot all outlive the wait below.
+            // Two poisons in turn: a byte left unwritten cannot pass where a round's data happen
+            // to equal one of them.
             unsafe {
-                enqueue_fill(&gpu, &ag.output(), 0xa5)?;
+                enqueue_fill(&gpu, &ag.output(), if (done + slot) % 2 == 0 { 0xa5 } else { 0x5a })?;
                 enqueue_copy(&gpu, &ag.input(), &inputs[(done + slot) % N].as_slice())?;
             }
             launch()?;

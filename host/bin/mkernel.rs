@@ -20,6 +20,7 @@ mod cmd_rank;
 mod cmd_ring;
 mod cmd_soak;
 mod plot;
+mod trace;
 
 /// Exit code of a command that needs a CUDA device where none is usable.
 const EXIT_NO_DEVICE: u8 = 3;
@@ -246,7 +247,7 @@ enum BenchCmd {
         #[arg(long)]
         json: Option<PathBuf>,
         #[command(flatten)]
-        trace: cmd_ag_gemm::TraceArgs,
+        trace: trace::TraceArgs,
     },
     /// GEMM + ReduceScatter: fused, unfused and the GEMM alone (run on several ranks).
     GemmRs(RsBenchArgs),
@@ -271,6 +272,8 @@ enum BenchCmd {
         /// Also write JSON lines here (rank 0).
         #[arg(long)]
         json: Option<PathBuf>,
+        #[command(flatten)]
+        trace: trace::TraceArgs,
     },
     /// Ring attention (run on several ranks) beside the single-GPU kernel on one rank's block;
     /// torch_baselines.py ring is the baseline.
@@ -615,8 +618,8 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         }
         BenchCmd::GemmRs(a) => a.run(mkernel::ops::gemm_rs::Collective::ReduceScatter),
         BenchCmd::GemmAr(a) => a.run(mkernel::ops::gemm_rs::Collective::AllReduce),
-        BenchCmd::Moe { configs, layouts, knobs, ranks, timing, json } => {
-            cmd_moe::bench(&configs, &layouts, &knobs, &ranks, timing.timing(), json.as_deref())
+        BenchCmd::Moe { configs, layouts, knobs, ranks, timing, json, trace } => {
+            cmd_moe::bench(&configs, &layouts, &knobs, &ranks, timing.timing(), json.as_deref(), &trace)
         }
         BenchCmd::RingAttention { configs, masks, comm_ctas, slots, split_tiles, ranks, timing, json } => {
             let knobs = (comm_ctas, slots, split_tiles);

@@ -371,9 +371,12 @@ impl<'c> AllGather<'c> {
         self.params.roles.total()
     }
 
-    /// Enqueue one all-gather (asynchronous). Back-to-back launches are fine while inputs stay
-    /// the same; to change inputs between launches use [`AllGather::run`], which also waits until
-    /// every rank is done reading.
+    /// Enqueue one all-gather (asynchronous). Launches may follow each other with no host wait,
+    /// and the input may be rewritten on the stream between them, on one node and across nodes
+    /// alike: a launch ends only once every local peer that pulls has taken this rank's shard
+    /// and the proxy's WRITEs for other nodes have read it (the FIFO's released position);
+    /// `rank-check allgather` runs its launches back to back on alternating inputs.
+    /// [`AllGather::run`] adds a wait and a barrier (every rank done with the launch).
     ///
     /// With [`NvlinkCopy::CopyEngine`] a peer that does not enter within the timeout stops this
     /// process's CUDA context (see the kernel); and after any report, or a launch that could be

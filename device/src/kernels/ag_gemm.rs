@@ -362,7 +362,7 @@ unsafe fn forward(p: &AgGemmParams, mv: &mut Mover, idx: u32, ctas: u32) {
         if mv.tid == 0 && !mv.failed {
             let flag = (p.flags as *const u32).add(p.data_flag(src, c) as usize);
             mv.failed = mv.b.flag(flag, mv.epoch, src).is_err();
-            if trace::ON {
+            if trace::ON && !mv.failed {
                 trace::stamp(mv.epoch, trace_ev::CHUNK_SEEN, block_idx_x(), src, c);
             }
             fence_proxy_async_global();
@@ -428,8 +428,8 @@ unsafe fn inter_send(p: &AgGemmParams, epoch: u32, b: &Bound) {
         trace::stamp(epoch, trace_ev::SENT, block_idx_x(), through as u32, 0);
     }
     // The WRITEs read the shard (in place, the caller's input): the launch ends after they did.
-    let _ = fifo_quiet(&p.fifo, through, b, p.rank);
-    if trace::ON {
+    let released = fifo_quiet(&p.fifo, through, b, p.rank).is_ok();
+    if trace::ON && released {
         trace::stamp(epoch, trace_ev::RELEASED, block_idx_x(), through as u32, 0);
     }
 }

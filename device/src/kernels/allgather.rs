@@ -16,9 +16,8 @@
 //! Nobody writes into a rank's output or reads its shard before that rank's `ready` of the same
 //! launch: its previous launch and everything the caller did with the output before this launch
 //! are finished. A rank's launch ends only once every shard is in and (pulling) every local peer
-//! has taken its shard, so on one node inputs may change between back-to-back launches. With
-//! several nodes the proxy may still be reading this rank's shard for another node when the
-//! launch ends: change it only after the op's `run` (which ends with a barrier).
+//! has taken its shard and, with several nodes, the proxy's WRITEs for other nodes have read it
+//! (the inter-send thread's `fifo_quiet`), so inputs may change between back-to-back launches.
 //!
 //! With the copy engines ([`COPY_CE_ENTER`], [`COPY_CE_LEAVE`]) the kernel only synchronises: the
 //! host enqueues this rank's copies into every local peer between an entering launch (`ready`

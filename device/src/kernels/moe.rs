@@ -31,6 +31,7 @@ use crate::gemm::engine::store_c_cta;
 use crate::gemm::*;
 use crate::sched::{div_nz, rem_nz, GaveUp, GroupedTiles, InputGate, Role, Tile, TileIter, TileScheduler};
 use crate::sync::Bound;
+use crate::{abi::trace as trace_ev, trace};
 
 /// The launch's scratch tables (device memory, see [`MoeScratch`]).
 #[derive(Clone, Copy)]
@@ -800,6 +801,9 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
         tb.set(MoeScratch::ITEM_COUNTER, 0);
         tb.set(MoeScratch::ITEMS_DONE, 0);
         signal(tb.at(MoeScratch::LAYOUT_FLAG), epoch);
+        if trace::ON {
+            trace::stamp(epoch, trace_ev::LAID_OUT, block_idx_x(), 0, 0);
+        }
     }
     // Padding rows named (read by the host only), after the flag and a warp per expert so the
     // stores coalesce: with a thread per expert and one thread summing the experts' offsets,
@@ -1004,6 +1008,9 @@ unsafe fn pull(p: &MoeParams, tb: &Tables, who: Puller, epoch: u32, b: &Bound, m
             atom_add_acq_rel_gpu_u32(tb.at(MoeScratch::ITEMS_DONE), 1);
         }
     }
+    if trace::ON && tid == 0 {
+        trace::stamp(epoch, trace_ev::PULLED, block_idx_x(), matches!(who, Puller::Helper { .. }) as u32, 0);
+    }
     if let (Puller::Pull { ctas }, 0) = (who, tid) {
         // Helpers may still be moving rows: `done[me]` only once every item is.
         let all = b.flag(tb.at(MoeScratch::ITEMS_DONE), items, 0).is_ok();
@@ -1182,6 +1189,9 @@ unsafe fn copy_x(p: &MoeParams, tb: &Tables, item: u32, epoch: u32, b: &Bound, r
     );
     if moved && last_arriver(tb.at(MoeScratch::X_COUNTER), p.x_items(), epoch) {
         signal((p.flags() as *mut u32).add(p.xready_flag() as usize), epoch);
+        if trace::ON {
+            trace::stamp(epoch, trace_ev::X_READY, block_idx_x(), 0, 0);
+        }
         if !compute_copies_x(p) {
             send_tokens(p, b, epoch);
         }
@@ -1230,10 +1240,17 @@ struct RowGate<'a, const GATHER: bool> {
     p: &'a MoeParams,
     tb: Tables,
     wait: bool,
+    /// The launch's epoch (thread 0, the producer, holds it): for the `trace` feature's stamps.
+    epoch: u32,
 }
 
 impl<const G: bool> InputGate for RowGate<'_, G> {
     const GATHER: bool = G;
+
+    #[inline(always)]
+    fn trace_epoch(&self) -> u32 {
+        self.epoch
+    }
     // The 40-register producer, although its row addresses spill: at 56 (no spill) the grouped
     // GEMM alone ran 1-5% faster on three of four proxies but 21-33% slower with DeepSeek-like
     // `[E, H, I]` weights (L2 hit rate 49% -> 42%; PERF.md, 2026-11-25).
@@ -1299,7 +1316,11 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
     let bound =
         |role: Role| Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: role as u32 };
     let tb = Tables::of(p);
-    match roles.role_of(block_idx_x()) {
+    let role = roles.role_of(block_idx_x());
+    if trace::ON && tid == 0 {
+        trace::stamp(epoch, trace_ev::START, block_idx_x(), role.map_or(u32::MAX, |r| r.0 as u32), p.rank);
+    }
+    match role {
         Some((Role::Compute, ci)) => {
             let scratch = dyn_smem_base() + crate::kernels_info::gemm::SCRATCH_OFF;
             let early_x = compute_copies_x(p);
@@ -1343,16 +1364,26 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
                     return; // a wait gave up mid-copy (reported): the ring's memory is not free
                 }
             }
-            let gate = RowGate::<GATHER> { p, tb, wait: !gemm_only };
+            let gate = RowGate::<GATHER> { p, tb, wait: !gemm_only, epoch };
             store_c_cta::<TRANS_B, _, _>(g, &sched, &gate, roles.compute, bound(Role::Compute));
+            if trace::ON && tid == 0 {
+                // The producer's last tile claimed and loaded: about a tile before the CTA ends.
+                trace::stamp(epoch, trace_ev::END, block_idx_x(), 0, 0);
+            }
         }
         Some((Role::IntraComm, idx)) if !gemm_only => {
             let b = bound(Role::IntraComm);
             let ring_base = dyn_smem_base();
             let mut ring = if tid == 0 { Some(BulkRing::new(ring_base)) } else { None };
             let routed = route(p, &tb, idx, epoch, &b);
+            if trace::ON && tid == 0 {
+                trace::stamp(epoch, trace_ev::ROUTED, block_idx_x(), idx, 0);
+            }
             if idx == 0 {
                 ship(p, &tb, routed, epoch, &b, ring.as_mut());
+                if trace::ON && tid == 0 {
+                    trace::stamp(epoch, trace_ev::SHIPPED, block_idx_x(), 0, 0);
+                }
                 lay_out(p, &tb, epoch, &b);
             } else {
                 if tid == 0 {
@@ -1369,6 +1400,9 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
                 // The proxy's WRITEs read the outbox and `x_heap`, which the next launch rewrites
                 // from its start: this launch ends after they did.
                 let _ = fifo_quiet_claimed(&p.fifo, &b, p.rank);
+            }
+            if trace::ON && tid == 0 {
+                trace::stamp(epoch, trace_ev::END, block_idx_x(), 0, 0);
             }
         }
         _ => {}
