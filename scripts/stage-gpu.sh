@@ -2,11 +2,17 @@
 # Build the release test and bench binaries here (the GPU machines have no Rust toolchain), strip
 # them, and put them with scripts/gpu-run.sh in .gpu/ (git-ignored), ready to be carried to a GPU
 # machine and run there: `bash .gpu/gpu-run.sh [tests|bench|all]`.
+# `--trace` also builds `mkernel-trace`, whose module keeps launch timelines (the device crate's
+# `trace` feature; `bench ag-gemm|moe --trace FILE`), in a target directory of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/bin
 cargo build --release --bin mkernel -q
 cp target/release/mkernel .gpu/bin/
+if [ "${1:-}" = "--trace" ]; then
+  CARGO_TARGET_DIR=target/trace MKERNEL_DEVICE_FEATURES=trace cargo build --release --bin mkernel -q
+  cp target/trace/release/mkernel .gpu/bin/mkernel-trace
+fi
 cargo test --release --no-run --message-format=json -q 2>/dev/null \
   | python3 -c 'import json,sys
 for l in sys.stdin:
