@@ -130,6 +130,27 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
         let claims: BTreeMap<(u32, u32), u64> =
             ss.iter().filter(|s| s.event == trace::TILE_CLAIMED).map(|s| ((s.cta, s.a), s.t_ns)).collect();
         let ready: Vec<&&Stamp> = ss.iter().filter(|s| s.event == trace::TILE_READY).collect();
+        // The CTA that ended last, and the last tile it took: on what the launch's end waited.
+        if let Some(last) = ss.iter().filter(|s| s.event == trace::END).max_by_key(|s| s.t_ns) {
+            let role = roles.get(&last.cta).and_then(|&r| role_names.get(r as usize)).copied().unwrap_or("other");
+            let _ = write!(out, "  last to end: CTA {} ({role}) at {:.1} us", last.cta, us(last.t_ns));
+            let mine = ready.iter().filter(|s| s.cta == last.cta).max_by_key(|s| s.t_ns);
+            match mine {
+                Some(r) => {
+                    let claimed = claims.get(&(r.cta, r.a)).copied().unwrap_or(r.t_ns);
+                    let _ = writeln!(
+                        out,
+                        "; its last tile (walk position {}, m {} n {}) claimed at {:.1}, rows in at {:.1} us",
+                        r.a,
+                        r.b >> 16,
+                        r.b & 0xffff,
+                        us(claimed),
+                        us(r.t_ns)
+                    );
+                }
+                None => out.push('\n'),
+            }
+        }
         if !ready.is_empty() {
             let waits: Vec<u64> = ready
                 .iter()
@@ -243,6 +264,12 @@ mod tests {
         assert!(text.contains("every WRITE pushed at 40.0 us (FIFO position 9)"), "{text}");
         assert!(text.contains("every WRITE released at 60.0 us"), "{text}");
         assert!(text.contains("laid_out: 1 stamps, first at 45.0, last at 45.0 us"), "{text}");
+        assert!(
+            text.contains(
+                "last to end: CTA 1 (compute) at 120.0 us; its last tile (walk position 1, m 0 n 1) claimed at 2.0, rows in at 22.0 us"
+            ),
+            "{text}"
+        );
         assert!(text.contains("pulled: 2 stamps, first at 50.0, last at 70.0 us"), "{text}");
     }
 }
