@@ -2,7 +2,7 @@
 //! `MKERNEL_DEVICE_FEATURES=trace`; see `mkernel_device::abi::trace`): select launches by their
 //! epoch, let them run, read back what each CTA stamped, and summarise it. The product's module
 //! has no buffers, and selecting there is a typed error.
-use crate::abi::trace::{self, CAPACITY, WORDS};
+use crate::abi::trace::{self, CAPACITY, MAX_CTAS, WORDS};
 use crate::error::{invalid, Result};
 use crate::gpu::DeviceSlice;
 use crate::Gpu;
@@ -46,6 +46,7 @@ pub struct Timeline<'g> {
     select: DeviceSlice<'g, u32>,
     count: DeviceSlice<'g, u32>,
     buffer: DeviceSlice<'g, u64>,
+    exits: DeviceSlice<'g, u32>,
 }
 
 impl<'g> Timeline<'g> {
@@ -56,19 +57,26 @@ impl<'g> Timeline<'g> {
         let select = gpu.module_global::<u32>(trace::SELECT)?.ok_or_else(missing)?;
         let count = gpu.module_global::<u32>(trace::COUNT)?.ok_or_else(missing)?;
         let buffer = gpu.module_global::<u64>(trace::BUFFER)?.ok_or_else(missing)?;
-        if select.len() != 2 || count.len() != 1 || buffer.len() != (WORDS * CAPACITY) as usize {
+        let exits = gpu.module_global::<u32>(trace::EXITS)?.ok_or_else(missing)?;
+        if select.len() != 2
+            || count.len() != 1
+            || buffer.len() != (WORDS * CAPACITY) as usize
+            || exits.len() != MAX_CTAS as usize
+        {
             return Err(invalid("trace", "the module's timeline buffers are not this build's sizes"));
         }
-        Ok(Timeline { select, count, buffer })
+        Ok(Timeline { select, count, buffer, exits })
     }
 
     /// Trace the launches with epochs `first..first + launches` (of every instrumented kernel;
-    /// epochs count from 1 per op) and forget earlier stamps. Call between launches.
+    /// epochs count from 1 per op) and forget earlier stamps, and the warps' exit counts a
+    /// launch that stopped early may have left. Call between launches.
     pub fn select(&self, first: u32, launches: u32) -> Result<()> {
         if first == 0 {
             return Err(invalid("trace_epochs", "epochs count from 1"));
         }
         self.count.copy_from(&[0])?;
+        self.exits.fill_bytes(0)?;
         Ok(self.select.copy_from(&[first, launches])?)
     }
 
