@@ -7,7 +7,7 @@ use mkernel::comm::bootstrap::Bootstrap;
 use mkernel::comm::communicator::{CommOptions, Communicator};
 use mkernel::comm::launch::{launch as launch_ranks, LaunchSpec};
 use mkernel::comm::world::World;
-use mkernel::gpu::DeviceSlice;
+use mkernel::gpu::{DeviceBuffer, DeviceSlice};
 use mkernel::ops::allgather::{AllGather, AllGatherOptions, NvlinkCopy};
 use mkernel::ops::{Path, TwoPathOp};
 use mkernel::Gpu;
@@ -195,6 +195,98 @@ pub const CAPTURE_BUDGET: usize = 2 << 30;
 /// two before it left (a buffer kept per launch parity) sees other inputs too.
 pub const ALTERNATING_ROUNDS: usize = 3;
 
+/// Device copies of a launch's `outputs`, room for several launches (slots), for the checks of
+/// launches run back to back: the two-path ops' [`alternating_checks`], the all-gather's and ring
+/// attention's rank-checks.
+pub struct History<'o, 'a> {
+    outputs: &'o [Captured<'a>],
+    size: usize,
+    slots: usize,
+    buf: DeviceBuffer<u8>,
+}
+
+impl<'o, 'a> History<'o, 'a> {
+    /// Room for `wanted` launches' copies, or fewer as [`CAPTURE_BUDGET`] allows, but `min` at least.
+    pub fn new(gpu: &Gpu, outputs: &'o [Captured<'a>], wanted: usize, min: usize) -> anyhow::Result<Self> {
+        let size = outputs.iter().map(|o| o.bytes).sum::<usize>();
+        let slots = wanted.max(min).min((CAPTURE_BUDGET / size.max(1)).max(min));
+        Ok(History { outputs, size, slots, buf: gpu.alloc::<u8>(slots * size)? })
+    }
+
+    /// Enqueue the copy of every output into `slot` on `gpu`'s stream.
+    pub fn capture(&self, gpu: &Gpu, slot: usize) -> anyhow::Result<()> {
+        let mut at = self.buf.addr() + (slot * self.size) as u64;
+        for o in self.outputs {
+            // SAFETY: `o` borrows a live output (`Captured`'s lifetime) and the slot is inside
+            // `buf`, which lives as long as `self`; callers wait for the stream before either goes.
+            unsafe { gpu.copy_async(at, o.addr, o.bytes) }?;
+            at += o.bytes as u64;
+        }
+        Ok(())
+    }
+
+    /// What `slot` holds (after the stream ran its copies).
+    pub fn bytes(&self, slot: usize) -> anyhow::Result<Vec<u8>> {
+        Ok(self.buf.slice(slot * self.size..(slot + 1) * self.size).to_vec()?)
+    }
+
+    /// `slot` must equal `want` (the outputs' bytes in order) bit for bit, but for the rows that
+    /// `unspecified(output name, row)` names; a failure names the launch (`what`), the element,
+    /// and its bytes against `reference`'s.
+    pub fn compare(
+        &self,
+        slot: usize,
+        want: &[u8],
+        unspecified: impl Fn(&str, usize) -> bool,
+        what: &str,
+        reference: &str,
+    ) -> anyhow::Result<()> {
+        let got = self.bytes(slot)?;
+        let mut base = 0;
+        for o in self.outputs {
+            let (g, w) = (&got[base..base + o.bytes], &want[base..base + o.bytes]);
+            base += o.bytes;
+            let row_bytes = o.elem * o.cols;
+            for (row, (gr, wr)) in g.chunks(row_bytes).zip(w.chunks(row_bytes)).enumerate() {
+                if gr != wr && !unspecified(o.name, row) {
+                    let col = (0..gr.len()).find(|&b| gr[b] != wr[b]).unwrap_or(0) / o.elem;
+                    let at = col * o.elem..(col + 1) * o.elem;
+                    bail!("{what}: {}[{row}][{col}] is {:02x?}, {reference} {:02x?}", o.name, &gr[at.clone()], &wr[at]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `count` launches back to back: `enqueue(n)` stages launch `n`'s inputs and enqueues it, a
+    /// copy of the outputs follows it, and only between batches of `slots` launches does `wait`
+    /// wait for the stream; then `check(n, slot)` checks each launch of the batch. Returns the
+    /// batches run.
+    pub fn back_to_back(
+        &self,
+        gpu: &Gpu,
+        count: usize,
+        mut enqueue: impl FnMut(usize) -> anyhow::Result<()>,
+        mut wait: impl FnMut() -> anyhow::Result<()>,
+        mut check: impl FnMut(usize, usize) -> anyhow::Result<()>,
+    ) -> anyhow::Result<usize> {
+        let mut done = 0;
+        while done < count {
+            let batch = self.slots.min(count - done);
+            for slot in 0..batch {
+                enqueue(done + slot)?;
+                self.capture(gpu, slot)?;
+            }
+            wait()?;
+            for slot in 0..batch {
+                check(done + slot, slot)?;
+            }
+            done += batch;
+        }
+        Ok(count.div_ceil(self.slots))
+    }
+}
+
 /// The checks every two-path op's rank-check ends with, on inputs that cycle through
 /// [`ALTERNATING_ROUNDS`] rounds (`which` 0, 1, 2) from launch to launch, so that a launch which
 /// reads anything an earlier one left (a flag or slot of the wrong epoch, a row before it landed,
@@ -226,40 +318,10 @@ pub fn alternating_checks(
     if back_to_back == 0 && replays == 0 {
         return Ok(());
     }
-    let size: usize = outputs.iter().map(|o| o.bytes).sum();
-    let slots = back_to_back.max(N).min((CAPTURE_BUDGET / size.max(1)).max(N));
-    let history = gpu.alloc::<u8>(slots * size)?;
-    let capture = |slot: usize| -> anyhow::Result<()> {
-        let mut at = history.addr() + (slot * size) as u64;
-        for o in outputs {
-            // SAFETY: `o` borrows a live output of the op (`Captured`'s lifetime) and the slot is
-            // inside `history`, which outlives every wait below.
-            unsafe { gpu.copy_async(at, o.addr, o.bytes) }?;
-            at += o.bytes as u64;
-        }
-        Ok(())
-    };
-    let compare = |slot: usize, which: usize, want: &[u8], what: &str| -> anyhow::Result<()> {
-        let got = history.slice(slot * size..(slot + 1) * size).to_vec()?;
-        let mut base = 0;
-        for o in outputs {
-            let (g, w) = (&got[base..base + o.bytes], &want[base..base + o.bytes]);
-            base += o.bytes;
-            let row_bytes = o.elem * o.cols;
-            for (row, (gr, wr)) in g.chunks(row_bytes).zip(w.chunks(row_bytes)).enumerate() {
-                if gr != wr && !unspecified(which, o.name, row) {
-                    let col = (0..gr.len()).find(|&b| gr[b] != wr[b]).unwrap_or(0) / o.elem;
-                    let at = col * o.elem..(col + 1) * o.elem;
-                    bail!(
-                        "{what}: {}[{row}][{col}] is {:02x?}, the verified launch on the same inputs (round {which} of {N}) wrote {:02x?}",
-                        o.name,
-                        &gr[at.clone()],
-                        &wr[at]
-                    );
-                }
-            }
-        }
-        Ok(())
+    let history = History::new(gpu, outputs, back_to_back, N)?;
+    let compare = |slot: usize, which: usize, want: &[u8], what: &str| {
+        let reference = format!("the verified launch on the same inputs (round {which} of {N}) wrote");
+        history.compare(slot, want, |name, row| unspecified(which, name, row), what, &reference)
     };
     // Verified launches of every round through `through`; their outputs are the references.
     let mut references = |through: Path| -> anyhow::Result<Vec<Vec<u8>>> {
@@ -267,10 +329,10 @@ pub fn alternating_checks(
             .map(|which| {
                 stage(which)?;
                 op.launch_path(gpu, through)?;
-                capture(0)?;
+                history.capture(gpu, 0)?;
                 op.wait(gpu)?;
                 verify(which, &format!("the alternating checks' reference launch {which} ({})", through.name()))?;
-                Ok(history.slice(0..size).to_vec()?)
+                history.bytes(0)
             })
             .collect()
     };
@@ -281,22 +343,16 @@ pub fn alternating_checks(
     };
     // Launch 0 takes the inputs of round 0, not those of the reference launch just before it
     // (the last round's).
-    let mut done = 0;
-    while done < back_to_back {
-        let batch = slots.min(back_to_back - done);
-        for slot in 0..batch {
-            stage((done + slot) % N)?;
-            op.launch_path(gpu, path)?;
-            capture(slot)?;
-        }
-        op.wait(gpu)?;
-        for slot in 0..batch {
-            let which = (done + slot) % N;
-            let what = format!("launch {} of {back_to_back} back to back", done + slot);
-            compare(slot, which, &want[which], &what)?;
-        }
-        done += batch;
-    }
+    let batches = history.back_to_back(
+        gpu,
+        back_to_back,
+        |n| {
+            stage(n % N)?;
+            Ok(op.launch_path(gpu, path)?)
+        },
+        || Ok(op.wait(gpu)?),
+        |n, slot| compare(slot, n % N, &want[n % N], &format!("launch {n} of {back_to_back} back to back")),
+    )?;
     if replays > 0 {
         let fused = fused.as_ref().unwrap_or(&want);
         let graph = gpu.capture(|| {
@@ -304,7 +360,7 @@ pub fn alternating_checks(
                 for which in 0..N {
                     stage(which)?;
                     op.launch_path(gpu, Path::Fused)?;
-                    capture(which)?;
+                    history.capture(gpu, which)?;
                 }
                 Ok(())
             };
@@ -319,7 +375,6 @@ pub fn alternating_checks(
             }
         }
     }
-    let batches = back_to_back.div_ceil(slots);
     println!(
         "alternating checks: {back_to_back} launches back to back ({batches} batch(es)), {replays} graph replays of {N} fused launches, each bit for bit against its round's verified launch"
     );
@@ -465,9 +520,12 @@ fn allgather_check(
     // previous launch is over by then; and a launch ends only after the proxy's WRITEs for other
     // nodes have read this rank's shard (the FIFO's released position), so the next input may
     // be written at once.
+    // Two poisons in turn: a byte left unwritten cannot pass where a launch's data happen to
+    // equal one of them.
+    let poison = |n: usize| if n.is_multiple_of(2) { 0xa5 } else { 0x5a };
     for it in 0..iters {
         let mine: Vec<u8> = (0..shard).map(|i| pattern(world.rank, it, i)).collect();
-        ag.output().fill_bytes(if it % 2 == 0 { 0xa5 } else { 0x5a })?;
+        ag.output().fill_bytes(poison(it as usize))?;
         ag.input().copy_from(&mine)?; // after the poison: may alias it
         launch()?;
         ag.wait(&gpu)?;
@@ -479,7 +537,6 @@ fn allgather_check(
     // before they landed, leaves another round's bytes, which the copy of every launch's output
     // shows.
     const N: usize = ALTERNATING_ROUNDS;
-    let out_len = w * shard;
     let round = |k: usize| iters + k as u32;
     let inputs = (0..N)
         .map(|k| gpu.upload(&(0..shard).map(|i| pattern(world.rank, round(k), i)).collect::<Vec<u8>>()))
@@ -488,41 +545,27 @@ fn allgather_check(
         .map(|k| (0..w).flat_map(|r| (0..shard).map(move |i| pattern(r as u32, round(k), i))).collect())
         .collect();
     const BACK_TO_BACK: usize = 50;
-    let slots = BACK_TO_BACK.min((CAPTURE_BUDGET / out_len.max(1)).max(1));
-    let history = gpu.alloc::<u8>(slots * out_len)?;
-    let mut done = 0;
-    while done < BACK_TO_BACK {
-        let batch = slots.min(BACK_TO_BACK - done);
-        for slot in 0..batch {
+    let output = [Captured::of("output", &ag.output(), shard)];
+    let history = History::new(&gpu, &output, BACK_TO_BACK, 1)?;
+    history.back_to_back(
+        &gpu,
+        BACK_TO_BACK,
+        |n| {
             // SAFETY: the output, the input (which may alias the output's own slice: poisoned
-            // first), the round's upload and the history slot all outlive the wait below.
-            // Two poisons in turn: a byte left unwritten cannot pass where a round's data happen
-            // to equal one of them.
+            // first) and the round's upload outlive the wait that ends each batch.
             unsafe {
-                enqueue_fill(&gpu, &ag.output(), if (done + slot) % 2 == 0 { 0xa5 } else { 0x5a })?;
-                enqueue_copy(&gpu, &ag.input(), &inputs[(done + slot) % N].as_slice())?;
+                enqueue_fill(&gpu, &ag.output(), poison(n))?;
+                enqueue_copy(&gpu, &ag.input(), &inputs[n % N].as_slice())?;
             }
-            launch()?;
-            // SAFETY: as above.
-            unsafe { gpu.copy_async(history.addr() + (slot * out_len) as u64, ag.output().addr(), out_len) }?;
-        }
-        ag.wait(&gpu)?;
-        for slot in 0..batch {
-            let (n, k) = (done + slot, (done + slot) % N);
-            let got = history.slice(slot * out_len..(slot + 1) * out_len).to_vec()?;
-            if let Some(i) = (0..out_len).find(|&i| got[i] != wants[k][i]) {
-                bail!(
-                    "rank {}: back-to-back launch {n} (round {k} of {N}): byte {} of rank {}'s shard is {:02x}, want {:02x}",
-                    world.rank,
-                    i % shard,
-                    i / shard,
-                    got[i],
-                    wants[k][i]
-                );
-            }
-        }
-        done += batch;
-    }
+            Ok(launch()?)
+        },
+        || Ok(ag.wait(&gpu)?),
+        |n, slot| {
+            let what = format!("rank {}: back-to-back launch {n} (round {} of {N})", world.rank, n % N);
+            // Row r of the output is rank r's shard.
+            history.compare(slot, &wants[n % N], |_, _| false, &what, "want")
+        },
+    )?;
     comm.barrier()?;
     println!(
         "allgather ok: rank {} of {} ({} nodes, transport {}, copy {:?}{}), shard {shard} B, {iters} checked launches + {BACK_TO_BACK} back to back on alternating inputs; proxy {:?}",

@@ -1,5 +1,5 @@
 //! `mkernel rank-check ring-attention` and `mkernel bench ring-attention`.
-use crate::cmd_rank::{bench_rank, enqueue_copy, enqueue_fill, ALTERNATING_ROUNDS, CAPTURE_BUDGET};
+use crate::cmd_rank::{bench_rank, enqueue_copy, enqueue_fill, Captured, History, ALTERNATING_ROUNDS};
 use crate::RanksArgs;
 use anyhow::{ensure, Context};
 use clap::Args;
@@ -150,29 +150,23 @@ pub fn check(a: CheckArgs) -> anyhow::Result<()> {
             }
         }
         let shards = (gpu.upload(&q_r)?, gpu.upload(&k_r)?, gpu.upload(&v_r)?);
-        rounds.push((
-            shards,
-            bytemuck::cast_slice::<bf16, u8>(&got).to_vec(),
-            bytemuck::cast_slice::<f32, u8>(&got_lse).to_vec(),
-        ));
+        // The verified O and lse, as `History` holds a launch's outputs.
+        let verified = [bytemuck::cast_slice::<bf16, u8>(&got), bytemuck::cast_slice::<f32, u8>(&got_lse)].concat();
+        rounds.push((shards, verified));
     }
     // Back to back, no host sync: launch n takes round n mod 3's inputs, written on the stream
     // after the launch before (poisoned outputs too); a device copy of its O and lse follows it.
     // As many launches as `CAPTURE_BUDGET` holds copies of run between host waits.
     comm.barrier()?;
-    let (o_bytes, lse_bytes) = (local.q_elements() * 2, local.lse_elements() * 4);
-    let size = o_bytes + lse_bytes;
-    let repeat = a.repeat as usize;
-    let slots = repeat.min(CAPTURE_BUDGET / size).max(1);
-    let history = gpu.alloc::<u8>(slots * size)?;
-    let mut done = 0;
-    while done < repeat {
-        let batch = slots.min(repeat - done);
-        for slot in 0..batch {
-            let ((q_r, k_r, v_r), _, _) = &rounds[(done + slot) % ALTERNATING_ROUNDS];
-            let at = history.addr() + (slot * size) as u64;
-            // SAFETY: every buffer here (outputs, Q, the op's K/V, the rounds' uploads, the
-            // history) outlives the wait below.
+    let outputs = [Captured::of("O", &o.as_slice(), d), Captured::of("lse", &lse.as_slice(), local.seq_q)];
+    let history = History::new(&gpu, &outputs, a.repeat as usize, 1)?;
+    history.back_to_back(
+        &gpu,
+        a.repeat as usize,
+        |n| {
+            let ((q_r, k_r, v_r), _) = &rounds[n % ALTERNATING_ROUNDS];
+            // SAFETY: every buffer here (outputs, Q, the op's K/V, the rounds' uploads) outlives
+            // the wait that ends each batch.
             unsafe {
                 enqueue_fill(&gpu, &o.as_slice(), POISON_BYTE)?;
                 enqueue_fill(&gpu, &lse.as_slice(), POISON_BYTE)?;
@@ -180,30 +174,15 @@ pub fn check(a: CheckArgs) -> anyhow::Result<()> {
                 enqueue_copy(&gpu, &ring.k(), &k_r.as_slice())?;
                 enqueue_copy(&gpu, &ring.v(), &v_r.as_slice())?;
             }
-            ring.launch(&gpu)?;
-            // SAFETY: as above.
-            unsafe {
-                gpu.copy_async(at, o.addr(), o_bytes)?;
-                gpu.copy_async(at + o_bytes as u64, lse.addr(), lse_bytes)?;
-            }
-        }
-        ring.wait(&gpu)?;
-        for slot in 0..batch {
-            let n = done + slot;
-            let (_, want_o, want_lse) = &rounds[n % ALTERNATING_ROUNDS];
-            let got = history.slice(slot * size..(slot + 1) * size).to_vec()?;
-            for (name, g, want, elem) in [("O", &got[..o_bytes], want_o, 2), ("lse", &got[o_bytes..], want_lse, 4)] {
-                if let Some(i) = (0..g.len()).find(|&i| g[i] != want[i]) {
-                    anyhow::bail!(
-                        "rank {rank}: back-to-back launch {n} (round {} of {ALTERNATING_ROUNDS}): {name} element {} differs from the round's verified launch",
-                        n % ALTERNATING_ROUNDS,
-                        i / elem
-                    );
-                }
-            }
-        }
-        done += batch;
-    }
+            Ok(ring.launch(&gpu)?)
+        },
+        || Ok(ring.wait(&gpu)?),
+        |n, slot| {
+            let round = n % ALTERNATING_ROUNDS;
+            let what = format!("rank {rank}: back-to-back launch {n} (round {round} of {ALTERNATING_ROUNDS})");
+            history.compare(slot, &rounds[round].1, |_, _| false, &what, "the round's verified launch wrote")
+        },
+    )?;
     comm.barrier()?;
     println!(
         "ring-attention ok: rank {rank} of {w} ({} node(s)), shard {:?} {:?} causal {} zigzag {zigzag}: {ALTERNATING_ROUNDS} rounds vs single-GPU worst row rel err {worst:.2e}, lse {worst_lse:.2e}; vs f64 reference {worst_ref:.2e}; {} back-to-back launches on alternating inputs identical to their rounds'",
