@@ -6,6 +6,7 @@
 //! contract of an f64 host reference on sampled rows; ranks holding different token counts, one
 //! token; 100 launches back to back and CUDA-graph replays on tokens and routings that cycle
 //! through three verified rounds, each launch's output and layout bit for bit against its round's; a bad expert id reported by name.
+//! The pull CTAs join the tiles by default; one test runs them without (`--no-join`).
 //! Layouts: 1 node x 2, 2 emulated nodes x 1 (FIFO, proxy, emulated NIC between them) and, with
 //! four GPUs, 1 x 4 and 2 x 2; two ranks sharing one GPU where only one exists, as one node and
 //! as two emulated nodes (sizes where a fused launch holds every SM). Above 8 ranks
@@ -64,6 +65,16 @@ fn two_emulated_nodes_sharing_one_gpu() {
     nodes_check(2, 2, &g, &skewed);
 }
 
+/// `(ranks, nodes, args)` cases on GPU 0 (ranks sharing it), each with `option`, two rounds and
+/// 10 launches back to back.
+fn on_gpu_zero(option: &str, cases: &[(u32, u32, &[&str])]) {
+    for &(ranks, nodes, extra) in cases {
+        let mut args = vec![option, "--rounds", "2", "--back-to-back", "10"];
+        args.extend(extra);
+        nodes_check(ranks, nodes, &vec![0; ranks as usize], &args);
+    }
+}
+
 #[test]
 fn own_tokens_gathered() {
     // MoeOptions::gather: own tokens read where they are by the grouped GEMM's producer; one
@@ -71,12 +82,32 @@ fn own_tokens_gathered() {
     if gpu_or_skip("own_tokens_gathered").is_none() {
         return;
     }
-    let common = ["--gather", "--rounds", "2", "--back-to-back", "10"];
-    let with = |extra: &[&'static str]| [&common[..], extra].concat();
-    nodes_check(1, 1, &[0], &with(&["--config", "2000x512x264x16x3", "--graph"]));
-    nodes_check(1, 1, &[0], &with(&["--config", "900x256x136x8x2", "--routing", "skewed", "--layout", "nk", "--f32"]));
-    check(2, &[0, 0], &with(&["--config", "700x256x264x16x3", "--pull-ctas", "4"]));
-    nodes_check(2, 2, &[0, 0], &with(&["--config", "1500x256x264x16x3", "--layout", "nk", "--vary", "700"]));
+    on_gpu_zero(
+        "--gather",
+        &[
+            (1, 1, &["--config", "2000x512x264x16x3", "--graph"]),
+            (1, 1, &["--config", "900x256x136x8x2", "--routing", "skewed", "--layout", "nk", "--f32"]),
+            (2, 1, &["--config", "700x256x264x16x3", "--pull-ctas", "4"]),
+            (2, 2, &["--config", "1500x256x264x16x3", "--layout", "nk", "--vary", "700"]),
+        ],
+    );
+}
+
+#[test]
+fn pull_ctas_that_end_with_the_pull() {
+    // MoeOptions::join off: the compute CTAs walk their static shares of the tiles and the pull
+    // CTAs end with the pull (the default has them draw tiles with the compute CTAs).
+    if gpu_or_skip("pull_ctas_that_end_with_the_pull").is_none() {
+        return;
+    }
+    on_gpu_zero(
+        "--no-join",
+        &[
+            (1, 1, &["--config", "2000x512x264x16x3", "--graph"]),
+            (2, 1, &["--config", "700x256x264x16x3", "--routing", "skewed", "--layout", "nk"]),
+            (2, 2, &["--config", "1500x256x264x16x3", "--pull-ctas", "4", "--vary", "700"]),
+        ],
+    );
 }
 
 #[test]

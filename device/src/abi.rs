@@ -1306,7 +1306,8 @@ pub const MOE_FUSED: u32 = 0;
 /// written, nothing is multiplied.
 pub const MOE_DISPATCH_ONLY: u32 = 1;
 /// [`MoeParams::mode`]: the grouped GEMM alone over the rows and layout the last dispatch left
-/// (compute CTAs only, no waits, no communication).
+/// (compute CTAs only, no waits, no communication). The host launches it with the fused launch's
+/// pull CTAs counted as compute CTAs: every SM computes.
 pub const MOE_GEMM_ONLY: u32 = 2;
 /// [`MoeParams::flags`] bit: in a fused launch, compute CTAs move rows (take pull items) until
 /// their first tile's rows are in.
@@ -1315,6 +1316,11 @@ pub const MOE_COMPUTE_HELPS: u32 = 1;
 /// reads them from `x` where they are (a gathering producer, `mk_moe_gather_*` kernels), the
 /// other sources' rows as laid out.
 pub const MOE_GATHER: u32 = 2;
+/// [`MoeParams::flags`] bit: in a fused launch of the laid-out form (not [`MOE_GATHER`]), the
+/// pull CTAs claim tiles once the pull items run out. Compute and pull CTAs then draw the tiles
+/// from a counter ([`MoeScratch::TILE_COUNTERS`]) in the grouped order; without it each compute
+/// CTA walks its static share and the pull CTAs end with the pull.
+pub const MOE_JOIN: u32 = 4;
 
 /// [`MoeParams::errors`] code: a routing entry names an expert outside `0..experts`; the token
 /// is not sent anywhere. The record's words: code, token, slot, the expert id.
@@ -1390,7 +1396,9 @@ abi_struct! {
     ///    of its `TILE_M`-row block of `xe`. Pull CTAs take items until none is left; with
     ///    [`MOE_COMPUTE_HELPS`], compute CTAs take them too until their first tile's block is full.
     /// 4. Compute CTAs run the GEMM engine over `xe` expert by expert (the order the rows fill
-    ///    in), each tile waiting until its block's counter reaches the rows it has.
+    ///    in), each tile waiting until its block's counter reaches the rows it has. With
+    ///    [`MOE_JOIN`] the pull CTAs join them once no pull item is left, every CTA drawing the
+    ///    next tile from a counter.
     /// 5. When every item is done, the last pull CTA raises `done[me]` on every rank: a rank
     ///    overwrites its `x_heap`, anyone's `rx` or anyone's `inbox` in the next launch only after
     ///    that.
@@ -1473,7 +1481,7 @@ abi_struct! {
         pub b_rows_per_expert: u32,
         /// [`MOE_FUSED`], [`MOE_DISPATCH_ONLY`] or [`MOE_GEMM_ONLY`].
         pub mode: u32,
-        /// [`MOE_COMPUTE_HELPS`] or 0.
+        /// [`MOE_COMPUTE_HELPS`], [`MOE_GATHER`], [`MOE_JOIN`]: a bitwise or.
         pub flags: u32,
     }
 }
@@ -1644,7 +1652,7 @@ impl MoeScratch {
     pub const fn new(local_experts: u32, world: u32, cap_rows: u32, routers: u32) -> Self {
         let el = local_experts;
         let mt = cap_rows.div_ceil(MOE_TILE_M);
-        let expert_off = 7 * FLAG_STRIDE;
+        let expert_off = 8 * FLAG_STRIDE;
         let expert_rows = expert_off + el + 1;
         let tile_start = expert_rows + el;
         let recv_counts = tile_start + el + 1;
@@ -1687,6 +1695,9 @@ impl MoeScratch {
     pub const ITEM_COUNTER: u32 = 5 * FLAG_STRIDE;
     /// Word of the pull items finished.
     pub const ITEMS_DONE: u32 = 6 * FLAG_STRIDE;
+    /// Words of the tile counters with [`MOE_JOIN`] (`sched::Claimed`: the next position, the
+    /// CTAs done drawing; zero between launches).
+    pub const TILE_COUNTERS: u32 = 7 * FLAG_STRIDE;
 }
 
 /// Attention tensors are `[batch, seq, heads, head_dim]` (the layout of a transformer's

@@ -165,10 +165,20 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
                 .map(|s| s.t_ns.saturating_sub(claims.get(&(s.cta, s.a)).copied().unwrap_or(s.t_ns)))
                 .collect();
             let last = ready.iter().map(|s| s.t_ns).max().unwrap_or(t0);
+            // Who ran the tiles: CTAs of other roles join the compute CTAs in some kernels.
+            let mut by_role: BTreeMap<u32, usize> = BTreeMap::new();
+            for &(cta, _) in claims.keys() {
+                *by_role.entry(roles.get(&cta).copied().unwrap_or(u32::MAX)).or_default() += 1;
+            }
+            let by_role: Vec<String> = by_role
+                .iter()
+                .map(|(&r, n)| format!("{} {n}", role_names.get(r as usize).copied().unwrap_or("other")))
+                .collect();
             let _ = writeln!(
                 out,
-                "  tiles: {} claimed, {} waited over 5 us for their rows (longest {:.1} us, {:.1} us in all); last rows in at {:.1} us",
+                "  tiles: {} claimed ({}), {} waited over 5 us for their rows (longest {:.1} us, {:.1} us in all); last rows in at {:.1} us",
                 claims.len(),
+                by_role.join(", "),
                 waits.iter().filter(|&&w| w > 5_000).count(),
                 waits.iter().max().copied().unwrap_or(0) as f64 / 1e3,
                 waits.iter().sum::<u64>() as f64 / 1e3,
@@ -255,6 +265,9 @@ mod tests {
             w(trace::TILE_READY, 0, 3, 0, 0),
             w(trace::TILE_CLAIMED, 1, 2, 1, 1),
             w(trace::TILE_READY, 1, 22, 1, 1),
+            // A CTA of another role joins the tiles.
+            w(trace::TILE_CLAIMED, 2, 30, 2, 2),
+            w(trace::TILE_READY, 2, 31, 2, 2),
             w(trace::SENT, 2, 40, 9, 0),
             w(trace::RELEASED, 2, 60, 9, 0),
             w(trace::END, 2, 61, 0, 0),
@@ -268,7 +281,7 @@ mod tests {
         assert!(text.contains("launch 7: 3 CTAs started"), "{text}");
         assert!(text.contains("compute CTAs: 2 ended, first 100.0 median 120.0 last 120.0 us"), "{text}");
         assert!(text.contains("inter-send CTAs: 1 ended, first 61.0"), "{text}");
-        assert!(text.contains("tiles: 2 claimed, 1 waited over 5 us for their rows (longest 20.0 us, 21.0 us in all); last rows in at 22.0 us"), "{text}");
+        assert!(text.contains("tiles: 3 claimed (compute 2, inter-send 1), 1 waited over 5 us for their rows (longest 20.0 us, 22.0 us in all); last rows in at 31.0 us"), "{text}");
         assert!(text.contains("every WRITE pushed at 40.0 us (FIFO position 9)"), "{text}");
         assert!(text.contains("every WRITE released at 60.0 us"), "{text}");
         assert!(text.contains("laid_out: 1 stamps, first at 45.0, last at 45.0 us"), "{text}");

@@ -138,6 +138,9 @@ pub struct Knobs {
     /// The grouped GEMM reads own tokens where they are (`MoeOptions::gather`).
     #[arg(long)]
     pub gather: bool,
+    /// The pull CTAs end with the pull instead of running tiles (`MoeOptions::join`).
+    #[arg(long = "no-join")]
+    pub no_join: bool,
 }
 
 impl Knobs {
@@ -149,6 +152,7 @@ impl Knobs {
             run_records: self.run_records,
             compute_helps: !self.no_helpers,
             gather: self.gather,
+            join: self.no_join.then_some(false),
             ..d
         }
     }
@@ -188,6 +192,9 @@ pub struct CheckArgs {
     /// none is written).
     #[arg(long)]
     pub gather: bool,
+    /// The pull CTAs end with the pull instead of running tiles.
+    #[arg(long = "no-join")]
+    pub no_join: bool,
     /// Also check that a bad expert id is a typed error naming the token (rank 0's input).
     #[arg(long = "bad-id")]
     pub bad_id: bool,
@@ -231,18 +238,20 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         path: PathChoice::Fused,
         compute_helps: !a.no_helpers,
         gather: a.gather,
+        join: a.no_join.then_some(false),
         timeout,
         ..Default::default()
     };
     let op = MoeDispatchGemm::new(&comm, &gpu, s, a.layout, &x, &idx, &wt, &w1, tokens, opts)?;
     println!(
-        "rank {r} of {w}: moe {} tokens here, H {h} I {i} E {} k {k} {:?} {} out, {:?}, roles {:?}, {} receive rows",
+        "rank {r} of {w}: moe {} tokens here, H {h} I {i} E {} k {k} {:?} {} out, {:?}, roles {:?}{}, {} receive rows",
         tokens,
         s.experts,
         a.layout,
         if a.f32 { "f32" } else { "bf16" },
         a.routing,
         op.roles(),
+        if op.join() { " (pull CTAs join the tiles)" } else { "" },
         op.capacity_rows()
     );
     let read = || -> anyhow::Result<Vec<f64>> {
@@ -521,8 +530,8 @@ impl BenchInputs {
     }
 }
 
-/// `bench moe`: fused, unfused (dispatch then GEMM), the grouped GEMM alone and the dispatch
-/// alone, interleaved; the slowest rank's medians.
+/// `bench moe`: fused, unfused (dispatch then GEMM), the grouped GEMM alone (on every SM) and
+/// the dispatch alone (the fused launch's pull CTAs), interleaved; the slowest rank's medians.
 pub fn bench(
     configs: &[MoeConfig],
     layouts: &[BLayout],
@@ -598,37 +607,42 @@ pub fn bench(
 /// The roles' names in a timeline's summary, by `sched::Role`'s values.
 const MOE_ROLES: [&str; 2] = ["compute", "router / pull"];
 
-/// `tune moe`: pull CTAs x records per run, fused against unfused, per config; writes the table
-/// the per-config defaults come from (`host/ops/tuned/moe.jsonl`).
+/// `tune moe`: pull CTAs x records per run x whether the pull CTAs join the tiles, fused against
+/// unfused, per config; writes the table the per-config defaults come from
+/// (`host/ops/tuned/moe.jsonl`).
 pub fn tune(
     configs: &[MoeConfig],
-    pull: &[u32],
-    runs: &[u32],
+    (pull, runs, joins): (&[u32], &[u32], &[bool]),
     ranks: &RanksArgs,
     (timing, rounds): (Timing, u32),
     out: &FsPath,
 ) -> anyhow::Result<()> {
     let Some((world, gpu, comm)) = moe_rank(ranks, configs)? else { return Ok(()) };
     let mut lines = Vec::new();
-    let bar = harness::progress((configs.len() * pull.len() * runs.len()) as u64 * rounds as u64, "tune moe");
+    let points = (configs.len() * pull.len() * runs.len() * joins.len()) as u64 * rounds as u64;
+    let bar = harness::progress(points, "tune moe");
     for c in configs {
         let inputs = BenchInputs::new(&gpu, &world, c)?;
         let mut sweep = Sweep::new();
-        for (round, (p, r)) in Sweep::grid(rounds, pull, runs) {
-            let opts = MoeOptions { pull_ctas: Some(p), run_records: Some(r), ..Default::default() };
+        // Rounds outermost, as `Sweep::grid`, with the join innermost.
+        let grid = Sweep::grid(rounds, pull, runs).flat_map(|(round, pr)| joins.iter().map(move |&j| (round, pr, j)));
+        for (round, (p, r), join) in grid {
+            let opts = MoeOptions { pull_ctas: Some(p), run_records: Some(r), join: Some(join), ..Default::default() };
             let op = inputs.op(&comm, &gpu, c, BLayout::KN, opts)?;
-            let [f, u] = sweep.point(&gpu, &comm, timing, &op, (p, r))?;
+            let [f, u] = sweep.point(&gpu, &comm, timing, &op, (p, r, join))?;
             if world.rank == 0 {
                 let label = c.label();
-                eprintln!("tune moe {label} pull {p} run {r} round {round}: fused {f:.4} ms, unfused {u:.4} ms");
+                eprintln!(
+                    "tune moe {label} pull {p} run {r} join {join} round {round}: fused {f:.4} ms, unfused {u:.4} ms"
+                );
             }
             bar.inc(1);
         }
-        let ((p, r), fused_ms, unfused_ms, path) = sweep.result()?;
+        let ((p, r, join), fused_ms, unfused_ms, path) = sweep.result()?;
         let s = c.shape;
         lines.push(serde_json::json!({
             "op": "moe", "world": world.world_size, "nodes": world.nodes, "tokens": c.tokens, "hidden": s.hidden,
-            "inter": s.inter, "experts": s.experts, "top_k": s.top_k, "pull_ctas": p, "run_records": r,
+            "inter": s.inter, "experts": s.experts, "top_k": s.top_k, "pull_ctas": p, "run_records": r, "join": join,
             "path": path, "fused_ms": fused_ms,
             "unfused_ms": unfused_ms, "gpu": gpu.info().name, "commit": harness::COMMIT,
         }));

@@ -604,28 +604,30 @@ pub fn bench_rank(
 /// the median of its rounds (single timings of one setting spread by up to 20% on a shared
 /// machine: a round whose window met a slow spell decided the table), the fastest fused point
 /// wins, and the faster path there.
-pub struct Sweep {
+pub struct Sweep<K = (u32, u32)> {
     /// Per point, in the order first timed.
-    points: Vec<SweepPoint>,
+    points: Vec<SweepPoint<K>>,
 }
 
 /// One point of a [`Sweep`]: its knobs and its rounds' times.
-struct SweepPoint {
-    knobs: (u32, u32),
+struct SweepPoint<K> {
+    knobs: K,
     fused: Vec<f64>,
     unfused: Vec<f64>,
 }
 
 impl Sweep {
-    /// An empty sweep.
-    pub fn new() -> Self {
-        Self { points: Vec::new() }
-    }
-
     /// The points of a sweep over knobs `a` x `b`, `rounds` times, rounds outermost (so each
     /// point's rounds are spread over the whole sweep): `(round, (a, b))`, rounds from 1.
     pub fn grid<'k>(rounds: u32, a: &'k [u32], b: &'k [u32]) -> impl Iterator<Item = (u32, (u32, u32))> + 'k {
         (1..=rounds).flat_map(move |r| a.iter().flat_map(move |&x| b.iter().map(move |&y| (r, (x, y)))))
+    }
+}
+
+impl<K: Copy + PartialEq> Sweep<K> {
+    /// An empty sweep.
+    pub fn new() -> Self {
+        Self { points: Vec::new() }
     }
 
     /// Time `op` at knobs `(a, b)` (one more sample if timed before); returns this round's fused
@@ -636,7 +638,7 @@ impl Sweep {
         comm: &Communicator,
         timing: Timing,
         op: &impl TwoPathOp,
-        knobs: (u32, u32),
+        knobs: K,
     ) -> anyhow::Result<[f64; 2]> {
         let mut fused = || op.launch_path(gpu, Path::Fused);
         let mut unfused = || op.launch_path(gpu, Path::Unfused);
@@ -647,7 +649,7 @@ impl Sweep {
     }
 
     /// Add one round's times of the point `knobs`.
-    pub fn record(&mut self, knobs: (u32, u32), fused_ms: f64, unfused_ms: f64) {
+    pub fn record(&mut self, knobs: K, fused_ms: f64, unfused_ms: f64) {
         match self.points.iter_mut().find(|p| p.knobs == knobs) {
             Some(p) => {
                 p.fused.push(fused_ms);
@@ -658,13 +660,13 @@ impl Sweep {
     }
 
     /// The median fused and unfused times of the point `knobs` over its rounds.
-    pub fn medians(&self, knobs: (u32, u32)) -> Option<(f64, f64)> {
+    pub fn medians(&self, knobs: K) -> Option<(f64, f64)> {
         self.points.iter().find(|p| p.knobs == knobs).map(|p| (median(&p.fused), median(&p.unfused)))
     }
 
     /// The fastest fused point's knobs and median time, the best unfused median (over the
     /// points) and the faster path's name.
-    pub fn result(&self) -> anyhow::Result<((u32, u32), f64, f64, &'static str)> {
+    pub fn result(&self) -> anyhow::Result<(K, f64, f64, &'static str)> {
         let (knobs, fused) = self
             .points
             .iter()
@@ -727,6 +729,6 @@ mod tests {
         let mut t = Sweep::new();
         t.record((1, 1), 3.0, 2.0);
         assert_eq!(t.result().unwrap().3, "unfused");
-        assert!(Sweep::new().result().is_err());
+        assert!(Sweep::<(u32, u32)>::new().result().is_err());
     }
 }

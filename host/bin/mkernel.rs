@@ -437,15 +437,15 @@ enum TuneCmd {
     GemmRs(RsTuneArgs),
     /// GEMM + AllReduce: as gemm-rs, and on one node one shot as well.
     GemmAr(RsTuneArgs),
-    /// MoE dispatch + grouped GEMM: pull CTAs x records per run, fused vs unfused, per config
-    /// (several ranks).
+    /// MoE dispatch + grouped GEMM: pull CTAs x records per run x the pull CTAs joining the
+    /// tiles or not, fused vs unfused, per config (several ranks).
     Moe {
         /// Configs TxHxIxExk, comma-separated.
         #[arg(long, value_delimiter = ',', value_parser = cmd_moe::config,
               default_value = "4096x7168x2048x256x8,8192x4096x14336x8x2")]
         configs: Vec<cmd_moe::MoeConfig>,
         /// Pull CTA counts to try.
-        #[arg(long = "pull-ctas", value_delimiter = ',', default_value = "8,12,16,20,24",
+        #[arg(long = "pull-ctas", value_delimiter = ',', default_value = "8,16,24,32,40",
               value_parser = clap::value_parser!(u32).range(1..=64))]
         pull_ctas: Vec<u32>,
         /// Records per pull item to try. Short runs by default: on 4 x H200 each pull-CTA count
@@ -454,6 +454,11 @@ enum TuneCmd {
         #[arg(long = "run-records", value_delimiter = ',', default_value = "4,5,6,8,12,16,32",
               value_parser = clap::value_parser!(u32).range(1..))]
         run_records: Vec<u32>,
+        /// Whether the pull CTAs join the tiles once the pull is done (`MoeOptions::join`), the
+        /// values to try: on, off or both.
+        #[arg(long, value_delimiter = ',', default_value = "on,off",
+              value_parser = clap::builder::BoolishValueParser::new())]
+        join: Vec<bool>,
         #[command(flatten)]
         ranks: RanksArgs,
         #[command(flatten)]
@@ -553,8 +558,8 @@ fn main() -> ExitCode {
         }
         Cmd::Tune(TuneCmd::GemmRs(a)) => a.run(mkernel::ops::gemm_rs::Collective::ReduceScatter),
         Cmd::Tune(TuneCmd::GemmAr(a)) => a.run(mkernel::ops::gemm_rs::Collective::AllReduce),
-        Cmd::Tune(TuneCmd::Moe { configs, pull_ctas, run_records, ranks, timing, out }) => {
-            cmd_moe::tune(&configs, &pull_ctas, &run_records, &ranks, timing.tune_timing(), &out)
+        Cmd::Tune(TuneCmd::Moe { configs, pull_ctas, run_records, join, ranks, timing, out }) => {
+            cmd_moe::tune(&configs, (&pull_ctas, &run_records, &join), &ranks, timing.tune_timing(), &out)
         }
         Cmd::Plot(p) => plot::plot(&p.inputs, &p.out).map(|s| {
             quiet_on_closed_pipe();

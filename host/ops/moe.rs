@@ -18,8 +18,9 @@
 //! per destination rank over NVLink into shared memory and write it from there to every expert
 //! row it has on that rank; compute CTAs run the GEMM engine over the received rows expert by
 //! expert (the order the rows fill in), each tile waiting only until its 128 rows have landed. The
-//! unfused path is the same kernel twice: the dispatch alone, then the grouped GEMM alone (the
-//! same bits).
+//! unfused path is the same kernel twice: the dispatch alone (the pull CTAs only), then the
+//! grouped GEMM alone on every SM the fused launch holds (the same bits). With
+//! [`MoeOptions::join`] (the default) the pull CTAs run tiles too once no row is left to move.
 //!
 //! **Precision.** Each output element is one bf16 x bf16 dot product over H accumulated in fp32
 //! by the tensor cores, rounded once to the output type: against an f64 reference,
@@ -136,6 +137,12 @@ pub struct MoeOptions {
     /// by index) instead of the dispatch laying them out once per expert; `dispatched()` then
     /// holds only the other ranks' rows. Default off.
     pub gather: bool,
+    /// In a fused launch the pull CTAs run tiles once no row is left to move, every CTA drawing
+    /// its next tile from a counter (`MOE_JOIN`). Default (`None`): the tuned table's choice for
+    /// the nearest measured config ([`super::tuned::moe`]; lines measured before the option
+    /// say off), else on; off with the gathering producer ([`MoeOptions::gather`]), which walks
+    /// its tiles statically and cannot join.
+    pub join: Option<bool>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
@@ -151,6 +158,7 @@ impl Default for MoeOptions {
             path: PathChoice::Auto,
             compute_helps: true,
             gather: false,
+            join: None,
             timeout: Duration::from_secs(10),
         }
     }
@@ -253,6 +261,15 @@ impl<'a> MoeDispatchGemm<'a> {
             return Err(invalid(
                 "pull_ctas",
                 format!("{pull} must be in 1..{sms} (the rest of the {sms} SMs compute)"),
+            ));
+        }
+        // The tuned line's choice where one applies (lines from before the option say off),
+        // else on; never with the gathering producer.
+        let join = opts.join.unwrap_or(!opts.gather && tuned.is_none_or(|t| t.join));
+        if join && opts.gather {
+            return Err(invalid(
+                "join",
+                "the gathering producer (gather) walks its tiles statically: pull CTAs cannot join it",
             ));
         }
         let path = match opts.path {
@@ -374,7 +391,9 @@ impl<'a> MoeDispatchGemm<'a> {
             cap_rows: cap as u32,
             b_rows_per_expert: b_layout.pick(h, i) as u32,
             mode: MOE_FUSED,
-            flags: if opts.compute_helps { MOE_COMPUTE_HELPS } else { 0 } | if opts.gather { MOE_GATHER } else { 0 },
+            flags: if opts.compute_helps { MOE_COMPUTE_HELPS } else { 0 }
+                | if opts.gather { MOE_GATHER } else { 0 }
+                | if join { MOE_JOIN } else { 0 },
         };
         let kernel = match opts.gather {
             false => b_layout.pick(kernels::MOE_KN, kernels::MOE_NK),
@@ -430,6 +449,11 @@ impl<'a> MoeDispatchGemm<'a> {
     /// Whether compute CTAs move rows before their first tiles ([`MoeOptions::compute_helps`]).
     pub fn compute_helps(&self) -> bool {
         self.params.flags & MOE_COMPUTE_HELPS != 0
+    }
+
+    /// Whether the pull CTAs run tiles after the pull ([`MoeOptions::join`]).
+    pub fn join(&self) -> bool {
+        self.params.flags & MOE_JOIN != 0
     }
 
     /// The CTA roles of a fused launch.
@@ -507,7 +531,12 @@ impl<'a> MoeDispatchGemm<'a> {
         p.mode = mode;
         match mode {
             MOE_DISPATCH_ONLY => p.gemm.roles.compute = 0,
-            MOE_GEMM_ONLY => p.gemm.roles.intra_comm = 0,
+            MOE_GEMM_ONLY => {
+                // The grouped GEMM alone (the unfused path's, and the bench's "alone") runs on
+                // every SM the fused launch holds, as a GEMM launched on its own would.
+                p.gemm.roles.compute += p.gemm.roles.intra_comm;
+                p.gemm.roles.intra_comm = 0;
+            }
             _ => {}
         }
         let cfg = LaunchConfig::linear(p.gemm.roles.total(), THREADS, SMEM_BYTES);

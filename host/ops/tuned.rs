@@ -277,6 +277,9 @@ pub struct MoeEntry {
     pub pull_ctas: u32,
     /// Records per pull item.
     pub run_records: u32,
+    /// Whether the pull CTAs join the tiles (`MoeOptions::join`): as measured; lines written
+    /// before the option (no `join` field) were measured without it.
+    pub join: bool,
     /// The faster path at that config.
     pub path: Path,
 }
@@ -293,6 +296,8 @@ struct MoeLine {
     top_k: usize,
     pull_ctas: u32,
     run_records: u32,
+    #[serde(default)]
+    join: bool,
     path: String,
 }
 
@@ -303,7 +308,8 @@ fn parse_moe(text: &str) -> Vec<(MoeLine, MoeEntry)> {
         .filter_map(|l| serde_json::from_str::<MoeLine>(l).ok())
         .filter(|l| l.op == "moe")
         .map(|l| {
-            let e = MoeEntry { pull_ctas: l.pull_ctas, run_records: l.run_records, path: path_of(&l.path) };
+            let e =
+                MoeEntry { pull_ctas: l.pull_ctas, run_records: l.run_records, join: l.join, path: path_of(&l.path) };
             (l, e)
         })
         .collect()
@@ -437,9 +443,19 @@ mod tests {
         ));
         let newer = nearest_moe(&twice, [8192, 4096, 14336, 8, 2], &world(4, 1)).unwrap();
         assert_eq!((newer.pull_ctas, newer.run_records), (8, 16));
-        // The embedded table's world-4 lines (tune moe --rounds 3, 2026-11-27).
+        // The embedded table's world-4 lines (tune moe --rounds 3, 2026-11-27; the DeepSeek-like
+        // one again with the pull CTAs joining the tiles, 2026-11-28).
         let mixtral = nearest_moe(moe_table(), [8192, 4096, 14336, 8, 2], &world(4, 1)).unwrap();
         assert_eq!((mixtral.pull_ctas, mixtral.run_records), (8, 16));
+        let deepseek = nearest_moe(moe_table(), [4096, 7168, 2048, 256, 8], &world(4, 1)).unwrap();
+        assert_eq!((deepseek.pull_ctas, deepseek.run_records, deepseek.join), (32, 5, true));
+        // A line without `join` was measured before the option: off.
+        assert!(!twice[0].1.join && !newer.join);
+        let joined = parse_moe(concat!(
+            r#"{"op":"moe","world":2,"nodes":1,"tokens":4096,"hidden":7168,"inter":2048,"experts":256,"top_k":8,"pull_ctas":28,"run_records":5,"join":true,"path":"fused"}"#,
+            "\n"
+        ));
+        assert!(joined[0].1.join);
     }
 
     #[test]

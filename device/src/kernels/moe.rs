@@ -16,7 +16,10 @@
 //!   [`MOE_COMPUTE_HELPS`] flag), then run the GEMM engine with a [`GroupedTiles`] scheduler
 //!   (expert by expert, the order the rows fill in), a [`RowGate`] (a tile waits for the rows of
 //!   its tile row) and the local-store epilogue; the gate also picks the tile's expert in the
-//!   stacked weights.
+//!   stacked weights;
+//! - with [`MOE_JOIN`] the pull CTAs run the engine too once no pull item is left, every CTA
+//!   drawing its next tile from a counter ([`Claimed`]): without it they sat idle for the last
+//!   third of a DeepSeek-like launch at 1 x 4 (the trace build's timeline).
 //!
 //! Safety, for every `unsafe fn` below: `p` is the launch's [`MoeParams`] as `ops::moe` wrote it
 //! (every address in it live for the launch, the peer table mapped, sizes within the documented
@@ -28,8 +31,9 @@ use crate::comm::nvlink::{copy_block, BulkRing};
 use crate::comm::signal::{arrive_and_wait, last_arriver, launch_epoch, signal};
 use crate::comm::{fifo_push, fifo_quiet_claimed, signal_remote};
 use crate::gemm::engine::store_c_cta;
+use crate::gemm::feed::Feed;
 use crate::gemm::*;
-use crate::sched::{div_nz, rem_nz, GaveUp, GroupedTiles, InputGate, Role, Tile, TileIter, TileScheduler};
+use crate::sched::{div_nz, rem_nz, Claimed, GaveUp, GroupedTiles, InputGate, Role, Tile, TileIter, TileScheduler};
 use crate::sync::Bound;
 use crate::{abi::trace as trace_ev, trace};
 
@@ -1300,6 +1304,89 @@ impl<const G: bool> InputGate for RowGate<'_, G> {
     }
 }
 
+/// Whether the pull CTAs claim tiles after the pull ([`MOE_JOIN`]): fused launches of the
+/// laid-out form only (a gathering producer walks statically).
+#[inline(always)]
+fn joins<const GATHER: bool>(p: &MoeParams) -> bool {
+    !GATHER && p.mode == MOE_FUSED && p.flags & MOE_JOIN != 0
+}
+
+/// How many k-blocks before a tile's last load a drawing producer claims its next tile
+/// (`TileScheduler::claim_ahead`; AllGather + GEMM's default).
+const CLAIM_AHEAD: u32 = 4;
+
+/// The tiles' walk: the grouped order, drawn from the tile counters by the compute CTAs and,
+/// with [`MOE_JOIN`], the pull CTAs, else walked statically by the compute CTAs (through the
+/// engine's ring; the gathering producer's walk is static by type).
+#[derive(Clone, Copy)]
+struct Walk<const GATHER: bool>(Claimed<GroupedTiles>);
+
+impl<const G: bool> TileScheduler for Walk<G> {
+    #[inline(always)]
+    fn count(&self) -> u32 {
+        self.0.count()
+    }
+    #[inline(always)]
+    fn tile(&self, index: u32) -> Tile {
+        self.0.tile(index)
+    }
+    const DYNAMIC: bool = !G;
+    #[inline(always)]
+    fn counters(&self) -> *mut u32 {
+        self.0.counters()
+    }
+    #[inline(always)]
+    fn claim_ahead(&self) -> u32 {
+        self.0.claim_ahead()
+    }
+}
+
+/// The launch's [`Walk`] and the CTAs that walk it (the compute CTAs, with [`MOE_JOIN`] and the
+/// pull CTAs). Rebuilt from the parameters at each use: a value live across the engine's
+/// register reallocation spills in the producer.
+#[inline(always)]
+fn walk<const GATHER: bool>(p: &MoeParams, tb: &Tables) -> (Walk<GATHER>, u32) {
+    let l = tb.l;
+    let sched = GroupedTiles {
+        group_off: tb.at(l.expert_off),
+        tile_start: tb.at(l.tile_start),
+        groups: p.local_experts,
+        tile_m: TILE_M,
+    };
+    let roles = p.gemm.roles;
+    let (counters, ctas) = if joins::<GATHER>(p) {
+        (tb.at(MoeScratch::TILE_COUNTERS), roles.compute + roles.intra_comm)
+    } else {
+        (core::ptr::null_mut(), roles.compute)
+    };
+    (Walk(Claimed { inner: sched, counters, ahead: CLAIM_AHEAD, join: (u32::MAX, 0) }), ctas)
+}
+
+/// Run the grouped GEMM's tiles on this CTA (every thread): a compute CTA, or a pull CTA that
+/// joins them ([`MOE_JOIN`]).
+///
+/// # Safety
+/// The layout of this launch is out (or `MOE_GEMM_ONLY`'s last one is); the CTA's shared memory
+/// is free for the engine.
+#[inline(always)]
+unsafe fn tiles<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams, tb: Tables, epoch: u32) {
+    let b = Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: Role::Compute as u32 };
+    let gate = RowGate::<GATHER> { p, tb, wait: p.mode != MOE_GEMM_ONLY, epoch };
+    let (walk, ctas) = walk::<GATHER>(p, &tb);
+    store_c_cta::<TRANS_B, _, _>(&p.gemm, &walk, &gate, ctas, b);
+}
+
+/// Thread 0 of a CTA counted among the drawing ones that runs no tile (its wait gave up, or its
+/// shared memory cannot take the engine): count it done drawing.
+///
+/// # Safety
+/// Once per CTA and launch, instead of [`tiles`].
+#[inline(always)]
+unsafe fn forfeit_tiles<const GATHER: bool>(p: &MoeParams, tb: &Tables) {
+    let (walk, ctas) = walk::<GATHER>(p, tb);
+    Feed::forfeit(&walk, ctas);
+}
+
 /// The kernel body: every CTA takes its role from its index.
 ///
 /// # Safety
@@ -1340,32 +1427,31 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
             }
             sync_threads();
             if ld_shared_u32(scratch) == 0 {
+                if tid == 0 {
+                    forfeit_tiles::<GATHER>(p, &tb);
+                }
                 return; // no layout: the wait reported why
             }
-            let g = &p.gemm;
-            let l = tb.l;
-            let sched = GroupedTiles {
-                group_off: tb.at(l.expert_off),
-                tile_start: tb.at(l.tile_start),
-                groups: p.local_experts,
-                tile_m: TILE_M,
-            };
             if early_x {
                 if p.flags & MOE_COMPUTE_HELPS != 0 {
                     // Until its first tile's rows are in, this CTA moves rows too: early on the
                     // GEMM waits for the pull (a token's rows fill all its experts at once).
-                    // The engine's walk (`TileIter`, from this CTA's index) gives its first tile.
-                    let mut walk = TileIter::new(block_idx_x(), roles.compute, sched.count());
-                    let first = walk.next().map_or(u32::MAX, |i| sched.tile(i).m);
+                    // Its first tile: that of its static walk, about the position it draws
+                    // first when the CTAs draw.
+                    let (sched, _) = walk::<GATHER>(p, &tb);
+                    let mut first_walk = TileIter::new(block_idx_x(), roles.compute, sched.count());
+                    let first = first_walk.next().map_or(u32::MAX, |i| sched.tile(i).m);
                     pull(p, &tb, Puller::Helper { first }, epoch, &bound(Role::Compute), ring.as_mut());
                 }
                 // The GEMM's set-up reuses the ring's shared memory.
                 if !BulkRing::hand_over(ring, scratch) {
+                    if tid == 0 {
+                        forfeit_tiles::<GATHER>(p, &tb);
+                    }
                     return; // a wait gave up mid-copy (reported): the ring's memory is not free
                 }
             }
-            let gate = RowGate::<GATHER> { p, tb, wait: !gemm_only, epoch };
-            store_c_cta::<TRANS_B, _, _>(g, &sched, &gate, roles.compute, bound(Role::Compute));
+            tiles::<TRANS_B, GATHER>(p, tb, epoch);
             if trace::ON && tid == 0 {
                 // The producer's last tile claimed and loaded: about a tile before the CTA ends.
                 trace::stamp(epoch, trace_ev::END, block_idx_x(), 0, 0);
@@ -1392,10 +1478,22 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
                 }
                 sync_threads();
                 if ld_shared_u32(dyn_smem_base() + VERDICT_SMEM) == 0 {
+                    if tid == 0 && joins::<GATHER>(p) {
+                        forfeit_tiles::<GATHER>(p, &tb);
+                    }
                     return; // no layout this launch: the wait reported why
                 }
             }
             pull(p, &tb, Puller::Pull { ctas: roles.intra_comm }, epoch, &b, ring.as_mut());
+            if joins::<GATHER>(p) {
+                // No pull item left: take tiles where the walk is, unless a timed-out copy may
+                // still land in the shared memory.
+                if BulkRing::hand_over(ring.take(), dyn_smem_base() + VERDICT_SMEM) {
+                    tiles::<TRANS_B, GATHER>(p, tb, epoch);
+                } else if tid == 0 {
+                    forfeit_tiles::<GATHER>(p, &tb);
+                }
+            }
             if tid == 0 && p.nodes() > 1 {
                 // The proxy's WRITEs read the outbox and `x_heap`, which the next launch rewrites
                 // from its start: this launch ends after they did.
