@@ -179,6 +179,28 @@ pub mod trace {
     /// MoE: a CTA finished pulling (`a`: 1 for a compute CTA whose first tile's rows are in,
     /// 0 for a pull CTA out of items).
     pub const PULLED: u32 = 12;
+    /// GEMM + ReduceScatter / AllReduce: a consumer warpgroup waited for its own tile's partials
+    /// (the helper's `ready`; `a`: walk position, `b`: ns waited).
+    pub const SUM_WAITED: u32 = 13;
+    /// GEMM + ReduceScatter / AllReduce: a consumer warpgroup waited for its staging tile, still
+    /// read by the helper's copies of its previous tile (`free`; as [`SUM_WAITED`]).
+    pub const STAGE_WAITED: u32 = 14;
+    /// GEMM + ReduceScatter / AllReduce: an own tile's helper waited for its partials' flags
+    /// (as [`SUM_WAITED`]).
+    pub const PARTIALS_WAITED: u32 = 15;
+    /// GEMM + ReduceScatter / AllReduce: a send tile's helper took this long from the staged
+    /// partial to its flag at the owner (the owner's `ready`, the copy, its completion; as
+    /// [`SUM_WAITED`]).
+    pub const PARTIAL_SENT: u32 = 16;
+
+    /// The epoch under which the plain GEMM stamps every launch (it counts none): select it
+    /// around the launches to trace, with no launch of a counting kernel in between.
+    pub const PLAIN_EPOCH: u32 = 1;
+
+    /// Whether an event's `b` is a duration in ns (the summary adds them up).
+    pub fn is_duration(event: u32) -> bool {
+        matches!(event, SUM_WAITED | STAGE_WAITED | PARTIALS_WAITED | PARTIAL_SENT)
+    }
 
     /// An event's name.
     pub fn name(event: u32) -> &'static str {
@@ -195,6 +217,10 @@ pub mod trace {
             LAID_OUT => "laid_out",
             X_READY => "x_ready",
             PULLED => "pulled",
+            SUM_WAITED => "sum_waited",
+            STAGE_WAITED => "stage_waited",
+            PARTIALS_WAITED => "partials_waited",
+            PARTIAL_SENT => "partial_sent",
             _ => "unknown",
         }
     }
@@ -958,8 +984,11 @@ abi_struct! {
         /// output, entries `2 * MAX_LOCAL_RANKS + d` the same block of mine. NVLink reads slow
         /// the GEMM about half as much as writes of the same bytes.
         pub pull_reduced: u32,
-        /// Padding up to the asserted size; always 0.
-        pub _pad: u32,
+        /// Nanoseconds between the first two tiles' sends of CTAs `i % 8` apart (0: none). Each
+        /// CTA's first tiles finish together and, with every first-wave tile a send, their
+        /// copies left at once, saturating the links while the next tiles' loads waited; a send
+        /// tile's helper at a CTA's first two tiles waits `(CTA % 8) * stagger_ns` first.
+        pub stagger_ns: u32,
     }
 }
 

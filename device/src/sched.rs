@@ -323,6 +323,11 @@ impl InputGate for NoGate {
     unsafe fn wait(&self, _tile: Tile) -> Result<(), GaveUp> {
         Ok(())
     }
+
+    #[inline(always)]
+    fn trace_epoch(&self) -> u32 {
+        crate::abi::trace::PLAIN_EPOCH
+    }
 }
 
 /// Grouped raster order over the whole grid (the plain GEMM).

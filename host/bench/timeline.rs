@@ -185,6 +185,25 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
                 us(last)
             );
         }
+        // The pace of the tiles: from one claim to the CTA's next.
+        let mut by_cta: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for (&(cta, _), &t) in &claims {
+            by_cta.entry(cta).or_default().push(t);
+        }
+        let mut periods: Vec<u64> = Vec::new();
+        for t in by_cta.values_mut() {
+            t.sort_unstable();
+            periods.extend(t.windows(2).map(|w| w[1] - w[0]));
+        }
+        if !periods.is_empty() {
+            periods.sort_unstable();
+            let _ = writeln!(
+                out,
+                "  tile period (a CTA's claim to its next): median {:.1}, 90th percentile {:.1} us",
+                mid(&periods) as f64 / 1e3,
+                periods[periods.len() * 9 / 10] as f64 / 1e3
+            );
+        }
         let seen: Vec<u64> = ss.iter().filter(|s| s.event == trace::CHUNK_SEEN).map(|s| s.t_ns).collect();
         if let (Some(first), Some(last)) = (seen.iter().min(), seen.iter().max()) {
             let _ = writeln!(
@@ -210,8 +229,24 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
             trace::SENT,
             trace::RELEASED,
         ];
+        // Waits and copies that stamp their duration: how many, how long in all and at most.
+        let mut waits: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for s in ss.iter().filter(|s| trace::is_duration(s.event)) {
+            waits.entry(s.event).or_default().push(s.b as u64);
+        }
+        for (event, ns) in waits {
+            let _ = writeln!(
+                out,
+                "  {}: {} stamps, {:.1} us in all, {} over 5 us, longest {:.1} us",
+                trace::name(event),
+                ns.len(),
+                ns.iter().sum::<u64>() as f64 / 1e3,
+                ns.iter().filter(|&&n| n > 5_000).count(),
+                ns.iter().max().copied().unwrap_or(0) as f64 / 1e3
+            );
+        }
         let mut rest: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-        for s in ss.iter().filter(|s| !shown.contains(&s.event)) {
+        for s in ss.iter().filter(|s| !shown.contains(&s.event) && !trace::is_duration(s.event)) {
             rest.entry(s.event).or_default().push(s.t_ns);
         }
         for (event, mut t) in rest {
@@ -276,12 +311,22 @@ mod tests {
             w(trace::LAID_OUT, 1, 45, 0, 0),
             w(trace::PULLED, 1, 70, 1, 0),
             w(trace::PULLED, 0, 50, 1, 0),
+            // CTA 0's second tile, 30 us after its first; a wait that stamps its duration.
+            w(trace::TILE_CLAIMED, 0, 32, 3, 3),
+            w(trace::TILE_READY, 0, 33, 3, 3),
+            w(trace::SUM_WAITED, 0, 90, 3, 7_500),
+            w(trace::SUM_WAITED, 1, 95, 1, 500),
         ];
         let text = summary(&stamps, &["compute", "intra-comm", "inter-send"]);
         assert!(text.contains("launch 7: 3 CTAs started"), "{text}");
         assert!(text.contains("compute CTAs: 2 ended, first 100.0 median 120.0 last 120.0 us"), "{text}");
         assert!(text.contains("inter-send CTAs: 1 ended, first 61.0"), "{text}");
-        assert!(text.contains("tiles: 3 claimed (compute 2, inter-send 1), 1 waited over 5 us for their rows (longest 20.0 us, 22.0 us in all); last rows in at 31.0 us"), "{text}");
+        assert!(text.contains("tiles: 4 claimed (compute 3, inter-send 1), 1 waited over 5 us for their rows (longest 20.0 us, 23.0 us in all); last rows in at 33.0 us"), "{text}");
+        assert!(
+            text.contains("tile period (a CTA's claim to its next): median 30.0, 90th percentile 30.0 us"),
+            "{text}"
+        );
+        assert!(text.contains("sum_waited: 2 stamps, 8.0 us in all, 1 over 5 us, longest 7.5 us"), "{text}");
         assert!(text.contains("every WRITE pushed at 40.0 us (FIFO position 9)"), "{text}");
         assert!(text.contains("every WRITE released at 60.0 us"), "{text}");
         assert!(text.contains("laid_out: 1 stamps, first at 45.0, last at 45.0 us"), "{text}");

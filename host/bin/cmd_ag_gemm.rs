@@ -416,7 +416,7 @@ pub fn bench(
             }
             let timeline = trace.select(&gpu)?;
             let ms = time_variants(&gpu, &mut group, &op, timing)?;
-            trace.report(timeline.as_ref(), world.rank, &AG_GEMM_ROLES)?;
+            trace.report(timeline.as_ref(), world.rank, &AG_GEMM_ROLES, "")?;
             records.extend(
                 records_for(&run, &op, s, l, &ms).into_iter().map(|r| r.with("in_place", in_place).timed_with(timing)),
             );

@@ -5,6 +5,7 @@ use crate::cmd_rank::{
     agreed_seed, alternating_checks, bench_rank, enqueue_copy, enqueue_fill, same_bits, Captured, RepeatArgs,
     ALTERNATING_ROUNDS,
 };
+use crate::trace::TraceArgs;
 use crate::RanksArgs;
 use anyhow::{bail, ensure, Context};
 use half::bf16;
@@ -65,6 +66,11 @@ pub struct Knobs {
     /// and K/W = 4096.
     #[arg(long = "pull-reduced", value_parser = clap::builder::BoolishValueParser::new())]
     pub pull_reduced: Option<bool>,
+    /// Nanoseconds between the first two tiles' sends of CTAs i % 8 apart (0: none; default:
+    /// 2500 for a pushed reduce-scatter on one node above two ranks, of 8 waves of tiles or
+    /// more).
+    #[arg(long = "stagger-ns")]
+    pub stagger_ns: Option<u32>,
     /// Several nodes: CTAs pushing node partials into the FIFO.
     #[arg(long = "inter-send")]
     pub inter_send: Option<u32>,
@@ -85,6 +91,7 @@ impl Knobs {
             push: self.push,
             prefetch: self.prefetch,
             pull_reduced: self.pull_reduced,
+            stagger_ns: self.stagger_ns,
             inter_send: self.inter_send,
             inter_reduce: self.inter_reduce,
             group: self.group,
@@ -248,17 +255,21 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
     Ok(())
 }
 
+/// The roles' names in a timeline's summary, by `sched::Role`'s values.
+const RS_ROLES: [&str; 4] = ["compute", "intra-comm", "inter-send", "inter-reduce"];
+
 /// `bench gemm-rs|gemm-ar`: fused, unfused and the GEMM alone, interleaved; the slowest rank's
 /// medians.
 pub fn bench(
     collective: Collective,
-    shapes: &[GemmShape],
-    layouts: &[BLayout],
+    (shapes, layouts): (&[GemmShape], &[BLayout]),
     opts: GemmRsOptions,
     ranks: &RanksArgs,
     timing: Timing,
     json: Option<&FsPath>,
+    trace: &TraceArgs,
 ) -> anyhow::Result<()> {
+    trace.check_one(shapes.len() * layouts.len(), "shape and one layout")?;
     let elements = |_: &World| shapes.iter().map(GemmShape::operand_elements).collect();
     // One op lives at a time.
     let heap =
@@ -278,8 +289,16 @@ pub fn bench(
             let mut fused = || op.launch_path(&gpu, Path::Fused);
             let mut unfused = || op.launch_path(&gpu, Path::Unfused);
             let mut gemm = || op.launch_gemm_only(&gpu);
+            let timeline = trace.select(&gpu)?;
             let ms = harness::time_each(&gpu, &mut group, timing, &mut [&mut fused, &mut unfused, &mut gemm])?;
             op.wait(&gpu)?;
+            trace.report(timeline.as_ref(), world.rank, &RS_ROLES, "")?;
+            // Then one launch of the GEMM alone, warm, for its own timeline beside the fused one.
+            if let Some(plain) = trace.select_plain(&gpu)? {
+                op.launch_gemm_only(&gpu)?;
+                op.wait(&gpu)?;
+                trace.report(Some(&plain), world.rank, &RS_ROLES, "-gemm-alone")?;
+            }
             let flops = 2.0 * s.m as f64 * s.n as f64 * (s.k / w) as f64; // per GPU
                                                                           // Several nodes: what this rank's NIC carries (node partials), at the NIC model's
                                                                           // rate (the emulated NIC's default: one 400 Gb/s ConnectX-7).
@@ -300,6 +319,7 @@ pub fn bench(
                     .with("one_shot", op.one_shot())
                     .with("push", op.push())
                     .with("prefetch", op.prefetch())
+                    .with("stagger_ns", op.stagger_ns())
                     .with("default_path", op.describe_path())
                     .timed_with(timing);
                 records.push(match model_ms {

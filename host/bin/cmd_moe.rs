@@ -573,7 +573,7 @@ pub fn bench(
                 &mut [&mut fused, &mut unfused, &mut gemm, &mut dispatch],
             )?;
             op.wait(&gpu)?;
-            trace.report(timeline.as_ref(), world.rank, &MOE_ROLES)?;
+            trace.report(timeline.as_ref(), world.rank, &MOE_ROLES, "")?;
             let ideal = ms[2].max(ms[3]);
             for (imp, &t) in ["mkernel-fused", "mkernel-unfused", "gemm-alone", "dispatch-alone"].iter().zip(&ms) {
                 records.push(

@@ -343,13 +343,16 @@ pub struct RsBenchArgs {
     /// Also write JSON lines here (rank 0).
     #[arg(long)]
     json: Option<PathBuf>,
+    #[command(flatten)]
+    trace: trace::TraceArgs,
 }
 
 impl RsBenchArgs {
     fn run(self, collective: mkernel::ops::gemm_rs::Collective) -> anyhow::Result<()> {
         let json = self.json.as_deref();
         let opts = self.knobs.options(Default::default());
-        cmd_gemm_rs::bench(collective, &self.shapes, &self.layouts, opts, &self.ranks, self.timing.timing(), json)
+        let problems = (&self.shapes[..], &self.layouts[..]);
+        cmd_gemm_rs::bench(collective, problems, opts, &self.ranks, self.timing.timing(), json, &self.trace)
     }
 }
 

@@ -1,4 +1,4 @@
-//! `--trace` of `bench ag-gemm` and `bench moe`: launch timelines from a diagnostic module
+//! `--trace` of `bench ag-gemm`, `bench gemm-rs|gemm-ar` and `bench moe`: launch timelines from a diagnostic module
 //! (`mkernel::bench::timeline`).
 use anyhow::{ensure, Context};
 use mkernel::bench::timeline::{self, Timeline};
@@ -16,9 +16,10 @@ pub struct TraceArgs {
     /// The traced launches, FIRST[,COUNT]: the first epoch (from 1) and how many. Each launch of
     /// the op's kernel that moves data counts one, warm-ups first, then the timed iterations,
     /// one of each variant in turn (AllGather + GEMM: fused, then the communication alone, so
-    /// with the default 5 warm-ups the fused launch of timed iteration r is 2r + 11; the MoE:
-    /// fused, the unfused path's dispatch, the dispatch alone). The summary says which traced
-    /// launch ran tiles.
+    /// with the default 5 warm-ups the fused launch of timed iteration r is 2r + 11; GEMM +
+    /// ReduceScatter / AllReduce: the fused launches only, timed iteration r's being r + 6; the
+    /// MoE: fused, the unfused path's dispatch, the dispatch alone). The summary says which
+    /// traced launch ran tiles.
     #[arg(long = "trace-epochs", value_parser = crate::args::epochs, default_value = "41,2")]
     pub trace_epochs: (u32, u32),
 }
@@ -41,12 +42,22 @@ impl TraceArgs {
         Ok(Some(t))
     }
 
-    /// Write the stamps of `t` as JSON lines into `FILE.rankN.jsonl` and print their summary
-    /// (`roles`: the kernel's role names by value).
-    pub fn report(&self, t: Option<&Timeline<'_>>, rank: u32, roles: &[&str]) -> anyhow::Result<()> {
+    /// With `--trace`, the module's timeline with the plain GEMM's launches selected (it stamps
+    /// every launch under `PLAIN_EPOCH`): call right before the one launch to trace, with no
+    /// other traced kernel in between.
+    pub fn select_plain<'g>(&self, gpu: &'g Gpu) -> anyhow::Result<Option<Timeline<'g>>> {
+        let Some(_) = &self.trace else { return Ok(None) };
+        let t = Timeline::of(gpu)?;
+        t.select(mkernel::abi::trace::PLAIN_EPOCH, 1)?;
+        Ok(Some(t))
+    }
+
+    /// Write the stamps of `t` as JSON lines into `FILE{tag}.rankN.jsonl` and print their
+    /// summary (`roles`: the kernel's role names by value; `tag`: "" for the fused kernel's).
+    pub fn report(&self, t: Option<&Timeline<'_>>, rank: u32, roles: &[&str], tag: &str) -> anyhow::Result<()> {
         let (Some(t), Some(file)) = (t, &self.trace) else { return Ok(()) };
         let (stamps, taken) = t.read()?;
-        let path = PathBuf::from(format!("{}.rank{rank}.jsonl", file.display()));
+        let path = PathBuf::from(format!("{}{tag}.rank{rank}.jsonl", file.display()));
         let mut out = String::new();
         for s in &stamps {
             out.push_str(&serde_json::to_string(s)?);

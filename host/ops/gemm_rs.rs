@@ -109,6 +109,10 @@ pub struct GemmRsOptions {
     /// GEMM about half as much as writes: 1-2% faster at world 2 on large shapes, docs/PERF.md).
     /// None: [`pulls_reduced`]' rule.
     pub pull_reduced: Option<bool>,
+    /// Nanoseconds between the first two tiles' sends of compute CTAs `i % 8` apart
+    /// (`GemmRsParams::stagger_ns`; 0: none, at most [`MAX_STAGGER_NS`]). None: [`staggers`]'
+    /// rule.
+    pub stagger_ns: Option<u32>,
     /// Several nodes: CTAs pushing node partials into the FIFO (None: [`DEFAULT_INTER_SEND`]).
     pub inter_send: Option<u32>,
     /// Several nodes: CTAs adding the node partials (None: the tuned table's for this transport
@@ -134,6 +138,7 @@ impl Default for GemmRsOptions {
             one_shot: None,
             push: None,
             prefetch: None,
+            stagger_ns: None,
             pull_reduced: None,
             inter_send: None,
             inter_reduce: None,
@@ -228,6 +233,41 @@ pub fn prefetches(opts: &GemmRsOptions, world: &World, (one_shot, push): (bool, 
     let possible = world.nodes <= 1 && !one_shot && !push;
     let rule = "applies on one node to the two-phase form with owners pulling (push off)";
     form_switch(("prefetch", opts.prefetch, rule), possible, world.world_size == 2)
+}
+
+/// The largest [`GemmRsOptions::stagger_ns`]: a CTA's first sends then wait at most 7 x 20 us.
+pub const MAX_STAGGER_NS: u32 = 20_000;
+
+/// The stagger where it was measured to pay: 2.5 us (4 x H200, docs/PERF.md "The reduce-scatter's
+/// first waves, staggered": the first wave's sends left within 1 us of each other and took 25 us
+/// each, the next tiles ran at 43 and 33 us against the GEMM alone's 22-23; staggered, the
+/// reduce-scatter at 1 x 4 was 2.5-5.6% faster at the four large shapes, 7-10% slower at
+/// 2048x4096x4096 (two waves of tiles); at world 2 level).
+pub const DEFAULT_STAGGER_NS: u32 = 2_500;
+
+/// The fewest waves of tiles (tiles per compute CTA) of a launch that staggers by default: the
+/// delays, up to 17.5 us, cost a short launch more than the burst they spread.
+pub const STAGGER_MIN_WAVES: u32 = 8;
+
+/// The first sends' stagger ([`GemmRsOptions::stagger_ns`]): the option (at most
+/// [`MAX_STAGGER_NS`], else a typed error), else [`DEFAULT_STAGGER_NS`] for a pushed
+/// reduce-scatter on one node above two ranks of at least [`STAGGER_MIN_WAVES`] waves of
+/// tiles (`waves`), where measured, and none elsewhere.
+pub fn staggers(opts: &GemmRsOptions, collective: Collective, world: &World, push: bool, waves: u32) -> Result<u32> {
+    match opts.stagger_ns {
+        Some(ns) if ns > MAX_STAGGER_NS => {
+            Err(invalid("stagger_ns", format!("{ns} ns: at most {MAX_STAGGER_NS} (a CTA's first sends wait 7 x that)")))
+        }
+        Some(ns) => Ok(ns),
+        None => {
+            let measured = collective == Collective::ReduceScatter
+                && world.nodes <= 1
+                && world.world_size > 2
+                && push
+                && waves >= STAGGER_MIN_WAVES;
+            Ok(if measured { DEFAULT_STAGGER_NS } else { 0 })
+        }
+    }
 }
 
 /// The smallest partial (`M x N` bf16 bytes) whose all-reduce pulls the reduced tiles by
@@ -534,6 +574,8 @@ impl<'a> GemmRs<'a> {
         let rows = shape.m / w;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
         let roles = role_split(&opts, collective, world.nodes, w as u32 * per_owner, gpu.info().sm_count)?;
+        let waves = w as u32 * per_owner / roles.compute.max(1);
+        let stagger_ns = staggers(&opts, collective, &world, push && !one_shot, waves)?;
         // The group size is protocol (readers wait for a group's last flag): ranks agree on it;
         // role counts are each rank's own business.
         let group = opts.group.unwrap_or(DEFAULT_GROUP).min(per_owner);
@@ -643,7 +685,7 @@ impl<'a> GemmRs<'a> {
             push: push as u32,
             prefetch: prefetch as u32,
             pull_reduced: pull_reduced as u32,
-            _pad: 0,
+            stagger_ns,
         };
         let kernel = match (world.nodes > 1, one_shot, b_layout) {
             (false, false, BLayout::KN) => kernels::GEMM_RS_KN,
@@ -846,6 +888,11 @@ impl<'a> GemmRs<'a> {
         self.params.prefetch != 0
     }
 
+    /// The first sends' stagger in ns ([`GemmRsOptions::stagger_ns`]).
+    pub fn stagger_ns(&self) -> u32 {
+        self.params.stagger_ns
+    }
+
     /// Whether the all-reduce's ranks pull each other's reduced tiles
     /// ([`GemmRsOptions::pull_reduced`]).
     pub fn pull_reduced(&self) -> bool {
@@ -1028,6 +1075,26 @@ mod tests {
         assert_eq!(default_lead(ar, &World::test(0, 4, 2), 67), 33);
         assert_eq!(default_lead(rs, &World::test(0, 16, 2), 115), 14);
         assert_eq!(default_lead(rs, &World::test(0, 2, 2), 115), 115);
+    }
+
+    #[test]
+    fn stagger_rules() {
+        let (ar, rs) = (Collective::AllReduce, Collective::ReduceScatter);
+        let (node, two, nodes) = (World::test(0, 4, 1), World::test(0, 2, 1), World::test(0, 4, 2));
+        let def = GemmRsOptions::default();
+        // 16384x4096x8192 at 1 x 4: 2048 tiles over 132 CTAs; 2048x4096x4096: 256.
+        let (long, short) = (2048 / 132, 256 / 132);
+        assert_eq!(staggers(&def, rs, &node, true, long).unwrap(), DEFAULT_STAGGER_NS, "measured: 1 x 4, pushed");
+        assert_eq!(staggers(&def, rs, &node, true, short).unwrap(), 0, "two waves: slower");
+        assert_eq!(staggers(&def, rs, &node, false, long).unwrap(), 0, "owners pulling");
+        assert_eq!(staggers(&def, rs, &two, true, long).unwrap(), 0, "two ranks: level");
+        assert_eq!(staggers(&def, ar, &node, true, long).unwrap(), 0, "not measured");
+        assert_eq!(staggers(&def, rs, &nodes, true, long).unwrap(), 0, "not measured");
+        let asked = GemmRsOptions { stagger_ns: Some(1000), ..Default::default() };
+        assert_eq!(staggers(&asked, ar, &two, false, short).unwrap(), 1000);
+        let big = GemmRsOptions { stagger_ns: Some(MAX_STAGGER_NS + 1), ..Default::default() };
+        let err = staggers(&big, rs, &node, true, long).unwrap_err().to_string();
+        assert!(err.contains("stagger_ns") && err.contains("at most"), "{err}");
     }
 
     #[test]

@@ -62,6 +62,7 @@ use crate::gemm::*;
 use crate::sched::{div_nz, rem_nz, GaveUp, InputGate, OwnerTiles, Role, Tile, TileGrid};
 use crate::sync::{Bound, WaitResult};
 use crate::tile::SW128_ROW_BYTES;
+use crate::{abi::trace as trace_ev, trace};
 
 /// The epoch of this launch, which thread 0 put into shared memory before the engine's first
 /// block barrier.
@@ -69,6 +70,27 @@ use crate::tile::SW128_ROW_BYTES;
 fn epoch() -> u32 {
     // SAFETY: SCRATCH_OFF lies inside the dynamic shared memory every launch of this kernel has.
     unsafe { ld_shared_u32(dyn_smem_base() + SCRATCH_OFF) }
+}
+
+/// With the `trace` feature, a clock reading to time a wait from (0 without).
+#[inline(always)]
+fn trace_clock() -> u64 {
+    if trace::ON {
+        globaltimer_ns()
+    } else {
+        0
+    }
+}
+
+/// With the `trace` feature, stamp `event` of tile `index` with the ns since `since`
+/// ([`trace_clock`]).
+#[inline(always)]
+fn trace_waited(event: u32, index: u32, since: u64) {
+    if trace::ON {
+        let ns = globaltimer_ns().saturating_sub(since).min(u32::MAX as u64) as u32;
+        // SAFETY: any thread may stamp (the buffer's slots are claimed atomically).
+        unsafe { trace::stamp(epoch(), event, block_idx_x_here(), index, ns) };
+    }
 }
 
 /// Accumulators `8j .. 8j + 8` rounded to bf16: 16 bytes, the j-th chunk of a thread's part of a
@@ -121,6 +143,15 @@ impl InputGate for OwnerRows<'_> {
     #[inline(always)]
     unsafe fn wait(&self, _tile: Tile) -> Result<(), GaveUp> {
         Ok(())
+    }
+
+    #[inline(always)]
+    fn trace_epoch(&self) -> u32 {
+        if trace::ON {
+            epoch()
+        } else {
+            0
+        }
     }
 
     #[inline(always)]
@@ -594,7 +625,9 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
         }
         if own {
             if t == 0 {
+                let since = trace_clock();
                 let _ = self.bound().mbarrier(h.ready(), n & 1, tile.index, WAIT_MBAR_HANDOFF);
+                trace_waited(trace_ev::SUM_WAITED, tile.index, since);
             }
             named_barrier_sync(bar, 128);
             if one_shot {
@@ -615,7 +648,9 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             // (one shot: every thread also read its part of my partial, whose pushes the helper
             // finished before `ready`).
             if t == 0 && n > 0 && !one_shot {
+                let since = trace_clock();
                 let _ = self.bound().mbarrier(h.free(), (n - 1) & 1, tile.index, WAIT_MBAR_HANDOFF);
+                trace_waited(trace_ev::STAGE_WAITED, tile.index, since);
             }
             named_barrier_sync(bar, 128);
             if !NODES && own {
@@ -658,6 +693,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                 // or pulled by my send tiles' helpers half a launch ago (`prefetch`). The staged
                 // source's goes into the staging tile, the others into L2, for the consumers'
                 // sum.
+                let since = trace_clock();
                 for s in 0..count {
                     if s != me {
                         let i = base + s;
@@ -668,6 +704,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                         }
                     }
                 }
+                trace_waited(trace_ev::PARTIALS_WAITED, tile.index, since);
                 if staged != u32::MAX {
                     // (`count > 1`: `staged_source`.)
                     let src = p.staging + p.slot_offset(base + staged, o.slot, cwg);
@@ -688,6 +725,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             mbarrier_arrive(h.free());
         }
         let _ = self.bound().mbarrier(h.staged(), n & 1, tile.index, WAIT_MBAR_HANDOFF);
+        let since = trace_clock();
         if !own {
             // The rank of this node that sums the block: its owner, or (several nodes) its
             // collector, and this rank's inbox index there.
@@ -699,6 +737,13 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             };
             // The owner entered this launch: it is done with the previous launch's slots.
             self.wait_ready(lr);
+            if p.stagger_ns != 0 && n < 2 {
+                // The first waves' sends leave at once otherwise (`GemmRsParams::stagger_ns`).
+                let until = globaltimer_ns() + (block_idx_x_here() % 8) as u64 * p.stagger_ns as u64;
+                while globaltimer_ns() < until {
+                    nanosleep(256);
+                }
+            }
             let dst = if pull {
                 p.staging + p.outbox_offset(o.owner, o.slot, cwg)
             } else {
@@ -708,6 +753,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             bulk_commit_group();
             bulk_wait_group::<0>();
             self.signal_peer(lr, p.part_flag(src, o.slot, cwg));
+            trace_waited(trace_ev::PARTIAL_SENT, tile.index, since);
             if prefetch {
                 self.prefetch(h, c, o.owner, o.slot, n, cwg);
             }
@@ -791,6 +837,10 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
 pub(super) unsafe fn enter(p: &GemmRsParams) -> u32 {
     let epoch = launch_epoch(p.launches as *mut u64, p.gemm.roles.total());
     st_shared_u32(dyn_smem_base() + SCRATCH_OFF, epoch);
+    if trace::ON {
+        let role = p.gemm.roles.role_of(block_idx_x()).map_or(u32::MAX, |r| r.0 as u32);
+        trace::stamp(epoch, trace_ev::START, block_idx_x(), role, p.rank);
+    }
     if block_idx_x() == 0 {
         for lr in 0..p.local_world {
             if lr != p.local_rank {
@@ -849,6 +899,10 @@ unsafe fn one_node<const TRANS_B: u32, const ONE_SHOT: bool>(p: &GemmRsParams) {
     let tiles =
         OwnerTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, walker, p.lead).rotated(g.roles.compute);
     compute::<TRANS_B, false, ONE_SHOT, _>(p, tiles, &tiles);
+    if trace::ON && lane_id() == 0 {
+        // Every warp read the epoch past the engine's first block barrier.
+        trace::warp_done(epoch(), block_idx_x(), block_dim_x() / 32);
+    }
 }
 
 /// GEMM + ReduceScatter / AllReduce in two phases, one node.
