@@ -73,6 +73,8 @@ fn four_gpus_one_node() {
         check(op, 4, &g, &["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2"]);
         check(op, 4, &g, &["--shape", "4000x1544x1024", "--lead", "1", "--one-shot", "off"]);
     }
+    // The first sends staggered (on by default from 8 waves of tiles; this shape has 7).
+    check("gemm-rs", 4, &g, &["--shape", "8192x4096x4096", "--stagger-ns", "3000", "--rounds", "2"]);
     // Four sources: one shot sums in the owner-first order on every rank (the same bits as the
     // unfused path everywhere).
     let ar = |extra: &[&str]| check("gemm-ar", 4, &g, extra);
