@@ -71,15 +71,34 @@ pub unsafe fn stamp(epoch: u32, event: u32, cta: u32, a: u32, b: u32) {
     let _ = (epoch, event, cta, a, b);
 }
 
-/// One of CTA `cta`'s `warps` warps is done (its lane 0 calls this once per launch); the last one
-/// stamps the CTA's `END` and clears the count for the next traced launch.
+/// Stamp this CTA's `START` (`role`: its role and index, as `RoleSplit::role_of` gives them).
 ///
 /// # Safety
-/// As [`stamp`]; every warp of the CTA calls it exactly once per launch.
+/// As [`stamp`]; one thread of the CTA calls it.
 #[inline(always)]
-pub unsafe fn warp_done(epoch: u32, cta: u32, warps: u32) {
+pub unsafe fn start(epoch: u32, role: Option<(crate::sched::Role, u32)>, rank: u32) {
+    stamp(
+        epoch,
+        crate::abi::trace::START,
+        crate::arch::block_idx_x_here(),
+        role.map_or(u32::MAX, |r| r.0 as u32),
+        rank,
+    );
+}
+
+/// This thread's warp is done with the launch; the CTA's last warp stamps its `END` and clears the
+/// count for the next traced launch.
+///
+/// # Safety
+/// As [`stamp`]; every thread of the CTA calls it exactly once per launch (lane 0 of each warp
+/// counts it).
+#[inline(always)]
+pub unsafe fn warp_done(epoch: u32) {
     #[cfg(feature = "trace")]
-    imp::warp_done(epoch, cta, warps);
+    if crate::arch::lane_id() == 0 {
+        let warps = crate::arch::block_dim_x() / 32;
+        imp::warp_done(epoch, crate::arch::block_idx_x_here(), warps);
+    }
     #[cfg(not(feature = "trace"))]
-    let _ = (epoch, cta, warps);
+    let _ = epoch;
 }

@@ -100,6 +100,23 @@ fn mid(v: &[u64]) -> u64 {
     }
 }
 
+/// What a set of waits (ns) added up to: in all and longest (us), and how many passed 5 us.
+struct Waits {
+    total_us: f64,
+    longest_us: f64,
+    over_5us: usize,
+}
+
+impl Waits {
+    fn of(ns: &[u64]) -> Self {
+        Waits {
+            total_us: ns.iter().sum::<u64>() as f64 / 1e3,
+            longest_us: ns.iter().max().copied().unwrap_or(0) as f64 / 1e3,
+            over_5us: ns.iter().filter(|&&n| n > 5_000).count(),
+        }
+    }
+}
+
 /// A text summary per traced launch, times in us from its first CTA's start: how many CTAs
 /// started; per role (`role_names[role]`), when its CTAs ended (first, median, last); the tiles
 /// claimed, how many waited more than 5 us for their rows, the longest wait and when the last
@@ -174,14 +191,15 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
                 .iter()
                 .map(|(&r, n)| format!("{} {n}", role_names.get(r as usize).copied().unwrap_or("other")))
                 .collect();
+            let w = Waits::of(&waits);
             let _ = writeln!(
                 out,
                 "  tiles: {} claimed ({}), {} waited over 5 us for their rows (longest {:.1} us, {:.1} us in all); last rows in at {:.1} us",
                 claims.len(),
                 by_role.join(", "),
-                waits.iter().filter(|&&w| w > 5_000).count(),
-                waits.iter().max().copied().unwrap_or(0) as f64 / 1e3,
-                waits.iter().sum::<u64>() as f64 / 1e3,
+                w.over_5us,
+                w.longest_us,
+                w.total_us,
                 us(last)
             );
         }
@@ -235,14 +253,15 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
             waits.entry(s.event).or_default().push(s.b as u64);
         }
         for (event, ns) in waits {
+            let w = Waits::of(&ns);
             let _ = writeln!(
                 out,
                 "  {}: {} stamps, {:.1} us in all, {} over 5 us, longest {:.1} us",
                 trace::name(event),
                 ns.len(),
-                ns.iter().sum::<u64>() as f64 / 1e3,
-                ns.iter().filter(|&&n| n > 5_000).count(),
-                ns.iter().max().copied().unwrap_or(0) as f64 / 1e3
+                w.total_us,
+                w.over_5us,
+                w.longest_us
             );
         }
         let mut rest: BTreeMap<u32, Vec<u64>> = BTreeMap::new();

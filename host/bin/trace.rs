@@ -36,19 +36,21 @@ impl TraceArgs {
 
     /// With `--trace`, the module's timeline with the chosen launches selected (call before them).
     pub fn select<'g>(&self, gpu: &'g Gpu) -> anyhow::Result<Option<Timeline<'g>>> {
-        let Some(_) = &self.trace else { return Ok(None) };
-        let t = Timeline::of(gpu)?;
-        t.select(self.trace_epochs.0, self.trace_epochs.1)?;
-        Ok(Some(t))
+        self.select_epochs(gpu, self.trace_epochs)
     }
 
     /// With `--trace`, the module's timeline with the plain GEMM's launches selected (it stamps
     /// every launch under `PLAIN_EPOCH`): call right before the one launch to trace, with no
     /// other traced kernel in between.
     pub fn select_plain<'g>(&self, gpu: &'g Gpu) -> anyhow::Result<Option<Timeline<'g>>> {
+        self.select_epochs(gpu, (mkernel::abi::trace::PLAIN_EPOCH, 1))
+    }
+
+    /// With `--trace`, the module's timeline with epochs `first..first + count` selected.
+    fn select_epochs<'g>(&self, gpu: &'g Gpu, (first, count): (u32, u32)) -> anyhow::Result<Option<Timeline<'g>>> {
         let Some(_) = &self.trace else { return Ok(None) };
         let t = Timeline::of(gpu)?;
-        t.select(mkernel::abi::trace::PLAIN_EPOCH, 1)?;
+        t.select(first, count)?;
         Ok(Some(t))
     }
 

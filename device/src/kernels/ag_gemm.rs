@@ -606,7 +606,7 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
         |role: Role| Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: role as u32 };
     let role = roles.role_of(block_idx_x());
     if trace::ON && tid == 0 {
-        trace::stamp(epoch, trace_ev::START, block_idx_x(), role.map_or(u32::MAX, |r| r.0 as u32), p.rank);
+        trace::start(epoch, role, p.rank);
     }
     match role {
         Some((Role::Compute, _)) => compute::<TRANS_B>(p, epoch, bound(Role::Compute)),
@@ -656,9 +656,7 @@ unsafe fn ag_gemm<const TRANS_B: u32>(p: &AgGemmParams) {
 unsafe fn trace_end(p: &AgGemmParams, role: Option<Role>, tid: u32) {
     let tiles = matches!(role, Some(Role::Compute)) || (matches!(role, Some(Role::IntraComm)) && p.join != 0);
     if tiles {
-        if lane_id() == 0 {
-            trace::warp_done(ld_shared_u32(dyn_smem_base() + EPOCH_WORD), block_idx_x(), block_dim_x() / 32);
-        }
+        trace::warp_done(ld_shared_u32(dyn_smem_base() + EPOCH_WORD));
     } else if tid == 0 {
         trace::stamp(ld_shared_u32(dyn_smem_base() + EPOCH_WORD), trace_ev::END, block_idx_x(), 0, 0);
     }

@@ -42,11 +42,11 @@ unsafe fn gemm_ring_gated<const TRANS_B: u32, const STAGES: u32, A: Accumulators
     let (ops, sched, epi) = parts::<A>(p);
     let b = Bound { timeout_ns: p.timeout_ns, diag: &p.diag, rank: 0, role: Role::Compute as u32 };
     if crate::trace::ON && thread_idx_x() == 0 {
-        crate::trace::stamp(gate.trace_epoch(), crate::abi::trace::START, cta, Role::Compute as u32, 0);
+        crate::trace::start(gate.trace_epoch(), Some((Role::Compute, cta)), 0);
     }
     compute_cta::<TRANS_B, STAGES, A, _, _, _>(&ops, &sched, gate, &epi, p.roles.compute, b);
-    if crate::trace::ON && lane_id() == 0 {
-        crate::trace::warp_done(gate.trace_epoch(), block_idx_x_here(), block_dim_x() / 32);
+    if crate::trace::ON {
+        crate::trace::warp_done(gate.trace_epoch());
     }
 }
 

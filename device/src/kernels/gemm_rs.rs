@@ -838,8 +838,7 @@ pub(super) unsafe fn enter(p: &GemmRsParams) -> u32 {
     let epoch = launch_epoch(p.launches as *mut u64, p.gemm.roles.total());
     st_shared_u32(dyn_smem_base() + SCRATCH_OFF, epoch);
     if trace::ON {
-        let role = p.gemm.roles.role_of(block_idx_x()).map_or(u32::MAX, |r| r.0 as u32);
-        trace::stamp(epoch, trace_ev::START, block_idx_x(), role, p.rank);
+        trace::start(epoch, p.gemm.roles.role_of(block_idx_x()), p.rank);
     }
     if block_idx_x() == 0 {
         for lr in 0..p.local_world {
@@ -899,9 +898,9 @@ unsafe fn one_node<const TRANS_B: u32, const ONE_SHOT: bool>(p: &GemmRsParams) {
     let tiles =
         OwnerTiles::new(p.rows, g.n, (TILE_M, TILE_N), g.group_m, p.world, walker, p.lead).rotated(g.roles.compute);
     compute::<TRANS_B, false, ONE_SHOT, _>(p, tiles, &tiles);
-    if trace::ON && lane_id() == 0 {
+    if trace::ON {
         // Every warp read the epoch past the engine's first block barrier.
-        trace::warp_done(epoch(), block_idx_x(), block_dim_x() / 32);
+        trace::warp_done(epoch());
     }
 }
 

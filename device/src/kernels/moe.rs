@@ -1405,7 +1405,7 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
     let tb = Tables::of(p);
     let role = roles.role_of(block_idx_x());
     if trace::ON && tid == 0 {
-        trace::stamp(epoch, trace_ev::START, block_idx_x(), role.map_or(u32::MAX, |r| r.0 as u32), p.rank);
+        trace::start(epoch, role, p.rank);
     }
     match role {
         Some((Role::Compute, ci)) => {
