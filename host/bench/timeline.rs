@@ -136,13 +136,16 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
         let us = |t: u64| t.saturating_sub(t0) as f64 / 1e3;
         let roles: BTreeMap<u32, u32> = ss.iter().filter(|s| s.event == trace::START).map(|s| (s.cta, s.a)).collect();
         let _ = writeln!(out, "launch {epoch}: {} CTAs started", roles.len());
+        // A CTA's role (u32::MAX when it stamped no start) and a role's name.
+        let role_of = |cta: u32| roles.get(&cta).copied().unwrap_or(u32::MAX);
+        let name_of = |role: u32| role_names.get(role as usize).copied().unwrap_or("other");
         let mut ends: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
         for s in ss.iter().filter(|s| s.event == trace::END) {
-            ends.entry(roles.get(&s.cta).copied().unwrap_or(u32::MAX)).or_default().push(s.t_ns);
+            ends.entry(role_of(s.cta)).or_default().push(s.t_ns);
         }
         for (role, mut t) in ends {
             t.sort_unstable();
-            let name = role_names.get(role as usize).copied().unwrap_or("other");
+            let name = name_of(role);
             let _ = writeln!(
                 out,
                 "  {name} CTAs: {} ended, first {:.1} median {:.1} last {:.1} us",
@@ -157,7 +160,7 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
         let ready: Vec<&&Stamp> = ss.iter().filter(|s| s.event == trace::TILE_READY).collect();
         // The CTA that ended last, and the last tile it took: on what the launch's end waited.
         if let Some(last) = ss.iter().filter(|s| s.event == trace::END).max_by_key(|s| s.t_ns) {
-            let role = roles.get(&last.cta).and_then(|&r| role_names.get(r as usize)).copied().unwrap_or("other");
+            let role = name_of(role_of(last.cta));
             let _ = write!(out, "  last to end: CTA {} ({role}) at {:.1} us", last.cta, us(last.t_ns));
             let mine = ready.iter().filter(|s| s.cta == last.cta).max_by_key(|s| s.t_ns);
             match mine {
@@ -185,12 +188,9 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
             // Who ran the tiles: CTAs of other roles join the compute CTAs in some kernels.
             let mut by_role: BTreeMap<u32, usize> = BTreeMap::new();
             for &(cta, _) in claims.keys() {
-                *by_role.entry(roles.get(&cta).copied().unwrap_or(u32::MAX)).or_default() += 1;
+                *by_role.entry(role_of(cta)).or_default() += 1;
             }
-            let by_role: Vec<String> = by_role
-                .iter()
-                .map(|(&r, n)| format!("{} {n}", role_names.get(r as usize).copied().unwrap_or("other")))
-                .collect();
+            let by_role: Vec<String> = by_role.iter().map(|(&r, n)| format!("{} {n}", name_of(r))).collect();
             let w = Waits::of(&waits);
             let _ = writeln!(
                 out,

@@ -1330,6 +1330,12 @@ impl<const G: bool> TileScheduler for Walk<G> {
     fn tile(&self, index: u32) -> Tile {
         self.0.tile(index)
     }
+    #[inline(always)]
+    fn k_range(&self, index: u32, k_blocks: u32) -> (u32, u32) {
+        self.0.k_range(index, k_blocks)
+    }
+    const MAY_BE_EMPTY: bool = <Claimed<GroupedTiles> as TileScheduler>::MAY_BE_EMPTY;
+    // Only this differs from the walk it wraps: drawn unless the producer gathers.
     const DYNAMIC: bool = !G;
     #[inline(always)]
     fn counters(&self) -> *mut u32 {
@@ -1338,6 +1344,10 @@ impl<const G: bool> TileScheduler for Walk<G> {
     #[inline(always)]
     fn claim_ahead(&self) -> u32 {
         self.0.claim_ahead()
+    }
+    #[inline(always)]
+    fn static_join(&self) -> (u32, u32) {
+        self.0.static_join()
     }
 }
 
