@@ -67,8 +67,8 @@ pub struct Knobs {
     #[arg(long = "pull-reduced", value_parser = clap::builder::BoolishValueParser::new())]
     pub pull_reduced: Option<bool>,
     /// Nanoseconds between the first two tiles' sends of CTAs i % 8 apart (0: none; default:
-    /// 2500 for a pushed reduce-scatter on one node above two ranks, of 8 waves of tiles or
-    /// more).
+    /// 2500 for the pushed two-phase reduce-scatter and all-reduce on one node above two ranks,
+    /// of 8 waves of tiles or more).
     #[arg(long = "stagger-ns")]
     pub stagger_ns: Option<u32>,
     /// Several nodes: CTAs pushing node partials into the FIFO.
