@@ -75,12 +75,12 @@ fn four_gpus_one_node() {
     }
     // The first sends staggered (on by default from 8 waves of tiles; this shape has 7).
     check("gemm-rs", 4, &g, &["--shape", "8192x4096x4096", "--stagger-ns", "3000", "--rounds", "2"]);
+    let ar = |extra: &[&str]| check("gemm-ar", 4, &g, extra);
     // The all-reduce's two phases staggered: asked, and by default from 8 waves (15 here).
-    check("gemm-ar", 4, &g, &["--shape", "8192x4096x4096", "--stagger-ns", "3000", "--one-shot", "off"]);
-    check("gemm-ar", 4, &g, &["--shape", "16384x4096x8192", "--one-shot", "off", "--back-to-back", "20"]);
+    ar(&["--shape", "8192x4096x4096", "--stagger-ns", "3000", "--one-shot", "off"]);
+    ar(&["--shape", "16384x4096x8192", "--one-shot", "off", "--back-to-back", "20"]);
     // Four sources: one shot sums in the owner-first order on every rank (the same bits as the
     // unfused path everywhere).
-    let ar = |extra: &[&str]| check("gemm-ar", 4, &g, extra);
     ar(&["--shape", "4000x8x288", "--layout", "kn", "--one-shot", "off"]);
     ar(&["--shape", "4000x1544x2048", "--layout", "nk", "--f32", "--one-shot", "off"]);
     ar(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2", "--one-shot", "on"]);

@@ -244,8 +244,9 @@ pub const MAX_STAGGER_NS: u32 = 20_000;
 /// reduce-scatter at 1 x 4 was 2.5-5.6% faster at the four large shapes, 7-10% slower at
 /// 2048x4096x4096 (two waves of tiles); at world 2 level). The two-phase all-reduce at 1 x 4,
 /// whose first waves are the same sends: about 1% faster at three of the four large shapes,
-/// level at the fourth, 4 us slower (docs/PERF.md, "The stagger for the all-reduce"); at two
-/// emulated nodes of two the reduce-scatter was 1% slower and the all-reduce level.
+/// level at the fourth, and no better with 1.25 or 4 us (docs/PERF.md, "The stagger for the
+/// all-reduce"); at two emulated nodes of two the reduce-scatter was 1% slower and the
+/// all-reduce level.
 pub const DEFAULT_STAGGER_NS: u32 = 2_500;
 
 /// The fewest waves of tiles (tiles per compute CTA) of a launch that staggers by default: the
