@@ -224,6 +224,42 @@ fn pushed_partials() {
     });
 }
 
+/// The copy engines moving the partials and the all-reduce's reduced blocks (`--engines on`),
+/// both collectives: the awkward shape in both layouts (partial bands and boxes), f32
+/// output, a CUDA graph, rounds with new inputs, launches back to back, bands of one tile row
+/// and own tiles right behind their round's sends (lead 0: they wait for whole bands). 1 x 2,
+/// and 1 x 4 with four GPUs; two and four ranks sharing one GPU where only one exists.
+#[test]
+fn copy_engines() {
+    let on = ["--engines", "on", "--one-shot", "off"];
+    let shared = || {
+        for op in ["gemm-rs", "gemm-ar"] {
+            let small = ["--shape", "512x264x128", "--rounds", "2", "--back-to-back", "10"];
+            check(op, 2, &[0, 0], &[&on[..], &small].concat());
+            check(op, 4, &[0, 0, 0, 0], &[&on[..], &small, &["--group-m", "1"]].concat());
+            // Eight bands of one tile row, and three of three (the last one short).
+            let bands = ["--shape", "2048x528x256", "--group-m", "1"];
+            check(op, 2, &[0, 0], &[&on[..], &bands, &["--graph", "--layout", "nk"]].concat());
+            check(
+                op,
+                2,
+                &[0, 0],
+                &[&on[..], &["--shape", "2048x528x256", "--group-m", "3", "--f32", "--lead", "0"]].concat(),
+            );
+        }
+    };
+    one_node_layouts("copy_engines", shared, |w, g, awkward| {
+        for op in ["gemm-rs", "gemm-ar"] {
+            let c = |extra: &[&str]| check(op, w, g, &[&on[..], extra].concat());
+            c(&["--shape", awkward, "--layout", "kn"]);
+            c(&["--shape", awkward, "--layout", "nk", "--f32"]);
+            c(&["--shape", "4000x1544x2048", "--layout", "nk", "--graph"]);
+            c(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2", "--back-to-back", "20"]);
+            c(&["--shape", "4000x1544x1024", "--f32", "--group-m", "1", "--lead", "0", "--back-to-back", "20"]);
+        }
+    });
+}
+
 /// Owners pulling the all-reduce's partials (`--push off`), and the own tiles' partials
 /// prefetched by the send tiles (`--prefetch on`) for both collectives: 1 x 2, and 1 x 4 with
 /// four GPUs; two ranks sharing one GPU where only one exists. The walk's other extreme too: an

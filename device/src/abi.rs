@@ -912,7 +912,7 @@ abi_struct! {
     /// (raised over NVLink, or by a FIFO SIGNAL from another node); a node-partial slot that the
     /// last launch sent from is rewritten only after its destinations' `ready`, which implies
     /// they received it. Flags: see the index functions.
-    pub struct GemmRsParams [256] {
+    pub struct GemmRsParams [264] {
         /// This rank's partial GEMM `A_r @ B_r` (`k` = K/W; compute CTAs only; `roles` also
         /// counts the inter-send and inter-reduce CTAs of several nodes).
         pub gemm: GemmParams,
@@ -989,6 +989,17 @@ abi_struct! {
         /// copies left at once, saturating the links while the next tiles' loads waited; a send
         /// tile's helper at a CTA's first two tiles waits `(CTA % 8) * stagger_ns` first.
         pub stagger_ns: u32,
+        /// 0, or (one node, two phases, pushed) the copy engines move what crosses NVLink: the
+        /// device `u32` band counters ([`Self::engine_count`]). A send tile's helper stores the
+        /// partial into my outbox instead of the owner's inbox, raises my own mirror of the
+        /// owner's `part` flag for it ([`Self::part_mirror`]) and counts the half tile on its
+        /// band's counter; a stream of the host's per local peer waits (a stream memory
+        /// operation) for each band's count, sets it back to zero, and copies the band's
+        /// partials into the owner's inbox, then the band's mirrored flags behind them. The
+        /// all-reduce's own tiles likewise: stored into my output, mirrored in `done[me]` and
+        /// counted per peer, the band then copied into each peer's output with its flags. The
+        /// owners wait on the same flags as when sources push.
+        pub engine_counts: u64,
     }
 }
 
@@ -1091,9 +1102,66 @@ impl GemmRsParams {
         self.slot_offset(self.world + q, slot, half)
     }
     /// Bytes of `staging` before the node partials: the inbox, and the outbox when owners pull
-    /// (`inbox_tiles`: [`Self::inbox_tiles_of`]).
-    pub const fn staging_bytes(world: u32, inbox_tiles: u32, pulls: bool) -> u64 {
-        (if pulls { 2 } else { 1 }) * (world * inbox_tiles * 2) as u64 * HALF_TILE_BYTES as u64
+    /// or the copy engines send (`outbox`; `inbox_tiles`: [`Self::inbox_tiles_of`]).
+    pub const fn staging_bytes(world: u32, inbox_tiles: u32, outbox: bool) -> u64 {
+        (if outbox { 2 } else { 1 }) * (world * inbox_tiles * 2) as u64 * HALF_TILE_BYTES as u64
+    }
+
+    // The copy engines' bands (see [`Self::engine_counts`]).
+
+    /// Whether the copy engines move the partials (and the all-reduce's reduced blocks).
+    pub const fn engines(&self) -> bool {
+        self.engine_counts != 0
+    }
+    /// Tile rows of an owner block per band: one `group_m` group, which the grouped walk
+    /// finishes before it starts the next.
+    pub const fn band_tile_rows(&self) -> u32 {
+        if self.gemm.group_m == 0 {
+            1
+        } else {
+            self.gemm.group_m
+        }
+    }
+    /// Bands of an owner block.
+    pub const fn bands(&self) -> u32 {
+        self.rows.div_ceil(crate::kernels_info::gemm::TILE_M).div_ceil(self.band_tile_rows())
+    }
+    /// The band of an owner block's tile row `tm`.
+    pub const fn band_of(&self, tm: u32) -> u32 {
+        tm / self.band_tile_rows()
+    }
+    /// The slots `[first, end)` of band `b` (whole tile rows: slot = tile row x tile columns +
+    /// tile column).
+    pub const fn band_slots(&self, b: u32) -> (u32, u32) {
+        let m_tiles = self.rows.div_ceil(crate::kernels_info::gemm::TILE_M);
+        let n_tiles = self.gemm.n.div_ceil(crate::kernels_info::gemm::TILE_N);
+        let end = (b + 1) * self.band_tile_rows();
+        (b * self.band_tile_rows() * n_tiles, if end < m_tiles { end } else { m_tiles } * n_tiles)
+    }
+    /// The rows `[first, end)` of an owner block that band `b` covers.
+    pub const fn band_rows(&self, b: u32) -> (u32, u32) {
+        let tile_m = crate::kernels_info::gemm::TILE_M;
+        let end = (b + 1) * self.band_tile_rows() * tile_m;
+        (b * self.band_tile_rows() * tile_m, if end < self.rows { end } else { self.rows })
+    }
+    /// What band `b`'s counter reaches once every half tile of it is published.
+    pub const fn band_target(&self, b: u32) -> u32 {
+        let (first, end) = self.band_slots(b);
+        2 * (end - first)
+    }
+    /// Index in [`Self::engine_counts`] of band `b`'s counter for local rank `lr`: `phase` 0,
+    /// my partials of `lr`'s block; 1 (all-reduce), my reduced block, for `lr`'s output.
+    pub const fn engine_count(&self, phase: u32, lr: u32, b: u32) -> u32 {
+        (phase * self.local_world + lr) * self.bands() + b
+    }
+    /// Counters in [`Self::engine_counts`].
+    pub const fn engine_counts_len(&self) -> u32 {
+        2 * self.local_world * self.bands()
+    }
+    /// Index of my mirror of owner q's `part[me][slot][half]`: `pref[q][slot][half]`, which
+    /// only pulling owners use otherwise.
+    pub fn part_mirror(&self, q: u32, slot: u32, half: u32) -> u32 {
+        self.pref_flag(q, slot, half)
     }
 
     // Several nodes (see the type's docs and `sched::NodeMap`).

@@ -71,6 +71,14 @@ pub struct Knobs {
     /// of 8 waves of tiles or more).
     #[arg(long = "stagger-ns")]
     pub stagger_ns: Option<u32>,
+    /// One node, two phases: the copy engines move the partials (and the all-reduce's reduced
+    /// blocks) band by band instead of the helpers' bulk copies (on); default off.
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+    pub engines: Option<bool>,
+    /// Tile rows walked together within an owner block (L2 reuse; with the copy engines also a
+    /// band); default 8.
+    #[arg(long = "group-m", value_parser = clap::value_parser!(u32).range(1..))]
+    pub group_m: Option<u32>,
     /// Several nodes: CTAs pushing node partials into the FIFO.
     #[arg(long = "inter-send")]
     pub inter_send: Option<u32>,
@@ -92,6 +100,8 @@ impl Knobs {
             prefetch: self.prefetch,
             pull_reduced: self.pull_reduced,
             stagger_ns: self.stagger_ns,
+            engines: self.engines,
+            group_m: self.group_m.unwrap_or(base.group_m),
             inter_send: self.inter_send,
             inter_reduce: self.inter_reduce,
             group: self.group,
@@ -192,7 +202,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
     };
     let roles = op.roles();
     println!(
-        "rank {} of {} ({} nodes, transport {}): {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}, one shot {}, push {}, prefetch {}, pull reduced {}, {} inter-send + {} inter-reduce CTAs, group {}; by default {}",
+        "rank {} of {} ({} nodes, transport {}): {} {m}x{n}x{k} {:?} {} out, {} compute CTAs, lead {}, one shot {}, push {}, engines {}, prefetch {}, pull reduced {}, {} inter-send + {} inter-reduce CTAs, group {}; by default {}",
         world.rank,
         world.world_size,
         world.nodes,
@@ -204,6 +214,7 @@ pub fn check(world: &World, collective: Collective, a: CheckArgs) -> anyhow::Res
         op.lead(),
         op.one_shot(),
         op.push(),
+        op.engines(),
         op.prefetch(),
         op.pull_reduced(),
         roles.inter_send,
@@ -320,6 +331,7 @@ pub fn bench(
                     .with("push", op.push())
                     .with("prefetch", op.prefetch())
                     .with("stagger_ns", op.stagger_ns())
+                    .with("engines", op.engines())
                     .with("default_path", op.describe_path())
                     .timed_with(timing);
                 records.push(match model_ms {

@@ -54,6 +54,10 @@ pub(crate) type LaunchKernelEx = unsafe extern "C" fn(
 pub(crate) type StreamWriteValue32 =
     unsafe extern "C" fn(stream: sys::CUstream, addr: sys::CUdeviceptr, value: u32, flags: u32) -> sys::CUresult;
 
+/// `cuStreamWaitValue32` (the CUDA 12 `_v2` entry point).
+pub(crate) type StreamWaitValue32 =
+    unsafe extern "C" fn(stream: sys::CUstream, addr: sys::CUdeviceptr, value: u32, flags: u32) -> sys::CUresult;
+
 pub(crate) type MemGetHandleForAddressRange =
     unsafe extern "C" fn(handle: *mut c_void, dptr: u64, size: usize, handle_type: u32, flags: u64) -> sys::CUresult;
 
@@ -62,6 +66,7 @@ pub(crate) struct Cuda12 {
     pub tensor_map_encode_tiled: TensorMapEncodeTiled,
     pub launch_kernel_ex: LaunchKernelEx,
     pub stream_write_value32: StreamWriteValue32,
+    pub stream_wait_value32: StreamWaitValue32,
     pub mem_get_handle_for_address_range: Option<MemGetHandleForAddressRange>,
 }
 
@@ -92,6 +97,9 @@ pub(crate) fn cuda12() -> Result<&'static Cuda12> {
                     stream_write_value32: std::mem::transmute::<*mut c_void, StreamWriteValue32>(proc_address(
                         c"cuStreamWriteValue32",
                     )?),
+                    stream_wait_value32: std::mem::transmute::<*mut c_void, StreamWaitValue32>(proc_address(
+                        c"cuStreamWaitValue32",
+                    )?),
                     // Optional: only RDMA registration needs it.
                     mem_get_handle_for_address_range: proc_address(c"cuMemGetHandleForAddressRange")
                         .ok()
@@ -115,4 +123,19 @@ pub(crate) unsafe fn write_u32_async(stream: &cust::stream::Stream, addr: u64, v
     let f = cuda12()?.stream_write_value32;
     // SAFETY: the caller's contract; the stream is alive for the call.
     check("cuStreamWriteValue32", unsafe { f(stream.as_inner(), addr, value, 0) })
+}
+
+/// `CU_STREAM_WAIT_VALUE_GEQ`: wait until `(int32_t)(*addr - value) >= 0`.
+const WAIT_VALUE_GEQ: u32 = 0;
+
+/// Hold the work enqueued on `stream` after this until the device word at `addr` reaches
+/// `value` (a stream memory operation: the front end polls it, no kernel runs, so a persistent
+/// kernel on another stream may raise it).
+///
+/// # Safety
+/// `addr` is a live, 4-byte-aligned device word that nothing frees before the wait is over.
+pub(crate) unsafe fn wait_u32_geq_async(stream: &cust::stream::Stream, addr: u64, value: u32) -> Result<()> {
+    let f = cuda12()?.stream_wait_value32;
+    // SAFETY: the caller's contract; the stream is alive for the call.
+    check("cuStreamWaitValue32", unsafe { f(stream.as_inner(), addr, value, WAIT_VALUE_GEQ) })
 }

@@ -500,6 +500,27 @@ impl Gpu {
         check("cuMemcpyDtoDAsync", sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.stream.as_inner()))
     }
 
+    /// Enqueue a hold on this handle's stream until the device word at `addr` reaches `value`
+    /// (a stream memory operation, no kernel: a persistent kernel on another stream may raise
+    /// it); [`Gpu::write_value_async`] sets such a word.
+    ///
+    /// # Safety
+    /// `addr` is a live, 4-byte-aligned device word that nothing frees before the wait is over.
+    pub unsafe fn wait_value_async(&self, addr: u64, value: u32) -> Result<()> {
+        self.make_current()?;
+        driver::wait_u32_geq_async(&self.stream, addr, value)
+    }
+
+    /// Enqueue writing `value` into the device word at `addr` on this handle's stream, once the
+    /// work before it is done (a stream memory operation, no kernel).
+    ///
+    /// # Safety
+    /// As [`Gpu::wait_value_async`].
+    pub unsafe fn write_value_async(&self, addr: u64, value: u32) -> Result<()> {
+        self.make_current()?;
+        driver::write_u32_async(&self.stream, addr, value)
+    }
+
     /// Enqueue setting `bytes` bytes at `dst` to `byte` on this handle's stream (poisoning an
     /// output between launches without a host wait; CUDA graphs capture it).
     ///

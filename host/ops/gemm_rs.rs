@@ -109,6 +109,17 @@ pub struct GemmRsOptions {
     /// GEMM about half as much as writes: 1-2% faster at world 2 on large shapes, docs/PERF.md).
     /// None: [`pulls_reduced`]' rule.
     pub pull_reduced: Option<bool>,
+    /// One node, two phases: the copy engines move the partials to their owners (and, for the
+    /// all-reduce, the reduced blocks to the other ranks) instead of the helpers' bulk copies
+    /// over NVLink (`GemmRsParams::engine_counts`). The helpers store into this rank's own
+    /// memory and count each band (a `group_m` group of an owner block's tile rows); one stream
+    /// per local peer, forked from the caller's, waits for each band's count and copies it with
+    /// its flags. The fused launch is then the kernel plus these streams' work (joined back
+    /// into the caller's stream). Sources push (`push` may not be off), nothing is prefetched
+    /// or pulled reduced; every send goes first unless `lead` says otherwise. The streams run
+    /// beside the kernel: under serialised launches (`CUDA_LAUNCH_BLOCKING`, a profiler's
+    /// replay) its waits time out and report. None: off.
+    pub engines: Option<bool>,
     /// Nanoseconds between the first two tiles' sends of compute CTAs `i % 8` apart
     /// (`GemmRsParams::stagger_ns`; 0: none, at most [`MAX_STAGGER_NS`]). None: [`staggers`]'
     /// rule.
@@ -140,6 +151,7 @@ impl Default for GemmRsOptions {
             prefetch: None,
             stagger_ns: None,
             pull_reduced: None,
+            engines: None,
             inter_send: None,
             inter_reduce: None,
             group: None,
@@ -204,13 +216,27 @@ pub fn one_shot(opts: &GemmRsOptions, collective: Collective, shape: GemmShape, 
     form_switch(("one_shot", opts.one_shot, rule), possible, shape.m * shape.n * 2 <= ONE_SHOT_MAX_BYTES)
 }
 
+/// Whether the copy engines move what crosses NVLink ([`GemmRsOptions::engines`]): the option
+/// where the form allows it (two phases on one node of two or more ranks; else a typed error),
+/// else off.
+pub fn engines(opts: &GemmRsOptions, world: &World, one_shot: bool) -> Result<bool> {
+    let possible = world.nodes <= 1 && world.world_size > 1 && !one_shot;
+    let rule = "applies to the two-phase form on one node of two or more ranks";
+    form_switch(("engines", opts.engines, rule), possible, false)
+}
+
 /// Whether the sources push their partials: the option, else (one node) above two ranks (4 x
 /// H200, docs/PERF.md "Pushed partials": the reduce-scatter's pushing was 2.5-5% faster at world
 /// 4 and 2-6% slower at world 2; at world 2 the all-reduce pulling with [`prefetches`] was 3-5%
 /// faster than pushing, "Prefetched partials"). Several nodes and one shot fix it
 /// (the reduce-scatter's collectors pull, the all-reduce's receive pushes, one shot pushes);
 /// asking for the other is a typed error naming the option and the rule.
-pub fn pushes(opts: &GemmRsOptions, collective: Collective, world: &World, one_shot: bool) -> Result<bool> {
+pub fn pushes(
+    opts: &GemmRsOptions,
+    collective: Collective,
+    world: &World,
+    (one_shot, engines): (bool, bool),
+) -> Result<bool> {
     let rs = collective == Collective::ReduceScatter;
     let fixed = |fixed: bool, rule: &str| match opts.push {
         Some(v) if v != fixed => Err(invalid("push", rule)),
@@ -220,6 +246,8 @@ pub fn pushes(opts: &GemmRsOptions, collective: Collective, world: &World, one_s
         fixed(!rs, "is fixed across nodes: the reduce-scatter's collectors pull, the all-reduce's receive pushes")
     } else if one_shot {
         fixed(true, "is fixed for the one-shot all-reduce, which pushes (set one_shot to Some(false) to pull)")
+    } else if engines {
+        fixed(true, "is fixed with the copy engines, which push")
     } else {
         Ok(opts.push.unwrap_or(world.world_size > 2))
     }
@@ -292,10 +320,10 @@ pub fn pulls_reduced(
     collective: Collective,
     shape: GemmShape,
     world: &World,
-    one_shot: bool,
+    (one_shot, engines): (bool, bool),
 ) -> Result<bool> {
-    let possible = collective == Collective::AllReduce && world.nodes <= 1 && !one_shot && !opts.out_f32;
-    let rule = "applies to the two-phase all-reduce on one node with bf16 output";
+    let possible = collective == Collective::AllReduce && world.nodes <= 1 && !one_shot && !opts.out_f32 && !engines;
+    let rule = "applies to the two-phase all-reduce on one node with bf16 output, without the copy engines";
     let default = world.world_size == 2
         && shape.m.saturating_mul(shape.n).saturating_mul(2) >= PULL_REDUCED_MIN_BYTES
         && shape.k / world.world_size as usize >= PULL_REDUCED_MIN_K;
@@ -462,7 +490,7 @@ impl Sizes {
         shape: GemmShape,
         world: &World,
         out_f32: bool,
-        (one_shot, push): (bool, bool),
+        (one_shot, push, engines): (bool, bool, bool),
     ) -> Sizes {
         let w = world.world_size.max(1);
         let nodes = world.nodes.max(1);
@@ -470,12 +498,13 @@ impl Sizes {
         let all_reduce = collective == Collective::AllReduce;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
         let inbox_tiles = GemmRsParams::inbox_tiles_of(w, per_owner, one_shot);
-        let pulls = !push;
+        // Owners pulling read the sources' outboxes; the copy engines copy from them.
+        let outbox = !push || engines;
         let nodebox = if nodes > 1 { GemmRsParams::nodebox_bytes(nodes, per_owner) } else { 0 };
         let es = if out_f32 { 4 } else { 2 };
         Sizes {
             out: if all_reduce { shape.m } else { rows } * shape.n * es,
-            staging: (GemmRsParams::staging_bytes(w, inbox_tiles, pulls) + nodebox) as usize,
+            staging: (GemmRsParams::staging_bytes(w, inbox_tiles, outbox) + nodebox) as usize,
             flags: 4 * GemmRsParams::flag_words(w, nodes, per_owner, inbox_tiles) as usize,
             partial: shape.m * shape.n * 2,
             nodebuf: (nodes * nodes) as usize * rows * shape.n * 2,
@@ -514,6 +543,107 @@ pub struct GemmRs<'a> {
     diag: DiagBuffers,
     params: GemmRsParams,
     kernel: kernels::Kernel<GemmRsParams>,
+    engines: Option<Engines>,
+}
+
+/// Bytes copied by one copy-engine copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    dst: u64,
+    src: u64,
+    bytes: usize,
+}
+
+/// One band's copy to one local rank ([`GemmRsOptions::engines`]): wait until the band's
+/// counter reaches `target`, set it back to zero, copy the band, then its mirrored flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BandCopy {
+    /// Index into [`Engines::streams`].
+    stream: usize,
+    /// The counter's device address.
+    counter: u64,
+    target: u32,
+    data: Span,
+    flags: Span,
+}
+
+/// The copy engines' side of the fused launch ([`GemmRsOptions::engines`]).
+struct Engines {
+    /// A handle of this GPU with a stream of its own per other local rank, from the next on
+    /// (`sched::next_peer`).
+    streams: Vec<Gpu>,
+    /// The band counters (`GemmRsParams::engine_counts`): zero between launches.
+    _counts: DeviceBuffer<u32>,
+    /// A launch's copies, in the order they are enqueued.
+    copies: Vec<BandCopy>,
+    /// A launch was enqueued only in part: some counters may not have been set back to zero,
+    /// so every later launch is refused.
+    broken: std::sync::atomic::AtomicBool,
+}
+
+impl Engines {
+    /// Allocate the counters (into `p.engine_counts`) and plan the copies over `table`.
+    fn new(gpu: &Gpu, p: &mut GemmRsParams, table: &PeerTable) -> Result<Engines> {
+        let counts = gpu.upload(&vec![0u32; p.engine_counts_len() as usize])?;
+        p.engine_counts = counts.addr();
+        let streams = (1..p.local_world).map(|_| Ok(Gpu::new(gpu.info().ordinal)?)).collect::<Result<Vec<_>>>()?;
+        Ok(Engines { streams, _counts: counts, copies: band_copies(p, table), broken: Default::default() })
+    }
+}
+
+/// Every band copy of a fused launch with the copy engines, band by band across the peers so
+/// each stream gets its first bands early: my partials of each other rank's block into its
+/// inbox (my slot there) with their `part` flags, then, for the all-reduce, my reduced block
+/// into each other rank's output with its `done` flags. Slots of a band, their half tiles and
+/// their flags are contiguous on both sides (`GemmRsParams::slot_offset`, `part_flag`), as are
+/// a band's rows of a block.
+fn band_copies(p: &GemmRsParams, table: &PeerTable) -> Vec<BandCopy> {
+    let flag_bytes = |halves: u32| (halves * FLAG_STRIDE * 4) as usize;
+    let es = if p.gemm.out_f32 != 0 { 4 } else { 2 };
+    let row_bytes = p.gemm.n as u64 * es;
+    let me = p.local_rank as usize;
+    let phases = if p.all_reduce != 0 { 2 } else { 1 };
+    let mut copies = Vec::new();
+    for phase in 0..phases {
+        for b in 0..p.bands() {
+            let (first, _) = p.band_slots(b);
+            let target = p.band_target(b);
+            for (stream, i) in (1..p.local_world).enumerate() {
+                let lr = crate::sched::next_peer(p.local_rank, p.local_world, i);
+                let to = lr as usize;
+                let q = p.rank - p.local_rank + lr;
+                let (data, flags) = if phase == 0 {
+                    (
+                        Span {
+                            dst: table.staging[to] + p.slot_offset(p.rank, first, 0),
+                            src: p.staging + p.outbox_offset(q, first, 0),
+                            bytes: target as usize * HALF_TILE_BYTES as usize,
+                        },
+                        Span {
+                            dst: table.flags[to] + 4 * p.part_flag(p.rank, first, 0) as u64,
+                            src: p.flags + 4 * p.part_mirror(q, first, 0) as u64,
+                            bytes: flag_bytes(target),
+                        },
+                    )
+                } else {
+                    let (r0, r1) = p.band_rows(b);
+                    let at = r0 as u64 * row_bytes;
+                    let done = 4 * p.done_flag(p.rank, first, 0) as u64;
+                    (
+                        Span {
+                            dst: table.out[to] + at,
+                            src: table.out[me] + at,
+                            bytes: ((r1 - r0) as u64 * row_bytes) as usize,
+                        },
+                        Span { dst: table.flags[to] + done, src: p.flags + done, bytes: flag_bytes(target) },
+                    )
+                };
+                let counter = p.engine_counts + 4 * p.engine_count(phase, lr, b) as u64;
+                copies.push(BandCopy { stream, counter, target, data, flags });
+            }
+        }
+    }
+    copies
 }
 
 impl<'a> GemmRs<'a> {
@@ -568,14 +698,16 @@ impl<'a> GemmRs<'a> {
         };
         let one_shot = one_shot(&opts, collective, shape, &world)?;
         form_takes_lead(one_shot, asked_lead)?;
-        let push = pushes(&opts, collective, &world, one_shot)?;
+        let engines = engines(&opts, &world, one_shot)?;
+        let push = pushes(&opts, collective, &world, (one_shot, engines))?;
         let prefetch = prefetches(&opts, &world, (one_shot, push))?;
-        let pull_reduced = pulls_reduced(&opts, collective, shape, &world, one_shot)?;
+        let pull_reduced = pulls_reduced(&opts, collective, shape, &world, (one_shot, engines))?;
         let rows = shape.m / w;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
         let roles = role_split(&opts, collective, world.nodes, w as u32 * per_owner, gpu.info().sm_count)?;
         let waves = w as u32 * per_owner / roles.compute.max(1);
-        let stagger_ns = staggers(&opts, &world, push && !one_shot, waves)?;
+        // The copy engines' sends leave a band at a time, not a wave of tiles at once.
+        let stagger_ns = staggers(&opts, &world, push && !one_shot && !engines, waves)?;
         // The group size is protocol (readers wait for a group's last flag): ranks agree on it;
         // role counts are each rank's own business.
         let group = opts.group.unwrap_or(DEFAULT_GROUP).min(per_owner);
@@ -585,13 +717,16 @@ impl<'a> GemmRs<'a> {
         // SMs cannot take) must pass the same `lead`; otherwise `agree` names them.
         let lead = if one_shot {
             per_owner
+        } else if engines {
+            // An own tile waits for whole bands of partials: every send first.
+            opts.lead.unwrap_or(u32::MAX).min(per_owner)
         } else {
             opts.lead.unwrap_or(default_lead(collective, &world, roles.compute)).min(per_owner)
         };
         comm.agree(
             "shape",
             &format!(
-                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}, one shot {one_shot}, push {push}, pull reduced {pull_reduced}{}{}",
+                "{} {}x{}x{} {b_layout:?} {} out, {}, {} nodes, group {group}, one shot {one_shot}, push {push}, engines {engines}, pull reduced {pull_reduced}{}{}",
                 collective.op_name(),
                 shape.m,
                 shape.n,
@@ -606,7 +741,7 @@ impl<'a> GemmRs<'a> {
         )?;
 
         let es = if opts.out_f32 { 4 } else { 2 };
-        let sizes = Sizes::of(collective, shape, &world, opts.out_f32, (one_shot, push));
+        let sizes = Sizes::of(collective, shape, &world, opts.out_f32, (one_shot, push, engines));
         let out = comm.alloc(sizes.out)?;
         let staging = comm.alloc(sizes.staging)?;
         let flags = comm.alloc(sizes.flags)?;
@@ -662,7 +797,7 @@ impl<'a> GemmRs<'a> {
             (crate::gpu::L2Promotion::B128, TILE_M),
         )?;
         gemm.roles = roles;
-        let params = GemmRsParams {
+        let mut params = GemmRsParams {
             gemm,
             staging: staging.addr(),
             flags: flags.addr(),
@@ -686,7 +821,9 @@ impl<'a> GemmRs<'a> {
             prefetch: prefetch as u32,
             pull_reduced: pull_reduced as u32,
             stagger_ns,
+            engine_counts: 0,
         };
+        let engines = if engines { Some(Engines::new(gpu, &mut params, &table)?) } else { None };
         let kernel = match (world.nodes > 1, one_shot, b_layout) {
             (false, false, BLayout::KN) => kernels::GEMM_RS_KN,
             (false, false, BLayout::NK) => kernels::GEMM_RS_NK,
@@ -715,6 +852,7 @@ impl<'a> GemmRs<'a> {
             diag,
             params,
             kernel,
+            engines,
         })
     }
 
@@ -733,8 +871,13 @@ impl<'a> GemmRs<'a> {
         let world = comm.world();
         let w = world.world_size;
         // The unfused path's buffers do not depend on the fused path's form.
-        let sizes =
-            Sizes::of(collective, GemmShape { k: local.k * w as usize, ..local }, world, out_f32, (false, false));
+        let sizes = Sizes::of(
+            collective,
+            GemmShape { k: local.k * w as usize, ..local },
+            world,
+            out_f32,
+            (false, false, false),
+        );
         let partials = [comm.alloc(sizes.partial)?, comm.alloc(sizes.partial)?];
         let nodebufs =
             if world.nodes > 1 { vec![comm.alloc(sizes.nodebuf)?, comm.alloc(sizes.nodebuf)?] } else { vec![] };
@@ -868,8 +1011,9 @@ impl<'a> GemmRs<'a> {
         // The form is a one-node knob: no transport needed.
         let (opts, _) = with_tuned(opts, collective, shape, world, None);
         let one_shot = one_shot(&opts, collective, shape, world).unwrap_or(false);
-        let push = pushes(&opts, collective, world, one_shot).unwrap_or(false);
-        Sizes::of(collective, shape, world, opts.out_f32, (one_shot, push)).total()
+        let engines = engines(&opts, world, one_shot).unwrap_or(false);
+        let push = pushes(&opts, collective, world, (one_shot, engines)).unwrap_or(false);
+        Sizes::of(collective, shape, world, opts.out_f32, (one_shot, push, engines)).total()
     }
 
     /// Whether the fused all-reduce runs one shot ([`GemmRsOptions::one_shot`]).
@@ -929,13 +1073,7 @@ impl<'a> GemmRs<'a> {
     /// Enqueue one call through `path`.
     pub fn launch_path(&self, gpu: &Gpu, path: Path) -> Result<()> {
         match path {
-            Path::Fused => {
-                let cfg = LaunchConfig::linear(self.params.gemm.roles.total(), THREADS, SMEM_BYTES);
-                // SAFETY: every address in params belongs to buffers this op owns or borrows for
-                // 'a (peers' heaps stay mapped while the communicator lives).
-                unsafe { gpu.launch(self.kernel, &cfg, &self.params)? };
-                Ok(())
-            }
+            Path::Fused => self.launch_fused(gpu),
             Path::Unfused => {
                 let u = &self.unfused;
                 let parity = (u.calls.get() % 2) as usize;
@@ -944,6 +1082,55 @@ impl<'a> GemmRs<'a> {
                 self.launch_reduce(gpu, parity)
             }
         }
+    }
+
+    fn launch_fused(&self, gpu: &Gpu) -> Result<()> {
+        let cfg = LaunchConfig::linear(self.params.gemm.roles.total(), THREADS, SMEM_BYTES);
+        let Some(e) = &self.engines else {
+            // SAFETY: every address in params belongs to buffers this op owns or borrows for 'a
+            // (peers' heaps stay mapped while the communicator lives).
+            unsafe { gpu.launch(self.kernel, &cfg, &self.params)? };
+            return Ok(());
+        };
+        use std::sync::atomic::Ordering::Relaxed;
+        if e.broken.load(Relaxed) {
+            return Err(invalid("launch", "an earlier launch was enqueued only in part: build the op again"));
+        }
+        // An earlier report leaves the abort word set: refuse before enqueueing anything.
+        self.diag.check()?;
+        // The streams follow what was queued before this call. The kernel goes first and the
+        // band copies behind it, so the host's enqueueing overlaps the launch's first tiles;
+        // a kernel whose waits give up still publishes every band (it goes on), so the streams'
+        // waits always end.
+        for s in &e.streams {
+            s.wait_for(gpu)?;
+        }
+        // SAFETY: as above; the band counters are this op's.
+        unsafe { gpu.launch(self.kernel, &cfg, &self.params)? };
+        let enqueued = e.copies.iter().try_for_each(|c| {
+            let s = &e.streams[c.stream];
+            // SAFETY: the counter is this op's; the spans lie in this op's staging, flags and
+            // output and the peers' (mapped while the communicator lives), and the caller's
+            // stream joins these streams below, so nothing is freed or rewritten under them.
+            unsafe {
+                s.wait_value_async(c.counter, c.target)?;
+                s.write_value_async(c.counter, 0)?;
+                s.copy_async(c.data.dst, c.data.src, c.data.bytes)?;
+                s.copy_async(c.flags.dst, c.flags.src, c.flags.bytes)
+            }
+        });
+        // Joined even after a failure: copies already queued read and write this op's buffers.
+        let joined = e.streams.iter().try_for_each(|s| gpu.wait_for(s));
+        if enqueued.is_err() {
+            e.broken.store(true, Relaxed);
+        }
+        enqueued?;
+        Ok(joined?)
+    }
+
+    /// Whether the copy engines move the partials ([`GemmRsOptions::engines`]).
+    pub fn engines(&self) -> bool {
+        self.engines.is_some()
     }
 
     /// The GEMM alone (this rank's partial, into the unfused path's buffer).
@@ -1100,28 +1287,134 @@ mod tests {
     }
 
     #[test]
+    fn copy_engine_rules() {
+        let rs = Collective::ReduceScatter;
+        let node = World::test(1, 4, 1);
+        let on = GemmRsOptions { engines: Some(true), ..Default::default() };
+        let def = GemmRsOptions::default();
+        assert!(!engines(&def, &node, false).unwrap(), "off by default");
+        assert!(engines(&on, &node, false).unwrap() && engines(&on, &World::test(0, 2, 1), false).unwrap());
+        for (w, one_shot) in [(World::test(0, 4, 2), false), (node.clone(), true), (World::test(0, 1, 1), false)] {
+            let e = engines(&on, &w, one_shot).unwrap_err().to_string();
+            assert!(e.starts_with("invalid argument `engines`"), "{e}");
+        }
+        // They push, at two ranks too; owners pulling or reduced tiles pulled are refused.
+        assert!(pushes(&def, rs, &World::test(0, 2, 1), (false, true)).unwrap());
+        let pull = GemmRsOptions { push: Some(false), ..on.clone() };
+        assert!(pushes(&pull, rs, &node, (false, true)).unwrap_err().to_string().contains("copy engines"));
+        let big = GemmShape { m: 16384, n: 8192, k: 8192 };
+        let two = World::test(0, 2, 1);
+        assert!(!pulls_reduced(&def, Collective::AllReduce, big, &two, (false, true)).unwrap());
+        let asked = GemmRsOptions { pull_reduced: Some(true), ..on.clone() };
+        assert!(pulls_reduced(&asked, Collective::AllReduce, big, &two, (false, true)).is_err());
+        // The engines copy from an outbox.
+        let shape = GemmShape { m: 4000, n: 1544, k: 2048 };
+        let (with, pushed) = (
+            Sizes::of(rs, shape, &node, false, (false, true, true)),
+            Sizes::of(rs, shape, &node, false, (false, true, false)),
+        );
+        assert_eq!(with.staging, 2 * pushed.staging);
+        assert_eq!(GemmRs::heap_bytes(rs, shape, &node, &on), with.total());
+    }
+
+    /// Each (phase, peer)'s band copies cover its region once, contiguously and in order, on
+    /// both sides, with distinct counters whose targets add up to the block's half tiles, at an
+    /// awkward shape: 1000 rows (8 tile rows, in bands of 3, 3 and 2) by 1544 columns (7 tiles).
+    #[test]
+    fn band_copies_cover_each_region_once() {
+        let gemm = crate::abi::GemmParams { n: 1544, group_m: 3, ..Default::default() };
+        let base = GemmRsParams {
+            gemm,
+            rows: 1000,
+            rank: 1,
+            world: 4,
+            local_rank: 1,
+            local_world: 4,
+            staging: 1 << 40,
+            flags: 2 << 40,
+            engine_counts: 3 << 40,
+            ..Default::default()
+        };
+        let mut table = PeerTable::default();
+        for d in 0..4 {
+            (table.staging[d], table.flags[d], table.out[d]) =
+                ((10 + d as u64) << 40, (20 + d as u64) << 40, (30 + d as u64) << 40);
+        }
+        let per_owner = GemmRsParams::per_owner(1000, 1544);
+        assert_eq!((per_owner, base.bands()), (56, 3));
+        for all_reduce in [0, 1] {
+            let p = GemmRsParams { all_reduce, ..base };
+            let copies = band_copies(&p, &table);
+            assert_eq!(copies.len(), (1 + all_reduce as usize) * 3 * 3);
+            let mut counters: Vec<u64> = copies.iter().map(|c| c.counter).collect();
+            counters.sort();
+            counters.dedup();
+            assert_eq!(counters.len(), copies.len(), "one counter per band copy");
+            for phase in 0..=all_reduce {
+                for (stream, lr) in [(0, 2u32), (1, 3), (2, 0)] {
+                    let (q, to) = (lr, lr as usize);
+                    let mine: Vec<&BandCopy> = copies
+                        .iter()
+                        .filter(|c| {
+                            c.stream == stream && c.counter >= p.engine_counts + 4 * p.engine_count(phase, lr, 0) as u64
+                        })
+                        .filter(|c| c.counter < p.engine_counts + 4 * p.engine_count(phase, lr, 3) as u64)
+                        .collect();
+                    assert_eq!(mine.len(), 3);
+                    assert_eq!(mine.iter().map(|c| c.target).sum::<u32>(), 2 * per_owner);
+                    let (data_at, data_from, data_bytes, flags_at, flags_from) = if phase == 0 {
+                        (
+                            table.staging[to] + p.slot_offset(1, 0, 0),
+                            p.staging + p.outbox_offset(q, 0, 0),
+                            2 * per_owner as usize * HALF_TILE_BYTES as usize,
+                            table.flags[to] + 4 * p.part_flag(1, 0, 0) as u64,
+                            p.flags + 4 * p.part_mirror(q, 0, 0) as u64,
+                        )
+                    } else {
+                        let done = 4 * p.done_flag(1, 0, 0) as u64;
+                        (table.out[to], table.out[1], 1000 * 1544 * 2, table.flags[to] + done, p.flags + done)
+                    };
+                    let (mut d, mut f) = ((data_at, data_from), (flags_at, flags_from));
+                    for c in &mine {
+                        assert_eq!((c.data.dst, c.data.src), d, "phase {phase} to {lr}: contiguous data");
+                        assert_eq!((c.flags.dst, c.flags.src), f, "phase {phase} to {lr}: contiguous flags");
+                        assert_eq!(c.flags.bytes, (c.target * FLAG_STRIDE * 4) as usize);
+                        d = (d.0 + c.data.bytes as u64, d.1 + c.data.bytes as u64);
+                        f = (f.0 + c.flags.bytes as u64, f.1 + c.flags.bytes as u64);
+                    }
+                    assert_eq!(d.0 - data_at, data_bytes as u64, "phase {phase} to {lr}: the whole region");
+                }
+            }
+            // Band by band across the peers: every stream's first band comes first.
+            assert_eq!(copies.iter().take(3).map(|c| c.stream).collect::<Vec<_>>(), [0, 1, 2]);
+        }
+    }
+
+    #[test]
     fn push_rules() {
         let (ar, rs) = (Collective::AllReduce, Collective::ReduceScatter);
         let (node, two, nodes) = (World::test(0, 4, 1), World::test(0, 2, 1), World::test(0, 4, 2));
         let on = GemmRsOptions { push: Some(true), ..Default::default() };
         let off = GemmRsOptions { push: Some(false), ..Default::default() };
         let def = GemmRsOptions::default();
-        assert!(pushes(&on, rs, &node, false).unwrap());
-        assert!(pushes(&def, rs, &node, false).unwrap(), "push by default above two ranks");
-        assert!(!pushes(&def, rs, &two, false).unwrap(), "pull at two");
-        assert!(!pushes(&def, rs, &nodes, false).unwrap(), "pull across nodes");
-        assert!(!pushes(&def, ar, &two, false).unwrap(), "the all-reduce pulls at two");
-        assert!(pushes(&def, ar, &node, false).unwrap(), "and pushes above");
-        assert!(!pushes(&off, ar, &node, false).unwrap(), "the all-reduce may pull on one node");
-        assert!(pushes(&def, ar, &nodes, false).unwrap() && pushes(&def, ar, &two, true).unwrap());
+        assert!(pushes(&on, rs, &node, (false, false)).unwrap());
+        assert!(pushes(&def, rs, &node, (false, false)).unwrap(), "push by default above two ranks");
+        assert!(!pushes(&def, rs, &two, (false, false)).unwrap(), "pull at two");
+        assert!(!pushes(&def, rs, &nodes, (false, false)).unwrap(), "pull across nodes");
+        assert!(!pushes(&def, ar, &two, (false, false)).unwrap(), "the all-reduce pulls at two");
+        assert!(pushes(&def, ar, &node, (false, false)).unwrap(), "and pushes above");
+        assert!(!pushes(&off, ar, &node, (false, false)).unwrap(), "the all-reduce may pull on one node");
+        assert!(pushes(&def, ar, &nodes, (false, false)).unwrap() && pushes(&def, ar, &two, (true, false)).unwrap());
         for (o, c, w, one_shot) in [(&on, rs, &nodes, false), (&off, ar, &nodes, false), (&off, ar, &two, true)] {
-            let e = pushes(o, c, w, one_shot).unwrap_err().to_string();
+            let e = pushes(o, c, w, (one_shot, false)).unwrap_err().to_string();
             assert!(e.starts_with("invalid argument `push`"), "{e}");
         }
         // A pushed reduce-scatter needs no outbox: half the staging.
         let shape = GemmShape { m: 4000, n: 1544, k: 2048 };
-        let (pushed, pulled) =
-            (Sizes::of(rs, shape, &node, false, (false, true)), Sizes::of(rs, shape, &node, false, (false, false)));
+        let (pushed, pulled) = (
+            Sizes::of(rs, shape, &node, false, (false, true, false)),
+            Sizes::of(rs, shape, &node, false, (false, false, false)),
+        );
         assert_eq!(2 * pushed.staging, pulled.staging);
         assert!(GemmRs::heap_bytes(rs, shape, &node, &on) >= pushed.total());
         // Pulled all-reduce partials need the outbox too.
@@ -1150,24 +1443,28 @@ mod tests {
         let one = World::test(0, 2, 1);
         let pull = GemmRsOptions { pull_reduced: Some(true), ..def.clone() };
         let (big, small) = (GemmShape { m: 16384, n: 4096, k: 8192 }, GemmShape { m: 2048, n: 4096, k: 4096 });
-        assert!(pulls_reduced(&pull, Collective::AllReduce, small, &one, false).unwrap());
-        assert!(pulls_reduced(&def, Collective::AllReduce, big, &one, false).unwrap());
-        assert!(!pulls_reduced(&def, Collective::AllReduce, small, &one, false).unwrap());
+        assert!(pulls_reduced(&pull, Collective::AllReduce, small, &one, (false, false)).unwrap());
+        assert!(pulls_reduced(&def, Collective::AllReduce, big, &one, (false, false)).unwrap());
+        assert!(!pulls_reduced(&def, Collective::AllReduce, small, &one, (false, false)).unwrap());
         // The thresholds: 32 MiB of partial and K/W = 4096, each on its own.
-        let at =
-            |m: usize, k: usize| pulls_reduced(&def, Collective::AllReduce, GemmShape { m, n: 4096, k }, &one, false);
+        let at = |m: usize, k: usize| {
+            pulls_reduced(&def, Collective::AllReduce, GemmShape { m, n: 4096, k }, &one, (false, false))
+        };
         assert!(at(4096, 8192).unwrap(), "32 MiB, K/W 4096");
         assert!(!at(4096 - 8, 8192).unwrap(), "below 32 MiB");
         assert!(!at(16384, 8192 - 16).unwrap(), "K/W below 4096");
-        assert!(!pulls_reduced(&def, Collective::AllReduce, big, &World::test(0, 4, 1), false).unwrap());
-        assert!(!pulls_reduced(&def, rs, big, &one, false).unwrap(), "not asked, not possible: off");
+        assert!(!pulls_reduced(&def, Collective::AllReduce, big, &World::test(0, 4, 1), (false, false)).unwrap());
+        assert!(!pulls_reduced(&def, rs, big, &one, (false, false)).unwrap(), "not asked, not possible: off");
         for (o, c, w, one_shot) in [
             (pull.clone(), rs, &one, false),
             (pull.clone(), Collective::AllReduce, &World::test(0, 2, 2), false),
             (pull.clone(), Collective::AllReduce, &one, true),
             (GemmRsOptions { out_f32: true, ..pull.clone() }, Collective::AllReduce, &one, false),
         ] {
-            assert!(pulls_reduced(&o, c, big, w, one_shot).unwrap_err().to_string().contains("`pull_reduced`"));
+            assert!(pulls_reduced(&o, c, big, w, (one_shot, false))
+                .unwrap_err()
+                .to_string()
+                .contains("`pull_reduced`"));
         }
     }
 
@@ -1188,8 +1485,10 @@ mod tests {
             assert!(one_shot(&on, c, small, &w).unwrap_err().to_string().contains("`one_shot`"));
         }
         // One shot: the inbox holds every source's partial of every tile, not of one block.
-        let (one, two) =
-            (Sizes::of(ar, small, &node, false, (true, true)), Sizes::of(ar, small, &node, false, (false, true)));
+        let (one, two) = (
+            Sizes::of(ar, small, &node, false, (true, true, false)),
+            Sizes::of(ar, small, &node, false, (false, true, false)),
+        );
         assert_eq!(one.staging, 2 * two.staging);
         assert!(GemmRs::heap_bytes(ar, small, &node, &def) >= one.total());
     }
@@ -1201,7 +1500,7 @@ mod tests {
             for c in [Collective::ReduceScatter, Collective::AllReduce] {
                 let wd = World::test(0, w, nodes);
                 let o = GemmRsOptions { one_shot: Some(false), ..Default::default() };
-                let s = Sizes::of(c, shape, &wd, false, (false, pushes(&o, c, &wd, false).unwrap()));
+                let s = Sizes::of(c, shape, &wd, false, (false, pushes(&o, c, &wd, (false, false)).unwrap(), false));
                 let total = GemmRs::heap_bytes(c, shape, &wd, &o);
                 let partials = 2 * shape.m * shape.n * 2;
                 assert!(total >= s.out + s.staging + s.flags + partials + s.unfused_flags);

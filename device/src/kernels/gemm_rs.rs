@@ -54,7 +54,7 @@
 use crate::abi::*;
 use crate::arch::*;
 use crate::comm::peers_from_next;
-use crate::comm::signal::{launch_epoch, signal, signal_gpu};
+use crate::comm::signal::{count_published, launch_epoch, signal, signal_gpu};
 use crate::gemm::engine::Operands;
 use crate::gemm::epilogue::{half_tile_boxes, store_f32, tma_store_tile, write_bf16, Handoff};
 use crate::gemm::mainloop::Smem;
@@ -224,6 +224,22 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         let p = self.p;
         for (_, lr) in peers_from_next(p.local_rank, p.local_world) {
             self.signal_peer(lr, index);
+        }
+    }
+
+    /// The copy engines' part of a half tile this helper put into my own memory (bulk copies
+    /// waited for): raise my mirror flag `mirror` to this launch's epoch and count the half tile
+    /// on band `b`'s counter of `phase` for local rank `to`, or for every other local rank
+    /// (`None`). See [`GemmRsParams::engine_counts`].
+    #[inline(always)]
+    unsafe fn publish_for_engines(&self, mirror: u32, phase: u32, b: u32, to: Option<u32>) {
+        let p = self.p;
+        signal_gpu((p.flags as *mut u32).add(mirror as usize), epoch());
+        let counts = p.engine_counts as *mut u32;
+        let at = |lr: u32| counts.add(p.engine_count(phase, lr, b) as usize);
+        match to {
+            Some(lr) => count_published(core::iter::once(at(lr))),
+            None => count_published(peers_from_next(p.local_rank, p.local_world).map(|(_, lr)| at(lr))),
         }
     }
 
@@ -468,6 +484,16 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         let block = if ONE_SHOT { q } else { p.local_rank };
         store_f32(peer(&self.table().out, block) as *mut f32, p.rows, p.gemm.n, sum, block_tile, cwg, t);
         if p.all_reduce == 0 || ONE_SHOT {
+            return;
+        }
+        if p.engines() {
+            // The copy engines copy the band into the others' outputs: every thread's stores,
+            // then one release for all of them.
+            fence_acq_rel_sys();
+            named_barrier_sync(bar, 128);
+            if t == 0 {
+                self.publish_for_engines(p.done_flag(p.rank, slot, cwg), 1, p.band_of(block_tile.m), None);
+            }
             return;
         }
         fence_acq_rel_cta();
@@ -744,7 +770,8 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                     nanosleep(256);
                 }
             }
-            let dst = if pull {
+            let engines = !NODES && p.engines();
+            let dst = if pull || engines {
                 p.staging + p.outbox_offset(o.owner, o.slot, cwg)
             } else {
                 peer(&self.table().staging, lr) + p.slot_offset(src, o.slot, cwg)
@@ -752,7 +779,13 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             bulk_store(dst, c, HALF_TILE_BYTES);
             bulk_commit_group();
             bulk_wait_group::<0>();
-            self.signal_peer(lr, p.part_flag(src, o.slot, cwg));
+            if engines {
+                // The owner's engine stream copies the band once it is whole (`ready` above
+                // was its entry into this launch).
+                self.publish_for_engines(p.part_mirror(o.owner, o.slot, cwg), 0, p.band_of(o.tm), Some(lr));
+            } else {
+                self.signal_peer(lr, p.part_flag(src, o.slot, cwg));
+            }
             trace_waited(trace_ev::PARTIAL_SENT, tile.index, since);
             if prefetch {
                 self.prefetch(h, c, o.owner, o.slot, n, cwg);
@@ -784,6 +817,10 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                     tma_store_tile(into_mine, c, p.rows, p.gemm.n, block_tile, cwg);
                     bulk_wait_group_read::<0>();
                 }
+            } else if p.all_reduce != 0 && p.engines() {
+                // Every other rank sent me its partial of this tile: all entered this launch.
+                bulk_wait_group::<0>();
+                self.publish_for_engines(p.done_flag(p.rank, o.slot, cwg), 1, p.band_of(o.tm), None);
             } else if p.all_reduce != 0 {
                 for (_, lr) in peers_from_next(p.local_rank, p.local_world) {
                     self.wait_ready(lr);
