@@ -95,6 +95,23 @@ abi_struct! {
     }
 }
 
+abi_struct! {
+    /// The stream-wait probe (`bench::stream_wait`): thread 0 of CTA 0 raises `word` to 1, 2,
+    /// ... `raises`, `period_ns` apart from its start, stamping the start and each raise (global
+    /// timer, ns) into `stamps`; the other CTAs hold their SMs until the last raise, as a
+    /// persistent kernel holds them.
+    pub struct ProbeRaiseParams [24] {
+        /// Device address of the `u32` raised (device or host-mapped memory).
+        pub word: u64,
+        /// Device address of `raises + 1` `u64`: the start, then each raise.
+        pub stamps: u64,
+        /// Raises.
+        pub raises: u32,
+        /// Nanoseconds between raises.
+        pub period_ns: u32,
+    }
+}
+
 /// Payload word `w` of handshake round `epoch` (the kernel writes it, the host test checks it).
 pub const fn handshake_word(seed: u32, epoch: u32, w: u32) -> u32 {
     let mut x = seed ^ epoch.wrapping_mul(0x9e37_79b9) ^ w.wrapping_mul(0x85eb_ca6b);

@@ -17,9 +17,11 @@ use std::time::Duration;
 
 pub mod device_barrier;
 pub mod harness;
+pub mod stream_wait;
 pub mod timeline;
 pub use device_barrier::RankGroup;
 pub use harness::{median, print_table, time_each, time_ms, write_json, Group, Record, RunInfo, Solo, Timing};
+pub use stream_wait::{stream_wait, Latencies, Reaction, StreamWaitProbe};
 
 impl BLayout {
     /// The layout's name in records and on the command line (`nk`, `kn`).

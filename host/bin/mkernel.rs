@@ -322,6 +322,19 @@ enum BenchCmd {
         #[arg(long)]
         matrix: bool,
     },
+    /// How soon a side stream follows a word raised by a kernel that holds every SM: a stream
+    /// memory wait against a host thread polling (one GPU).
+    StreamWait {
+        /// Raises per run.
+        #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        raises: u32,
+        /// Microseconds between raises.
+        #[arg(long = "period-us", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        period_us: u32,
+        /// Runs.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        runs: u32,
+    },
 }
 
 /// `bench gemm-rs` / `bench gemm-ar`.
@@ -636,6 +649,7 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
             cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)
         }
+        BenchCmd::StreamWait { raises, period_us, runs } => cmd_bench::stream_wait(raises, period_us, runs),
     }
 }
 

@@ -44,6 +44,9 @@ pub const TMA_ROUNDTRIP: Kernel<TmaRoundTripParams> = Kernel::new("mk_tma_roundt
 pub const WGMMA_TILE: Kernel<WgmmaTileParams> = Kernel::new("mk_wgmma_tile");
 /// Self-test: GPU <-> host ping-pong over host-mapped flags and data.
 pub const FLAG_HANDSHAKE: Kernel<HandshakeParams> = Kernel::new("mk_flag_handshake");
+/// The stream-wait probe: one thread raises a word on a timetable while every SM is held
+/// (see [`crate::bench::stream_wait`]).
+pub const PROBE_RAISE: Kernel<ProbeRaiseParams> = Kernel::new("mk_probe_raise");
 /// Self-test: every block writes its cluster rank, cluster size and cluster id.
 pub const CLUSTER_IDS: Kernel<ClusterIdsParams> = Kernel::new("mk_cluster_ids");
 /// The persistent GEMM, B `[K, N]` row-major (launched by [`crate::ops::gemm::Gemm`]).
@@ -165,6 +168,7 @@ pub const ALL: &[&str] = &[
     TMA_ROUNDTRIP.name,
     WGMMA_TILE.name,
     FLAG_HANDSHAKE.name,
+    PROBE_RAISE.name,
     CLUSTER_IDS.name,
     GEMM_KN.name,
     GEMM_NK.name,

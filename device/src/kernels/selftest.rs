@@ -247,3 +247,40 @@ pub unsafe extern "ptx-kernel" fn mk_fifo_push_test(p: FifoTestParams) {
         }
     }
 }
+
+/// The stream-wait probe (see [`ProbeRaiseParams`]): launched with one CTA per SM, thread 0 of
+/// CTA 0 raises the word on its timetable and stamps each raise; thread 0 of every other CTA
+/// holds its SM until the last raise's stamp.
+///
+/// # Safety
+/// Launched only by `bench::stream_wait` (through host/gpu), which makes every address in `p`
+/// valid for the launch.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mk_probe_raise(p: ProbeRaiseParams) {
+    if thread_idx_x() != 0 {
+        return;
+    }
+    let word = p.word as *mut u32;
+    let stamps = p.stamps as *mut u64;
+    let last = stamps.add(p.raises as usize);
+    if block_idx_x() == 0 {
+        let start = globaltimer_ns();
+        *stamps = start;
+        for i in 1..=p.raises {
+            while globaltimer_ns() < start + i as u64 * p.period_ns as u64 {}
+            st_release_sys_u32(word, i);
+            let at = globaltimer_ns();
+            if i == p.raises {
+                st_release_gpu_u64(last, at);
+            } else {
+                *stamps.add(i as usize) = at;
+            }
+        }
+    } else {
+        // The last stamp (device memory, zeroed before the launch): polling the word itself
+        // would flood the link to host memory when it lives there.
+        while ld_acquire_gpu_u64(last) == 0 {
+            nanosleep(1000);
+        }
+    }
+}
