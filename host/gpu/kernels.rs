@@ -45,7 +45,7 @@ pub const WGMMA_TILE: Kernel<WgmmaTileParams> = Kernel::new("mk_wgmma_tile");
 /// Self-test: GPU <-> host ping-pong over host-mapped flags and data.
 pub const FLAG_HANDSHAKE: Kernel<HandshakeParams> = Kernel::new("mk_flag_handshake");
 /// The stream-wait probe: one thread raises a word on a timetable while every SM is held
-/// (see [`crate::bench::stream_wait`]).
+/// (see [`crate::bench::stream_wait()`]).
 pub const PROBE_RAISE: Kernel<ProbeRaiseParams> = Kernel::new("mk_probe_raise");
 /// Self-test: every block writes its cluster rank, cluster size and cluster id.
 pub const CLUSTER_IDS: Kernel<ClusterIdsParams> = Kernel::new("mk_cluster_ids");
