@@ -21,7 +21,7 @@ pub mod stream_wait;
 pub mod timeline;
 pub use device_barrier::RankGroup;
 pub use harness::{median, print_table, time_each, time_ms, write_json, Group, Record, RunInfo, Solo, Timing};
-pub use stream_wait::{stream_wait, Latencies, Reaction, StreamWaitProbe};
+pub use stream_wait::{peer_copies, stream_wait, Latencies, Reaction, StreamWaitProbe};
 
 impl BLayout {
     /// The layout's name in records and on the command line (`nk`, `kn`).

@@ -248,27 +248,41 @@ pub fn fifo(blocks: u32, threads: u32, per_thread: u32, rounds: u32, matrix: boo
 }
 
 /// `bench stream-wait`: how soon a side stream follows a word a kernel holding every SM raises
-/// (`mkernel::bench::stream_wait`), each reaction's latencies in microseconds.
-pub fn stream_wait(raises: u32, period_us: u32, runs: u32) -> anyhow::Result<()> {
-    use mkernel::bench::{stream_wait, StreamWaitProbe};
+/// (`mkernel::bench::stream_wait`), each reaction's latencies in microseconds; with `peer_mib`,
+/// copies of that size into GPU 1 too (`mkernel::bench::peer_copies`).
+pub fn stream_wait(raises: u32, period_us: u32, runs: u32, peer_mib: Option<u32>) -> anyhow::Result<()> {
+    use mkernel::bench::{peer_copies, stream_wait, Latencies, StreamWaitProbe};
     let gpu = Gpu::new(0)?;
+    let peer = peer_mib.map(|_| Gpu::new(1)).transpose()?;
     let probe = StreamWaitProbe { raises, period: std::time::Duration::from_micros(period_us as u64) };
     println!("stream-wait probe: {raises} raises {period_us} us apart, {runs} runs; latency after the raise (us, launch start-up included)");
+    let show = |run: u32, l: &Latencies, bytes: Option<usize>| {
+        let mut v = l.us.clone();
+        v.sort_by(|a, b| a.total_cmp(b));
+        let at = |q: usize| v[(v.len() * q / 100).min(v.len() - 1)];
+        let rate = bytes.map(|b| format!(", {:.0} GB/s over the span", (b * v.len()) as f64 / l.span_us / 1e3));
+        println!(
+            "run {run} {:<30} min {:7.1} p10 {:7.1} median {:7.1} p90 {:7.1} max {:7.1}  span {:8.1}{}  first five {:?}",
+            l.reaction.name(),
+            v[0],
+            at(10),
+            at(50),
+            at(90),
+            v[v.len() - 1],
+            l.span_us,
+            rate.unwrap_or_default(),
+            l.us.iter().take(5).map(|x| (x * 10.0).round() / 10.0).collect::<Vec<_>>()
+        );
+    };
     for run in 0..runs {
         for l in stream_wait(&gpu, probe)? {
-            let mut v = l.us.clone();
-            v.sort_by(|a, b| a.total_cmp(b));
-            let at = |q: usize| v[(v.len() * q / 100).min(v.len() - 1)];
-            println!(
-                "run {run} {:<12} min {:7.1} p10 {:7.1} median {:7.1} p90 {:7.1} max {:7.1}  first five {:?}",
-                l.reaction.name(),
-                v[0],
-                at(10),
-                at(50),
-                at(90),
-                v[v.len() - 1],
-                l.us.iter().take(5).map(|x| (x * 10.0).round() / 10.0).collect::<Vec<_>>()
-            );
+            show(run, &l, None);
+        }
+        if let (Some(peer), Some(mib)) = (&peer, peer_mib) {
+            let bytes = (mib as usize) << 20;
+            for l in peer_copies(&gpu, peer, probe, bytes)? {
+                show(run, &l, Some(bytes));
+            }
         }
     }
     Ok(())

@@ -334,6 +334,10 @@ enum BenchCmd {
         /// Runs.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
         runs: u32,
+        /// Also copies of this many MiB into GPU 1 (two GPUs): queued at once, and behind each
+        /// raise's stream wait on one and on three streams.
+        #[arg(long = "peer-mib", value_parser = clap::value_parser!(u32).range(1..=4096))]
+        peer_mib: Option<u32>,
     },
 }
 
@@ -649,7 +653,9 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Fifo { blocks, threads, per_thread, rounds, matrix } => {
             cmd_bench::fifo(blocks, threads, per_thread, rounds, matrix)
         }
-        BenchCmd::StreamWait { raises, period_us, runs } => cmd_bench::stream_wait(raises, period_us, runs),
+        BenchCmd::StreamWait { raises, period_us, runs, peer_mib } => {
+            cmd_bench::stream_wait(raises, period_us, runs, peer_mib)
+        }
     }
 }
 

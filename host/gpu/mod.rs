@@ -500,6 +500,18 @@ impl Gpu {
         check("cuMemcpyDtoDAsync", sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.stream.as_inner()))
     }
 
+    /// Let this device's kernels and copies reach `peer`'s memory directly (peer access from
+    /// this context; already enabled is fine).
+    pub fn enable_peer_access(&self, peer: &Gpu) -> Result<()> {
+        self.make_current()?;
+        // SAFETY: both contexts are alive for the call.
+        let r = unsafe { sys::cuCtxEnablePeerAccess(peer.state.ctx.as_raw(), 0) };
+        if r == sys::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+            return Ok(());
+        }
+        check("cuCtxEnablePeerAccess", r)
+    }
+
     /// Enqueue a hold on this handle's stream until the device word at `addr` reaches `value`
     /// (a stream memory operation, no kernel: a persistent kernel on another stream may raise
     /// it); [`Gpu::write_value_async`] sets such a word.
