@@ -227,25 +227,24 @@ fn pushed_partials() {
 /// The copy engines moving the partials and the all-reduce's reduced blocks (`--engines on`),
 /// both collectives: the awkward shape in both layouts (partial bands and boxes), f32
 /// output, a CUDA graph, rounds with new inputs, launches back to back, bands of one tile row
-/// and own tiles right behind their round's sends (lead 0: they wait for whole bands). 1 x 2,
+/// and own tiles right behind their band's sends (the least lead `ops::gemm_rs::engine_lead`
+/// allows), CTAs with several tiles, a shape the tuned table has (its lead is not taken). 1 x 2,
 /// and 1 x 4 with four GPUs; two and four ranks sharing one GPU where only one exists.
 #[test]
 fn copy_engines() {
     let on = ["--engines", "on", "--one-shot", "off"];
     let shared = || {
         for op in ["gemm-rs", "gemm-ar"] {
+            let c = |ranks: u32, extra: &[&str]| check(op, ranks, &vec![0; ranks as usize], &[&on[..], extra].concat());
             let small = ["--shape", "512x264x128", "--rounds", "2", "--back-to-back", "10"];
-            check(op, 2, &[0, 0], &[&on[..], &small].concat());
-            check(op, 4, &[0, 0, 0, 0], &[&on[..], &small, &["--group-m", "1"]].concat());
-            // Eight bands of one tile row, and three of three (the last one short).
-            let bands = ["--shape", "2048x528x256", "--group-m", "1"];
-            check(op, 2, &[0, 0], &[&on[..], &bands, &["--graph", "--layout", "nk"]].concat());
-            check(
-                op,
-                2,
-                &[0, 0],
-                &[&on[..], &["--shape", "2048x528x256", "--group-m", "3", "--f32", "--lead", "0"]].concat(),
-            );
+            c(2, &small);
+            c(4, &[&small[..], &["--group-m", "1"]].concat());
+            // Eight bands of one tile row; three of three, the last one short, own tiles right
+            // behind their band (lead 9: a band's tiles).
+            c(2, &["--shape", "2048x528x256", "--group-m", "1", "--graph", "--layout", "nk"]);
+            c(2, &["--shape", "2048x528x256", "--group-m", "3", "--f32", "--lead", "9"]);
+            // 256 tiles on 132 CTAs: CTAs with several tiles, sends and own tiles mixed.
+            c(2, &["--shape", "8192x1024x256", "--group-m", "2", "--lead", "8", "--back-to-back", "10"]);
         }
     };
     one_node_layouts("copy_engines", shared, |w, g, awkward| {
@@ -255,7 +254,8 @@ fn copy_engines() {
             c(&["--shape", awkward, "--layout", "nk", "--f32"]);
             c(&["--shape", "4000x1544x2048", "--layout", "nk", "--graph"]);
             c(&["--shape", "8192x4096x4096", "--layout", "kn", "--rounds", "2", "--back-to-back", "20"]);
-            c(&["--shape", "4000x1544x1024", "--f32", "--group-m", "1", "--lead", "0", "--back-to-back", "20"]);
+            c(&["--shape", "4000x1544x1024", "--f32", "--group-m", "1", "--lead", "7", "--back-to-back", "20"]);
+            c(&["--shape", "16384x8192x8192", "--rounds", "1"]);
         }
     });
 }

@@ -49,7 +49,7 @@ use crate::comm::world::World;
 use crate::error::{invalid, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
-use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_M};
+use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_M, TILE_N};
 use std::cell::Cell;
 use std::time::Duration;
 
@@ -116,9 +116,9 @@ pub struct GemmRsOptions {
     /// per local peer, forked from the caller's, waits for each band's count and copies it with
     /// its flags. The fused launch is then the kernel plus these streams' work (joined back
     /// into the caller's stream). Sources push (`push` may not be off), nothing is prefetched
-    /// or pulled reduced; every send goes first unless `lead` says otherwise. The streams run
-    /// beside the kernel: under serialised launches (`CUDA_LAUNCH_BLOCKING`, a profiler's
-    /// replay) its waits time out and report. None: off.
+    /// or pulled reduced; every send goes first unless `lead` says otherwise (at least a band's
+    /// tiles: [`engine_lead`]). The streams run beside the kernel: under serialised launches
+    /// (`CUDA_LAUNCH_BLOCKING`, a profiler's replay) its waits time out and report. None: off.
     pub engines: Option<bool>,
     /// Nanoseconds between the first two tiles' sends of compute CTAs `i % 8` apart
     /// (`GemmRsParams::stagger_ns`; 0: none, at most [`MAX_STAGGER_NS`]). None: [`staggers`]'
@@ -223,6 +223,25 @@ pub fn engines(opts: &GemmRsOptions, world: &World, one_shot: bool) -> Result<bo
     let possible = world.nodes <= 1 && world.world_size > 1 && !one_shot;
     let rule = "applies to the two-phase form on one node of two or more ranks";
     form_switch(("engines", opts.engines, rule), possible, false)
+}
+
+/// The walk's lead with the copy engines ([`GemmRsOptions::engines`]): the asked one (at most
+/// `per_owner`), else every send first. An own tile's partials arrive a whole band at a time,
+/// and an own tile at round `lead + i` needs the sends of its band's tiles, up to round `i +
+/// band_tiles - 1` of every peer's walk: a lead below `band_tiles` (a band's tiles, `group_m`
+/// tile rows of an owner block) could make CTAs wait on each other in a cycle, so it is a typed
+/// error.
+pub fn engine_lead(asked: Option<u32>, band_tiles: u32, per_owner: u32) -> Result<u32> {
+    let lead = asked.unwrap_or(u32::MAX).min(per_owner);
+    if lead < band_tiles {
+        return Err(invalid(
+            "lead",
+            format!(
+                "{lead} rounds: with the copy engines at least a band's {band_tiles} tiles (an own tile waits for its whole band of partials)"
+            ),
+        ));
+    }
+    Ok(lead)
 }
 
 /// Whether the sources push their partials: the option, else (one node) above two ranks (4 x
@@ -718,8 +737,9 @@ impl<'a> GemmRs<'a> {
         let lead = if one_shot {
             per_owner
         } else if engines {
-            // An own tile waits for whole bands of partials: every send first.
-            opts.lead.unwrap_or(u32::MAX).min(per_owner)
+            // Not the tuned table's: it was measured with per-tile flags.
+            let g = opts.group_m.min((rows as u32).div_ceil(TILE_M));
+            engine_lead(asked_lead, g * (shape.n as u32).div_ceil(TILE_N), per_owner)?
         } else {
             opts.lead.unwrap_or(default_lead(collective, &world, roles.compute)).min(per_owner)
         };
@@ -1099,9 +1119,10 @@ impl<'a> GemmRs<'a> {
         // An earlier report leaves the abort word set: refuse before enqueueing anything.
         self.diag.check()?;
         // The streams follow what was queued before this call. The kernel goes first and the
-        // band copies behind it, so the host's enqueueing overlaps the launch's first tiles;
-        // a kernel whose waits give up still publishes every band (it goes on), so the streams'
-        // waits always end.
+        // band copies behind it, so the host's enqueueing overlaps the launch's first tiles. The
+        // streams' waits have no bound of their own: a kernel whose helpers' waits give up
+        // still publishes every band, and one whose pipeline waits give up traps, which ends
+        // the context's streams with it.
         for s in &e.streams {
             s.wait_for(gpu)?;
         }
@@ -1315,6 +1336,57 @@ mod tests {
         );
         assert_eq!(with.staging, 2 * pushed.staging);
         assert_eq!(GemmRs::heap_bytes(rs, shape, &node, &on), with.total());
+    }
+
+    /// With the copy engines an own tile waits for its whole band of every peer's partials. With
+    /// the leads [`engine_lead`] allows, each of those sends comes at an earlier walk position
+    /// (on the real rotated walk) than the own tile, so CTAs that take their tiles in position
+    /// order cannot wait on each other in a cycle; lead 0 breaks it (the check can fail).
+    #[test]
+    fn engine_leads_put_every_band_before_its_own_tiles() {
+        use crate::sched::{OwnerTiles, TileGrid, TileScheduler};
+        let cases = [
+            (2, 4096, 4096, 8, 132),
+            (4, 4096, 8192, 8, 132),
+            (4, 1000, 1544, 3, 131),
+            (2, 2048, 528, 1, 133),
+            (4, 4096, 4096, 4, 132),
+            (2, 300, 8, 8, 7),
+        ];
+        for (w, rows, n, group_m, ctas) in cases {
+            let (m_tiles, n_tiles) = (u32::div_ceil(rows, TILE_M), u32::div_ceil(n, TILE_N));
+            let per = m_tiles * n_tiles;
+            let band_tiles = group_m.min(m_tiles) * n_tiles;
+            let grid = TileGrid { m_tiles, n_tiles, group_m };
+            let band = |local: u32| grid.coords(local).0 / group_m;
+            let safe = |lead: u32| {
+                let walk = |r: u32| OwnerTiles::new(rows, n, (TILE_M, TILE_N), group_m, w, r, lead).rotated(ctas);
+                // The latest position, over the peers' walks, of a send of each band of block 0.
+                let mut last = vec![0u32; m_tiles.div_ceil(group_m) as usize];
+                for r in 1..w {
+                    let t = walk(r);
+                    for i in 0..t.count() {
+                        if let (0, local) = t.order(i) {
+                            let b = band(local) as usize;
+                            last[b] = last[b].max(i);
+                        }
+                    }
+                }
+                let t = walk(0);
+                (0..t.count()).all(|i| match t.order(i) {
+                    (0, local) => last[band(local) as usize] < i,
+                    _ => true,
+                })
+            };
+            let case = format!("world {w}, {rows} x {n} rows, group {group_m}, {ctas} CTAs");
+            assert!(safe(engine_lead(None, band_tiles, per).unwrap()), "{case}: every send first");
+            assert!(safe(engine_lead(Some(band_tiles), band_tiles, per).unwrap()), "{case}: a band's lead");
+            if band_tiles > 1 {
+                let e = engine_lead(Some(band_tiles - 1), band_tiles, per).unwrap_err().to_string();
+                assert!(e.starts_with("invalid argument `lead`"), "{e}");
+                assert!(!safe(0), "{case}: lead 0 must be caught");
+            }
+        }
     }
 
     /// Each (phase, peer)'s band copies cover its region once, contiguously and in order, on

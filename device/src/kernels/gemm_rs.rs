@@ -761,7 +761,9 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             } else {
                 (o.owner - (p.rank - p.local_rank), p.rank)
             };
-            // The owner entered this launch: it is done with the previous launch's slots.
+            // The owner entered this launch: it is done with the previous launch's slots. With
+            // the copy engines the store below is local, but this wait is still what lets their
+            // copy of the band into the owner's inbox go (the band is counted after it).
             self.wait_ready(lr);
             if p.stagger_ns != 0 && n < 2 {
                 // The first waves' sends leave at once otherwise (`GemmRsParams::stagger_ns`).
