@@ -1010,12 +1010,12 @@ abi_struct! {
         /// device `u32` band counters ([`Self::engine_count`]). A send tile's helper stores the
         /// partial into my outbox instead of the owner's inbox, raises my own mirror of the
         /// owner's `part` flag for it ([`Self::part_mirror`]) and counts the half tile on its
-        /// band's counter; a stream of the host's per local peer waits (a stream memory
-        /// operation) for each band's count, sets it back to zero, and copies the band's
-        /// partials into the owner's inbox, then the band's mirrored flags behind them. The
-        /// all-reduce's own tiles likewise: stored into my output, mirrored in `done[me]` and
-        /// counted per peer, the band then copied into each peer's output with its flags. The
-        /// owners wait on the same flags as when sources push.
+        /// band's counter (one for every owner's band `b`); a stream of the host's waits (a
+        /// stream memory operation) for each band's count, sets it back to zero, and copies
+        /// each owner's band of partials into its inbox, then the band's mirrored flags behind
+        /// them. The all-reduce's own tiles likewise: stored into my output, mirrored in
+        /// `done[me]` and counted, the band then copied into each peer's output with its flags.
+        /// The owners wait on the same flags as when sources push.
         pub engine_counts: u64,
     }
 }
@@ -1161,19 +1161,28 @@ impl GemmRsParams {
         let end = (b + 1) * self.band_tile_rows() * tile_m;
         (b * self.band_tile_rows() * tile_m, if end < self.rows { end } else { self.rows })
     }
-    /// What band `b`'s counter reaches once every half tile of it is published.
-    pub const fn band_target(&self, b: u32) -> u32 {
+    /// Half tiles of band `b` of one block.
+    pub const fn band_halves(&self, b: u32) -> u32 {
         let (first, end) = self.band_slots(b);
         2 * (end - first)
     }
-    /// Index in [`Self::engine_counts`] of band `b`'s counter for local rank `lr`: `phase` 0,
-    /// my partials of `lr`'s block; 1 (all-reduce), my reduced block, for `lr`'s output.
-    pub const fn engine_count(&self, phase: u32, lr: u32, b: u32) -> u32 {
-        (phase * self.local_world + lr) * self.bands() + b
+    /// Index in [`Self::engine_counts`] of band `b`'s counter: `phase` 0, my partials of every
+    /// other local rank's block; 1 (all-reduce), my reduced block.
+    pub const fn engine_count(&self, phase: u32, b: u32) -> u32 {
+        phase * self.bands() + b
+    }
+    /// What band `b`'s counter of `phase` reaches once every half tile it counts is published:
+    /// phase 0 counts each other local rank's band, phase 1 my own.
+    pub const fn engine_target(&self, phase: u32, b: u32) -> u32 {
+        if phase == 0 {
+            (self.local_world - 1) * self.band_halves(b)
+        } else {
+            self.band_halves(b)
+        }
     }
     /// Counters in [`Self::engine_counts`].
     pub const fn engine_counts_len(&self) -> u32 {
-        2 * self.local_world * self.bands()
+        2 * self.bands()
     }
     /// Index of my mirror of owner q's `part[me][slot][half]`: `pref[q][slot][half]`, which
     /// only pulling owners use otherwise.

@@ -49,19 +49,16 @@ pub unsafe fn signal_gpu(flag: *mut u32, epoch: u32) {
 }
 
 /// Make this thread's earlier writes (bulk copies it already waited for included) visible
-/// system-wide, then add one to each counter in `counters`: counters a host stream's memory
-/// wait reads before the copy engines copy what they count (they are set back to zero by that
-/// stream, not here).
+/// system-wide, then add one to `counter`: a counter a host stream's memory wait reads before
+/// the copy engines copy what it counts (that stream sets it back to zero, not this).
 ///
 /// # Safety
-/// Every item of `counters` is a valid, aligned `u32` of this GPU's memory.
+/// `counter` is a valid, aligned `u32` of this GPU's memory.
 #[inline(always)]
-pub unsafe fn count_published(counters: impl Iterator<Item = *mut u32>) {
+pub unsafe fn count_published(counter: *mut u32) {
     fence_proxy_async_global();
     fence_acq_rel_sys();
-    for c in counters {
-        atom_add_acq_rel_sys_u32(c, 1);
-    }
+    atom_add_acq_rel_sys_u32(counter, 1);
 }
 
 /// One of `writers` per launch finishing its part: true for the last one of launch `epoch`. The

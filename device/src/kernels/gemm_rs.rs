@@ -229,18 +229,12 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
 
     /// The copy engines' part of a half tile this helper put into my own memory (bulk copies
     /// waited for): raise my mirror flag `mirror` to this launch's epoch and count the half tile
-    /// on band `b`'s counter of `phase` for local rank `to`, or for every other local rank
-    /// (`None`). See [`GemmRsParams::engine_counts`].
+    /// on band `b`'s counter of `phase`. See [`GemmRsParams::engine_counts`].
     #[inline(always)]
-    unsafe fn publish_for_engines(&self, mirror: u32, phase: u32, b: u32, to: Option<u32>) {
+    unsafe fn publish_for_engines(&self, mirror: u32, phase: u32, b: u32) {
         let p = self.p;
         signal_gpu((p.flags as *mut u32).add(mirror as usize), epoch());
-        let counts = p.engine_counts as *mut u32;
-        let at = |lr: u32| counts.add(p.engine_count(phase, lr, b) as usize);
-        match to {
-            Some(lr) => count_published(core::iter::once(at(lr))),
-            None => count_published(peers_from_next(p.local_rank, p.local_world).map(|(_, lr)| at(lr))),
-        }
+        count_published((p.engine_counts as *mut u32).add(p.engine_count(phase, b) as usize));
     }
 
     /// Whether this rank sums block `q`'s partials: its owner (one node) or its collector.
@@ -492,7 +486,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
             fence_acq_rel_sys();
             named_barrier_sync(bar, 128);
             if t == 0 {
-                self.publish_for_engines(p.done_flag(p.rank, slot, cwg), 1, p.band_of(block_tile.m), None);
+                self.publish_for_engines(p.done_flag(p.rank, slot, cwg), 1, p.band_of(block_tile.m));
             }
             return;
         }
@@ -784,7 +778,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             if engines {
                 // The owner's engine stream copies the band once it is whole (`ready` above
                 // was its entry into this launch).
-                self.publish_for_engines(p.part_mirror(o.owner, o.slot, cwg), 0, p.band_of(o.tm), Some(lr));
+                self.publish_for_engines(p.part_mirror(o.owner, o.slot, cwg), 0, p.band_of(o.tm));
             } else {
                 self.signal_peer(lr, p.part_flag(src, o.slot, cwg));
             }
@@ -822,7 +816,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
             } else if p.all_reduce != 0 && p.engines() {
                 // Every other rank sent me its partial of this tile: all entered this launch.
                 bulk_wait_group::<0>();
-                self.publish_for_engines(p.done_flag(p.rank, o.slot, cwg), 1, p.band_of(o.tm), None);
+                self.publish_for_engines(p.done_flag(p.rank, o.slot, cwg), 1, p.band_of(o.tm));
             } else if p.all_reduce != 0 {
                 for (_, lr) in peers_from_next(p.local_rank, p.local_world) {
                     self.wait_ready(lr);
