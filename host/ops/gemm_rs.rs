@@ -612,11 +612,13 @@ impl Engines {
 }
 
 /// Every band step of a fused launch with the copy engines, in the order the walk finishes
-/// them: band by band, my partials of each other rank's block into its inbox (my slot there)
-/// with their `part` flags; then, for the all-reduce, band by band, my reduced block into each
-/// other rank's output with its `done` flags. Slots of a band, their half tiles and their flags
-/// are contiguous on both sides (`GemmRsParams::slot_offset`, `part_flag`), as are a band's rows
-/// of a block.
+/// them: my partials of each other rank's block into its inbox (my slot there) with their
+/// `part` flags, band by band; for the all-reduce, merged in, my reduced block into each other
+/// rank's output with its `done` flags, band by band. A block's tile `i` (grouped order) is
+/// sent in round `i` of the walk and, for my own block, summed in round `lead + i`
+/// (`sched::OwnerTiles`), so a band is done at the round of its last tile. Slots of a band,
+/// their half tiles and their flags are contiguous on both sides (`GemmRsParams::slot_offset`,
+/// `part_flag`), as are a band's rows of a block.
 fn band_steps(p: &GemmRsParams, table: &PeerTable) -> Vec<BandStep> {
     let flag_bytes = |halves: u32| (halves * FLAG_STRIDE * 4) as usize;
     let es = if p.gemm.out_f32 != 0 { 4 } else { 2 };
@@ -656,10 +658,13 @@ fn band_steps(p: &GemmRsParams, table: &PeerTable) -> Vec<BandStep> {
                 })
                 .collect();
             let counter = p.engine_counts + 4 * p.engine_count(phase, b) as u64;
-            steps.push(BandStep { counter, target: p.engine_target(phase, b), copies });
+            let done_at = p.band_slots(b).1 - 1 + if phase == 0 { 0 } else { p.lead };
+            steps.push(((done_at, phase), BandStep { counter, target: p.engine_target(phase, b), copies }));
         }
     }
-    steps
+    // Stable: ties keep the sends first.
+    steps.sort_by_key(|&(key, _)| key);
+    steps.into_iter().map(|(_, step)| step).collect()
 }
 
 impl<'a> GemmRs<'a> {
@@ -1406,6 +1411,7 @@ mod tests {
                 staging: 1 << 40,
                 flags: 2 << 40,
                 engine_counts: 3 << 40,
+                lead: 56,
                 ..Default::default()
             };
             let mut table = PeerTable::default();
@@ -1428,6 +1434,7 @@ mod tests {
                     let halves: u32 =
                         step.copies.iter().map(|(_, f)| (f.bytes / (FLAG_STRIDE as usize * 4)) as u32).sum();
                     // Phase 0 counts each peer's band of partials; phase 1 my own band once.
+                    // Every send first (lead 56): the sends' bands come first.
                     let per_copy = if k < 3 { 1 } else { world - 1 };
                     assert_eq!(step.target * per_copy, halves, "step {k}: the target counts what the step carries");
                     assert_eq!(step.copies.len(), world as usize - 1);
@@ -1463,6 +1470,18 @@ mod tests {
                     }
                 }
             }
+            // With own tiles from round 21 (a band's tiles), the reduced bands merge in at the
+            // rounds their last tile is summed: bands end at tiles 20, 41 and 55, so the sends'
+            // at rounds 20, 41, 55 and the reduced ones' at 41, 62, 76 (ties: sends first).
+            let p = GemmRsParams { all_reduce: 1, lead: 21, ..base };
+            let order: Vec<(u32, u32)> = band_steps(&p, &table)
+                .iter()
+                .map(|s| {
+                    let i = ((s.counter - p.engine_counts) / 4) as u32;
+                    (i / p.bands(), i % p.bands())
+                })
+                .collect();
+            assert_eq!(order, [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (1, 2)]);
         }
     }
 
