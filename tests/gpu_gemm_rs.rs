@@ -228,8 +228,9 @@ fn pushed_partials() {
 /// both collectives: the awkward shape in both layouts (partial bands and boxes), f32
 /// output, a CUDA graph, rounds with new inputs, launches back to back, bands of one tile row
 /// and own tiles right behind their band's sends (the least lead `ops::gemm_rs::engine_lead`
-/// allows), CTAs with several tiles, a shape the tuned table has (its lead is not taken). 1 x 2,
-/// and 1 x 4 with four GPUs; two and four ranks sharing one GPU where only one exists.
+/// allows), CTAs with several tiles, a shape the tuned table has (its lead is not taken), the
+/// all-reduce's pushed tail of bands (none, one by default, all). 1 x 2, and 1 x 4 with four
+/// GPUs; two and four ranks sharing one GPU where only one exists.
 #[test]
 fn copy_engines() {
     let on = ["--engines", "on", "--one-shot", "off"];
@@ -245,6 +246,11 @@ fn copy_engines() {
             c(2, &["--shape", "2048x528x256", "--group-m", "3", "--f32", "--lead", "9"]);
             // 256 tiles on 132 CTAs: CTAs with several tiles, sends and own tiles mixed.
             c(2, &["--shape", "8192x1024x256", "--group-m", "2", "--lead", "8", "--back-to-back", "10"]);
+        }
+        // The all-reduce's last bands pushed by the helpers: none, and all three.
+        for tail in ["0", "3"] {
+            let shape = ["--shape", "2048x528x256", "--group-m", "3", "--engine-tail", tail, "--back-to-back", "10"];
+            check("gemm-ar", 2, &[0, 0], &[&on[..], &shape].concat());
         }
     };
     one_node_layouts("copy_engines", shared, |w, g, awkward| {

@@ -929,7 +929,7 @@ abi_struct! {
     /// (raised over NVLink, or by a FIFO SIGNAL from another node); a node-partial slot that the
     /// last launch sent from is rewritten only after its destinations' `ready`, which implies
     /// they received it. Flags: see the index functions.
-    pub struct GemmRsParams [264] {
+    pub struct GemmRsParams [272] {
         /// This rank's partial GEMM `A_r @ B_r` (`k` = K/W; compute CTAs only; `roles` also
         /// counts the inter-send and inter-reduce CTAs of several nodes).
         pub gemm: GemmParams,
@@ -1017,6 +1017,12 @@ abi_struct! {
         /// `done[me]` and counted, the band then copied into each peer's output with its flags.
         /// The owners wait on the same flags as when sources push.
         pub engine_counts: u64,
+        /// With the copy engines, the all-reduce's last bands of my block that the helpers push
+        /// into the other ranks' outputs themselves, as without them (at the launch's end a
+        /// band's copy behind a stream wait is a tail no tile hides; the GEMM is about done).
+        pub engine_tail: u32,
+        /// Padding up to the asserted size; always 0.
+        pub _pad: u32,
     }
 }
 
@@ -1183,6 +1189,11 @@ impl GemmRsParams {
     /// Counters in [`Self::engine_counts`].
     pub const fn engine_counts_len(&self) -> u32 {
         2 * self.bands()
+    }
+    /// Whether the copy engines copy band `b` of my reduced block (all-reduce): all but the
+    /// last [`Self::engine_tail`], which the helpers push.
+    pub const fn engines_copy_reduced(&self, b: u32) -> bool {
+        self.engines() && b + self.engine_tail < self.bands()
     }
     /// Index of my mirror of owner q's `part[me][slot][half]`: `pref[q][slot][half]`, which
     /// only pulling owners use otherwise.

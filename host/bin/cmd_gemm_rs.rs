@@ -75,6 +75,9 @@ pub struct Knobs {
     /// blocks) band by band instead of the helpers' bulk copies (on); default off.
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     pub engines: Option<bool>,
+    /// With the copy engines, the all-reduce's last bands the helpers push themselves (default 1).
+    #[arg(long = "engine-tail")]
+    pub engine_tail: Option<u32>,
     /// Tile rows walked together within an owner block (L2 reuse; with the copy engines also a
     /// band); default 8.
     #[arg(long = "group-m", value_parser = clap::value_parser!(u32).range(1..))]
@@ -101,6 +104,7 @@ impl Knobs {
             pull_reduced: self.pull_reduced,
             stagger_ns: self.stagger_ns,
             engines: self.engines,
+            engine_tail: self.engine_tail,
             group_m: self.group_m.unwrap_or(base.group_m),
             inter_send: self.inter_send,
             inter_reduce: self.inter_reduce,
@@ -332,6 +336,7 @@ pub fn bench(
                     .with("prefetch", op.prefetch())
                     .with("stagger_ns", op.stagger_ns())
                     .with("engines", op.engines())
+                    .with("engine_tail", op.engine_tail())
                     .with("default_path", op.describe_path())
                     .timed_with(timing);
                 records.push(match model_ms {

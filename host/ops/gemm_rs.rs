@@ -120,6 +120,11 @@ pub struct GemmRsOptions {
     /// tiles: [`engine_lead`]). The stream runs beside the kernel: under serialised launches
     /// (`CUDA_LAUNCH_BLOCKING`, a profiler's replay) its waits time out and report. None: off.
     pub engines: Option<bool>,
+    /// With the copy engines, the all-reduce's last bands of each rank's block that its helpers
+    /// push into the other ranks' outputs themselves (`GemmRsParams::engine_tail`): at the
+    /// launch's end a band's copy behind a stream wait is a tail no tile hides. None:
+    /// [`DEFAULT_ENGINE_TAIL`]; at most the block's bands.
+    pub engine_tail: Option<u32>,
     /// Nanoseconds between the first two tiles' sends of compute CTAs `i % 8` apart
     /// (`GemmRsParams::stagger_ns`; 0: none, at most [`MAX_STAGGER_NS`]). None: [`staggers`]'
     /// rule.
@@ -152,6 +157,7 @@ impl Default for GemmRsOptions {
             stagger_ns: None,
             pull_reduced: None,
             engines: None,
+            engine_tail: None,
             inter_send: None,
             inter_reduce: None,
             group: None,
@@ -223,6 +229,25 @@ pub fn engines(opts: &GemmRsOptions, world: &World, one_shot: bool) -> Result<bo
     let possible = world.nodes <= 1 && world.world_size > 1 && !one_shot;
     let rule = "applies to the two-phase form on one node of two or more ranks";
     form_switch(("engines", opts.engines, rule), possible, false)
+}
+
+/// Bands at the end of the all-reduce's second phase that the helpers push with the copy
+/// engines on ([`GemmRsOptions::engine_tail`]).
+pub const DEFAULT_ENGINE_TAIL: u32 = 1;
+
+/// The all-reduce's pushed tail of bands with the copy engines ([`GemmRsOptions::engine_tail`]):
+/// the option (the all-reduce with the engines only, at most `bands`), else
+/// [`DEFAULT_ENGINE_TAIL`] (at most `bands`) there and 0 elsewhere. Errors name the option and
+/// the rule.
+pub fn engine_tail(opts: &GemmRsOptions, collective: Collective, engines: bool, bands: u32) -> Result<u32> {
+    let possible = engines && collective == Collective::AllReduce;
+    match opts.engine_tail {
+        Some(_) if !possible => Err(invalid("engine_tail", "applies to the all-reduce with the copy engines")),
+        Some(t) if t > bands => Err(invalid("engine_tail", format!("{t} bands: a block has {bands}"))),
+        Some(t) => Ok(t),
+        None if possible => Ok(DEFAULT_ENGINE_TAIL.min(bands)),
+        None => Ok(0),
+    }
 }
 
 /// The walk's lead with the copy engines ([`GemmRsOptions::engines`]): the asked one (at most
@@ -614,7 +639,7 @@ impl Engines {
 /// Every band step of a fused launch with the copy engines, in the order the walk finishes
 /// them: my partials of each other rank's block into its inbox (my slot there) with their
 /// `part` flags, band by band; for the all-reduce, merged in, my reduced block into each other
-/// rank's output with its `done` flags, band by band. A block's tile `i` (grouped order) is
+/// rank's output with its `done` flags, band by band but for the last `engine_tail`. A block's tile `i` (grouped order) is
 /// sent in round `i` of the walk and, for my own block, summed in round `lead + i`
 /// (`sched::OwnerTiles`), so a band is done at the round of its last tile. Slots of a band,
 /// their half tiles and their flags are contiguous on both sides (`GemmRsParams::slot_offset`,
@@ -627,7 +652,8 @@ fn band_steps(p: &GemmRsParams, table: &PeerTable) -> Vec<BandStep> {
     let phases = if p.all_reduce != 0 { 2 } else { 1 };
     let mut steps = Vec::new();
     for phase in 0..phases {
-        for b in 0..p.bands() {
+        // The reduced block's last `engine_tail` bands are the helpers' to push.
+        for b in (0..p.bands()).filter(|&b| phase == 0 || p.engines_copy_reduced(b)) {
             let (first, _) = p.band_slots(b);
             let halves = p.band_halves(b);
             let copies = (1..p.local_world)
@@ -725,6 +751,8 @@ impl<'a> GemmRs<'a> {
         let pull_reduced = pulls_reduced(&opts, collective, shape, &world, (one_shot, engines))?;
         let rows = shape.m / w;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
+        let bands = (rows as u32).div_ceil(TILE_M).div_ceil(opts.group_m);
+        let engine_tail = engine_tail(&opts, collective, engines, bands)?;
         let roles = role_split(&opts, collective, world.nodes, w as u32 * per_owner, gpu.info().sm_count)?;
         let waves = w as u32 * per_owner / roles.compute.max(1);
         // The copy engines' sends leave a band at a time, not a wave of tiles at once.
@@ -844,6 +872,8 @@ impl<'a> GemmRs<'a> {
             pull_reduced: pull_reduced as u32,
             stagger_ns,
             engine_counts: 0,
+            engine_tail,
+            _pad: 0,
         };
         let engines = if engines { Some(Engines::new(gpu, &mut params, &table)?) } else { None };
         let kernel = match (world.nodes > 1, one_shot, b_layout) {
@@ -1157,6 +1187,12 @@ impl<'a> GemmRs<'a> {
         self.engines.is_some()
     }
 
+    /// The all-reduce's last bands the helpers push with the copy engines on
+    /// ([`GemmRsOptions::engine_tail`]).
+    pub fn engine_tail(&self) -> u32 {
+        self.params.engine_tail
+    }
+
     /// The GEMM alone (this rank's partial, into the unfused path's buffer).
     pub fn launch_gemm_only(&self, gpu: &Gpu) -> Result<()> {
         self.unfused.gemms[0].launch(gpu)
@@ -1339,6 +1375,17 @@ mod tests {
         );
         assert_eq!(with.staging, 2 * pushed.staging);
         assert_eq!(GemmRs::heap_bytes(rs, shape, &node, &on), with.total());
+        // The all-reduce's pushed tail of bands.
+        let ar = Collective::AllReduce;
+        assert_eq!(engine_tail(&def, ar, true, 4).unwrap(), DEFAULT_ENGINE_TAIL);
+        assert_eq!(engine_tail(&def, ar, true, 0).unwrap(), 0);
+        assert_eq!((engine_tail(&def, ar, false, 4).unwrap(), engine_tail(&def, rs, true, 4).unwrap()), (0, 0));
+        let tail = |t: u32| GemmRsOptions { engine_tail: Some(t), ..on.clone() };
+        assert_eq!(engine_tail(&tail(4), ar, true, 4).unwrap(), 4);
+        for (o, c, e) in [(tail(5), ar, true), (tail(1), rs, true), (tail(1), ar, false)] {
+            let err = engine_tail(&o, c, e, 4).unwrap_err().to_string();
+            assert!(err.starts_with("invalid argument `engine_tail`"), "{err}");
+        }
     }
 
     /// With the copy engines an own tile waits for its whole band of every peer's partials. With
@@ -1482,6 +1529,10 @@ mod tests {
                 })
                 .collect();
             assert_eq!(order, [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (1, 2)]);
+            // The helpers push the reduced block's last band (engine_tail 1): no step for it.
+            let p = GemmRsParams { engine_tail: 1, ..p };
+            assert_eq!(band_steps(&p, &table).len(), 5);
+            assert!(!p.engines_copy_reduced(2) && p.engines_copy_reduced(1));
         }
     }
 

@@ -480,7 +480,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> ReduceEpilogue<'_, NODES, ONE_SHOT
         if p.all_reduce == 0 || ONE_SHOT {
             return;
         }
-        if p.engines() {
+        if p.engines_copy_reduced(p.band_of(block_tile.m)) {
             // The copy engines copy the band into the others' outputs: every thread's stores,
             // then one release for all of them.
             fence_acq_rel_sys();
@@ -813,7 +813,7 @@ impl<const NODES: bool, const ONE_SHOT: bool> Epilogue for ReduceEpilogue<'_, NO
                     tma_store_tile(into_mine, c, p.rows, p.gemm.n, block_tile, cwg);
                     bulk_wait_group_read::<0>();
                 }
-            } else if p.all_reduce != 0 && p.engines() {
+            } else if p.all_reduce != 0 && p.engines_copy_reduced(p.band_of(o.tm)) {
                 // Every other rank sent me its partial of this tile: all entered this launch.
                 bulk_wait_group::<0>();
                 self.publish_for_engines(p.done_flag(p.rank, o.slot, cwg), 1, p.band_of(o.tm));
