@@ -72,7 +72,8 @@ pub struct Knobs {
     #[arg(long = "stagger-ns")]
     pub stagger_ns: Option<u32>,
     /// One node, two phases: the copy engines move the partials (and the all-reduce's reduced
-    /// blocks) band by band instead of the helpers' bulk copies (on); default off.
+    /// blocks) band by band instead of the helpers' bulk copies (on); default: on at two ranks
+    /// from 64 MiB of partial (reduce-scatter), 128 MiB and 8 bands (all-reduce).
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     pub engines: Option<bool>,
     /// With the copy engines, the all-reduce's last bands the helpers push themselves (default 1).
@@ -388,7 +389,8 @@ const TUNE_MARGIN: f64 = 0.02;
 /// The points of the sweep, each with its options and how to name it: the defaults first (the
 /// rules of thumb alone, not an earlier table's choice), then the knobs' values.
 fn tune_points(collective: Collective, nodes: u32, k: &TuneKnobs) -> Vec<(GemmRsOptions, serde_json::Value)> {
-    let base = GemmRsOptions { tuned: false, ..Default::default() };
+    // The table's leads are the helpers' sends' (the copy engines take no tuned lead).
+    let base = GemmRsOptions { tuned: false, engines: Some(false), ..Default::default() };
     let mut points = vec![(base.clone(), serde_json::json!({ "defaults": true }))];
     if nodes > 1 {
         for &ir in &k.inter_reduce {

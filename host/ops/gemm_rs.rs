@@ -118,7 +118,8 @@ pub struct GemmRsOptions {
     /// the caller's stream). Sources push (`push` may not be off), nothing is prefetched or
     /// pulled reduced; every send goes first unless `lead` says otherwise (at least a band's
     /// tiles: [`engine_lead`]). The stream runs beside the kernel: under serialised launches
-    /// (`CUDA_LAUNCH_BLOCKING`, a profiler's replay) its waits time out and report. None: off.
+    /// (`CUDA_LAUNCH_BLOCKING`, a profiler's replay) its waits time out and report. None:
+    /// [`engines`]' rule (on at two ranks for large partials, where measured).
     pub engines: Option<bool>,
     /// With the copy engines, the all-reduce's last bands of each rank's block that its helpers
     /// push into the other ranks' outputs themselves (`GemmRsParams::engine_tail`): at the
@@ -222,13 +223,48 @@ pub fn one_shot(opts: &GemmRsOptions, collective: Collective, shape: GemmShape, 
     form_switch(("one_shot", opts.one_shot, rule), possible, shape.m * shape.n * 2 <= ONE_SHOT_MAX_BYTES)
 }
 
+/// The smallest partial (`M x N` bf16 bytes) whose reduce-scatter the copy engines move by
+/// default at two ranks ([`engines`]). Measured on 2 x H200 (docs/PERF.md, "Across two GPUs",
+/// two calls): level or up to 1.3% faster than owners pulling at 64-256 MiB, within 1.05 of the
+/// GEMM alone at all four large shapes (the default twice over it); 20% slower at 16 MiB
+/// (2048x4096x4096), where the band copies' waits and fixed costs are not hidden.
+pub const ENGINES_MIN_BYTES_RS: usize = 64 << 20;
+
+/// The smallest partial whose all-reduce the copy engines move by default at two ranks, with
+/// [`ENGINES_MIN_BANDS_AR`]: 1-3% faster than pulling the reduced tiles at 16384x8192x8192,
+/// 16384x4096x8192 and 32768x4096x8192 (128-256 MiB, 8-16 bands) with the pushed tail of one
+/// band; 1.5% slower at 8192x8192x8192 and 25-30% at 8192x4096x4096 (4 bands each).
+pub const ENGINES_MIN_BYTES_AR: usize = 128 << 20;
+
+/// The fewest bands of an owner block (`group_m` groups of tile rows) at which the all-reduce's
+/// engines pay by default ([`ENGINES_MIN_BYTES_AR`]): with four, the pushed last band is a
+/// quarter of the second phase and each copied band a long wait.
+pub const ENGINES_MIN_BANDS_AR: u32 = 8;
+
 /// Whether the copy engines move what crosses NVLink ([`GemmRsOptions::engines`]): the option
 /// where the form allows it (two phases on one node of two or more ranks; else a typed error),
-/// else off.
-pub fn engines(opts: &GemmRsOptions, world: &World, one_shot: bool) -> Result<bool> {
+/// else where measured to pay: two ranks, the partial of [`ENGINES_MIN_BYTES_RS`] or more
+/// (reduce-scatter) or of [`ENGINES_MIN_BYTES_AR`] and [`ENGINES_MIN_BANDS_AR`] bands or more
+/// (all-reduce), unless another option asks for a form the engines exclude (owners pulling,
+/// prefetches, pulled reduced tiles).
+pub fn engines(
+    opts: &GemmRsOptions,
+    collective: Collective,
+    shape: GemmShape,
+    world: &World,
+    one_shot: bool,
+) -> Result<bool> {
     let possible = world.nodes <= 1 && world.world_size > 1 && !one_shot;
     let rule = "applies to the two-phase form on one node of two or more ranks";
-    form_switch(("engines", opts.engines, rule), possible, false)
+    let excluded = opts.push == Some(false) || opts.prefetch == Some(true) || opts.pull_reduced == Some(true);
+    let bytes = shape.m.saturating_mul(shape.n).saturating_mul(2);
+    let rows = (shape.m / world.world_size.max(1) as usize) as u32;
+    let bands = rows.div_ceil(TILE_M).div_ceil(opts.group_m.max(1));
+    let measured = match collective {
+        Collective::ReduceScatter => bytes >= ENGINES_MIN_BYTES_RS,
+        Collective::AllReduce => bytes >= ENGINES_MIN_BYTES_AR && bands >= ENGINES_MIN_BANDS_AR,
+    };
+    form_switch(("engines", opts.engines, rule), possible, world.world_size == 2 && !excluded && measured)
 }
 
 /// Bands at the end of the all-reduce's second phase that the helpers push with the copy
@@ -745,7 +781,7 @@ impl<'a> GemmRs<'a> {
         };
         let one_shot = one_shot(&opts, collective, shape, &world)?;
         form_takes_lead(one_shot, asked_lead)?;
-        let engines = engines(&opts, &world, one_shot)?;
+        let engines = engines(&opts, collective, shape, &world, one_shot)?;
         let push = pushes(&opts, collective, &world, (one_shot, engines))?;
         let prefetch = prefetches(&opts, &world, (one_shot, push))?;
         let pull_reduced = pulls_reduced(&opts, collective, shape, &world, (one_shot, engines))?;
@@ -1063,7 +1099,7 @@ impl<'a> GemmRs<'a> {
         // The form is a one-node knob: no transport needed.
         let (opts, _) = with_tuned(opts, collective, shape, world, None);
         let one_shot = one_shot(&opts, collective, shape, world).unwrap_or(false);
-        let engines = engines(&opts, world, one_shot).unwrap_or(false);
+        let engines = engines(&opts, collective, shape, world, one_shot).unwrap_or(false);
         let push = pushes(&opts, collective, world, (one_shot, engines)).unwrap_or(false);
         Sizes::of(collective, shape, world, opts.out_f32, (one_shot, push, engines)).total()
     }
@@ -1352,10 +1388,28 @@ mod tests {
         let node = World::test(1, 4, 1);
         let on = GemmRsOptions { engines: Some(true), ..Default::default() };
         let def = GemmRsOptions::default();
-        assert!(!engines(&def, &node, false).unwrap(), "off by default");
-        assert!(engines(&on, &node, false).unwrap() && engines(&on, &World::test(0, 2, 1), false).unwrap());
+        let big = GemmShape { m: 16384, n: 4096, k: 8192 };
+        let e = |o: &GemmRsOptions, c: Collective, shape: GemmShape, w: &World| engines(o, c, shape, w, false).unwrap();
+        let (two, ar) = (World::test(0, 2, 1), Collective::AllReduce);
+        assert!(!e(&def, rs, big, &node), "off by default above two ranks (not measured)");
+        assert!(e(&on, rs, big, &node) && e(&on, rs, big, &two));
+        // On by default at two ranks where measured: the reduce-scatter from 64 MiB of partial,
+        // the all-reduce from 128 MiB and 8 bands.
+        assert!(e(&def, rs, big, &two) && e(&def, rs, GemmShape { m: 8192, n: 4096, k: 4096 }, &two));
+        assert!(!e(&def, rs, GemmShape { m: 2048, n: 4096, k: 4096 }, &two));
+        assert!(e(&def, ar, big, &two) && e(&def, ar, GemmShape { m: 16384, n: 8192, k: 8192 }, &two));
+        assert!(!e(&def, ar, GemmShape { m: 8192, n: 8192, k: 8192 }, &two), "4 bands");
+        assert!(!e(&def, ar, GemmShape { m: 8192, n: 4096, k: 4096 }, &two), "64 MiB");
+        // Not where another option asks for a form the engines exclude.
+        for o in [
+            GemmRsOptions { push: Some(false), ..def.clone() },
+            GemmRsOptions { prefetch: Some(true), ..def.clone() },
+            GemmRsOptions { pull_reduced: Some(true), ..def.clone() },
+        ] {
+            assert!(!e(&o, ar, big, &two));
+        }
         for (w, one_shot) in [(World::test(0, 4, 2), false), (node.clone(), true), (World::test(0, 1, 1), false)] {
-            let e = engines(&on, &w, one_shot).unwrap_err().to_string();
+            let e = engines(&on, rs, big, &w, one_shot).unwrap_err().to_string();
             assert!(e.starts_with("invalid argument `engines`"), "{e}");
         }
         // They push, at two ranks too; owners pulling or reduced tiles pulled are refused.
