@@ -246,9 +246,11 @@ pub const ENGINES_MIN_BANDS_AR: u32 = 8;
 /// else where measured to pay: two ranks, the partial of [`ENGINES_MIN_BYTES_RS`] or more
 /// (reduce-scatter) or of [`ENGINES_MIN_BYTES_AR`] and [`ENGINES_MIN_BANDS_AR`] bands or more
 /// (all-reduce), unless another option asks for a form the engines exclude (owners pulling,
-/// prefetches, pulled reduced tiles).
+/// prefetches, pulled reduced tiles) or `asked_lead` (the caller's own, not the tuned table's)
+/// is shorter than a band ([`engine_lead`]).
 pub fn engines(
     opts: &GemmRsOptions,
+    asked_lead: Option<u32>,
     collective: Collective,
     shape: GemmShape,
     world: &World,
@@ -256,10 +258,15 @@ pub fn engines(
 ) -> Result<bool> {
     let possible = world.nodes <= 1 && world.world_size > 1 && !one_shot;
     let rule = "applies to the two-phase form on one node of two or more ranks";
-    let excluded = opts.push == Some(false) || opts.prefetch == Some(true) || opts.pull_reduced == Some(true);
-    let bytes = shape.m.saturating_mul(shape.n).saturating_mul(2);
     let rows = (shape.m / world.world_size.max(1) as usize) as u32;
-    let bands = rows.div_ceil(TILE_M).div_ceil(opts.group_m.max(1));
+    let m_tiles = rows.div_ceil(TILE_M);
+    let band_tiles = opts.group_m.max(1).min(m_tiles) * (shape.n as u32).div_ceil(TILE_N);
+    let excluded = opts.push == Some(false)
+        || opts.prefetch == Some(true)
+        || opts.pull_reduced == Some(true)
+        || asked_lead.is_some_and(|l| l < band_tiles);
+    let bytes = shape.m.saturating_mul(shape.n).saturating_mul(2);
+    let bands = m_tiles.div_ceil(opts.group_m.max(1));
     let measured = match collective {
         Collective::ReduceScatter => bytes >= ENGINES_MIN_BYTES_RS,
         Collective::AllReduce => bytes >= ENGINES_MIN_BYTES_AR && bands >= ENGINES_MIN_BANDS_AR,
@@ -781,7 +788,7 @@ impl<'a> GemmRs<'a> {
         };
         let one_shot = one_shot(&opts, collective, shape, &world)?;
         form_takes_lead(one_shot, asked_lead)?;
-        let engines = engines(&opts, collective, shape, &world, one_shot)?;
+        let engines = engines(&opts, asked_lead, collective, shape, &world, one_shot)?;
         let push = pushes(&opts, collective, &world, (one_shot, engines))?;
         let prefetch = prefetches(&opts, &world, (one_shot, push))?;
         let pull_reduced = pulls_reduced(&opts, collective, shape, &world, (one_shot, engines))?;
@@ -1097,9 +1104,10 @@ impl<'a> GemmRs<'a> {
     pub fn heap_bytes(collective: Collective, shape: GemmShape, world: &World, opts: &GemmRsOptions) -> usize {
         // Options the op would refuse size as their default does (`new` reports them).
         // The form is a one-node knob: no transport needed.
+        let asked_lead = opts.lead;
         let (opts, _) = with_tuned(opts, collective, shape, world, None);
         let one_shot = one_shot(&opts, collective, shape, world).unwrap_or(false);
-        let engines = engines(&opts, collective, shape, world, one_shot).unwrap_or(false);
+        let engines = engines(&opts, asked_lead, collective, shape, world, one_shot).unwrap_or(false);
         let push = pushes(&opts, collective, world, (one_shot, engines)).unwrap_or(false);
         Sizes::of(collective, shape, world, opts.out_f32, (one_shot, push, engines)).total()
     }
@@ -1389,7 +1397,9 @@ mod tests {
         let on = GemmRsOptions { engines: Some(true), ..Default::default() };
         let def = GemmRsOptions::default();
         let big = GemmShape { m: 16384, n: 4096, k: 8192 };
-        let e = |o: &GemmRsOptions, c: Collective, shape: GemmShape, w: &World| engines(o, c, shape, w, false).unwrap();
+        let e = |o: &GemmRsOptions, c: Collective, shape: GemmShape, w: &World| {
+            engines(o, o.lead, c, shape, w, false).unwrap()
+        };
         let (two, ar) = (World::test(0, 2, 1), Collective::AllReduce);
         assert!(!e(&def, rs, big, &node), "off by default above two ranks (not measured)");
         assert!(e(&on, rs, big, &node) && e(&on, rs, big, &two));
@@ -1405,11 +1415,14 @@ mod tests {
             GemmRsOptions { push: Some(false), ..def.clone() },
             GemmRsOptions { prefetch: Some(true), ..def.clone() },
             GemmRsOptions { pull_reduced: Some(true), ..def.clone() },
+            // A lead of the caller's below a band (128 tiles here): the walk it asked for.
+            GemmRsOptions { lead: Some(66), ..def.clone() },
         ] {
             assert!(!e(&o, ar, big, &two));
         }
+        assert!(e(&GemmRsOptions { lead: Some(128), ..def.clone() }, ar, big, &two), "a band's lead");
         for (w, one_shot) in [(World::test(0, 4, 2), false), (node.clone(), true), (World::test(0, 1, 1), false)] {
-            let e = engines(&on, rs, big, &w, one_shot).unwrap_err().to_string();
+            let e = engines(&on, None, rs, big, &w, one_shot).unwrap_err().to_string();
             assert!(e.starts_with("invalid argument `engines`"), "{e}");
         }
         // They push, at two ranks too; owners pulling or reduced tiles pulled are refused.
