@@ -245,9 +245,9 @@ pub const ENGINES_MIN_BANDS_AR: u32 = 8;
 /// where the form allows it (two phases on one node of two or more ranks; else a typed error),
 /// else where measured to pay: two ranks, the partial of [`ENGINES_MIN_BYTES_RS`] or more
 /// (reduce-scatter) or of [`ENGINES_MIN_BYTES_AR`] and [`ENGINES_MIN_BANDS_AR`] bands or more
-/// (all-reduce), unless another option asks for a form the engines exclude (owners pulling,
-/// prefetches, pulled reduced tiles) or `asked_lead` (the caller's own, not the tuned table's)
-/// is shorter than a band ([`engine_lead`]).
+/// (all-reduce), unless another option asks for a form of its own (`push` either way: the
+/// helpers' pushes or the owners' pulls; prefetches; pulled reduced tiles) or `asked_lead` (the
+/// caller's own, not the tuned table's) is shorter than a band ([`engine_lead`]).
 pub fn engines(
     opts: &GemmRsOptions,
     asked_lead: Option<u32>,
@@ -261,7 +261,7 @@ pub fn engines(
     let rows = (shape.m / world.world_size.max(1) as usize) as u32;
     let m_tiles = rows.div_ceil(TILE_M);
     let band_tiles = opts.group_m.max(1).min(m_tiles) * (shape.n as u32).div_ceil(TILE_N);
-    let excluded = opts.push == Some(false)
+    let excluded = opts.push.is_some()
         || opts.prefetch == Some(true)
         || opts.pull_reduced == Some(true)
         || asked_lead.is_some_and(|l| l < band_tiles);
@@ -1413,6 +1413,7 @@ mod tests {
         // Not where another option asks for a form the engines exclude.
         for o in [
             GemmRsOptions { push: Some(false), ..def.clone() },
+            GemmRsOptions { push: Some(true), ..def.clone() },
             GemmRsOptions { prefetch: Some(true), ..def.clone() },
             GemmRsOptions { pull_reduced: Some(true), ..def.clone() },
             // A lead of the caller's below a band (128 tiles here): the walk it asked for.
