@@ -1147,7 +1147,15 @@ impl GemmRsParams {
     }
     /// Bands of an owner block.
     pub const fn bands(&self) -> u32 {
-        self.rows.div_ceil(crate::kernels_info::gemm::TILE_M).div_ceil(self.band_tile_rows())
+        Self::band_shape(self.rows, self.gemm.n, self.gemm.group_m).0
+    }
+    /// (bands, tiles of a whole band) of an owner block of `rows` rows by `n` columns walked in
+    /// groups of `group_m` tile rows (0: 1): the one place the host's rules take them from.
+    pub const fn band_shape(rows: u32, n: u32, group_m: u32) -> (u32, u32) {
+        let m_tiles = rows.div_ceil(crate::kernels_info::gemm::TILE_M);
+        let g = if group_m == 0 { 1 } else { group_m };
+        let band_rows = if g < m_tiles { g } else { m_tiles };
+        (m_tiles.div_ceil(g), band_rows * n.div_ceil(crate::kernels_info::gemm::TILE_N))
     }
     /// The band of an owner block's tile row `tm`.
     pub const fn band_of(&self, tm: u32) -> u32 {

@@ -12,7 +12,7 @@
 //! second GPU, [`peer_copies`] times copies into it instead: queued at once, and each behind its
 //! raise's stream wait, on one stream or spread over three.
 use crate::abi::ProbeRaiseParams;
-use crate::gpu::{kernels, DeviceBuffer, LaunchConfig, MappedBuffer};
+use crate::gpu::{cust_err, kernels, DeviceBuffer, LaunchConfig, MappedBuffer};
 use crate::{Gpu, GpuError, Result};
 use cust::event::{Event, EventFlags};
 use std::time::{Duration, Instant};
@@ -64,10 +64,6 @@ pub struct Latencies {
     pub us: Vec<f64>,
     /// Microseconds from the start event to the last event.
     pub span_us: f64,
-}
-
-fn cust_err(what: &'static str) -> impl Fn(cust::error::CudaError) -> GpuError {
-    move |e| GpuError::Module(format!("{what}: {e}"))
 }
 
 /// The probe's buffers on the raising GPU.

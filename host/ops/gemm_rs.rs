@@ -49,7 +49,7 @@ use crate::comm::world::World;
 use crate::error::{invalid, DiagBuffers, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
-use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_M, TILE_N};
+use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_M};
 use std::cell::Cell;
 use std::time::Duration;
 
@@ -259,14 +259,12 @@ pub fn engines(
     let possible = world.nodes <= 1 && world.world_size > 1 && !one_shot;
     let rule = "applies to the two-phase form on one node of two or more ranks";
     let rows = (shape.m / world.world_size.max(1) as usize) as u32;
-    let m_tiles = rows.div_ceil(TILE_M);
-    let band_tiles = opts.group_m.max(1).min(m_tiles) * (shape.n as u32).div_ceil(TILE_N);
+    let (bands, band_tiles) = GemmRsParams::band_shape(rows, shape.n as u32, opts.group_m);
     let excluded = opts.push.is_some()
         || opts.prefetch == Some(true)
         || opts.pull_reduced == Some(true)
         || asked_lead.is_some_and(|l| l < band_tiles);
     let bytes = shape.m.saturating_mul(shape.n).saturating_mul(2);
-    let bands = m_tiles.div_ceil(opts.group_m.max(1));
     let measured = match collective {
         Collective::ReduceScatter => bytes >= ENGINES_MIN_BYTES_RS,
         Collective::AllReduce => bytes >= ENGINES_MIN_BYTES_AR && bands >= ENGINES_MIN_BANDS_AR,
@@ -794,7 +792,7 @@ impl<'a> GemmRs<'a> {
         let pull_reduced = pulls_reduced(&opts, collective, shape, &world, (one_shot, engines))?;
         let rows = shape.m / w;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
-        let bands = (rows as u32).div_ceil(TILE_M).div_ceil(opts.group_m);
+        let (bands, band_tiles) = GemmRsParams::band_shape(rows as u32, shape.n as u32, opts.group_m);
         let engine_tail = engine_tail(&opts, collective, engines, bands)?;
         let roles = role_split(&opts, collective, world.nodes, w as u32 * per_owner, gpu.info().sm_count)?;
         let waves = w as u32 * per_owner / roles.compute.max(1);
@@ -811,8 +809,7 @@ impl<'a> GemmRs<'a> {
             per_owner
         } else if engines {
             // Not the tuned table's: it was measured with per-tile flags.
-            let g = opts.group_m.min((rows as u32).div_ceil(TILE_M));
-            engine_lead(asked_lead, g * (shape.n as u32).div_ceil(TILE_N), per_owner)?
+            engine_lead(asked_lead, band_tiles, per_owner)?
         } else {
             opts.lead.unwrap_or(default_lead(collective, &world, roles.compute)).min(per_owner)
         };
@@ -1287,6 +1284,7 @@ impl super::TwoPathOp for GemmRs<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mkernel_device::kernels_info::gemm::TILE_N;
 
     #[test]
     fn role_split_defaults_and_rules() {
@@ -1475,6 +1473,7 @@ mod tests {
             let (m_tiles, n_tiles) = (u32::div_ceil(rows, TILE_M), u32::div_ceil(n, TILE_N));
             let per = m_tiles * n_tiles;
             let band_tiles = group_m.min(m_tiles) * n_tiles;
+            assert_eq!(GemmRsParams::band_shape(rows, n, group_m), (m_tiles.div_ceil(group_m), band_tiles));
             let grid = TileGrid { m_tiles, n_tiles, group_m };
             let band = |local: u32| grid.coords(local).0 / group_m;
             let safe = |lead: u32| {
