@@ -6,7 +6,8 @@
 //! contract of an f64 host reference on sampled rows; ranks holding different token counts, one
 //! token; 100 launches back to back and CUDA-graph replays on tokens and routings that cycle
 //! through three verified rounds, each launch's output and layout bit for bit against its round's; a bad expert id reported by name.
-//! The pull CTAs join the tiles by default; one test runs them without (`--no-join`).
+//! The pull CTAs join the tiles by default; one test runs them without (`--no-join`), one with
+//! the copy engines moving the tokens between a node's ranks (`--engines on`).
 //! Layouts: 1 node x 2, 2 emulated nodes x 1 (FIFO, proxy, emulated NIC between them) and, with
 //! four GPUs, 1 x 4 and 2 x 2; two ranks sharing one GPU where only one exists, as one node and
 //! as two emulated nodes (sizes where a fused launch holds every SM). Above 8 ranks
@@ -108,6 +109,49 @@ fn pull_ctas_that_end_with_the_pull() {
             (2, 2, &["--config", "1500x256x264x16x3", "--pull-ctas", "4", "--vary", "700"]),
         ],
     );
+}
+
+#[test]
+fn copy_engines() {
+    // MoeOptions::engines: the copy engines put each rank's tokens into its node peers' rx and
+    // the pull CTAs read them there (the 0/1 handshake on MOE_ENGINES, launches back to back,
+    // graphs). Ranks sharing GPU 0 where one GPU exists (their copies are then the driver's
+    // copy kernel, which needs a free SM: small grids only); 1 x 2 and 1 x 4 on two and four.
+    if gpu_or_skip("copy_engines").is_none() {
+        return;
+    }
+    let on = ["--engines", "on"];
+    let case = |ranks: u32, g: &[u32], extra: &[&str]| check(ranks, g, &[&on[..], extra].concat());
+    on_gpu_zero(
+        "--engines=on",
+        &[
+            (2, 1, &["--config", "200x128x72x4x2", "--pull-ctas", "2", "--graph"]),
+            // Rank 1 holds no tokens: nothing to copy, but its flag still lands (and is reset).
+            (2, 1, &["--config", "300x256x136x8x2", "--routing", "skewed", "--layout", "nk", "--f32", "--vary", "300"]),
+            (2, 1, &["--config", "700x256x264x16x3", "--pull-ctas", "4", "--gather"]),
+            (2, 1, &["--config", "700x256x264x16x3", "--pull-ctas", "3", "--no-join", "--routing", "empty"]),
+            (4, 1, &["--config", "300x256x136x16x4", "--pull-ctas", "2", "--vary", "90"]),
+        ],
+    );
+    let layouts: &[(u32, &[u32])] = &[(2, &[0, 1]), (4, &[0, 1, 2, 3])];
+    for &(w, g) in layouts {
+        if !gpus_or_skip(&format!("copy_engines ({w} GPUs)"), w) {
+            break;
+        }
+        case(w, g, &["--config", "300x256x264x8x2", "--bad-id", "--graph"]);
+        case(
+            w,
+            g,
+            &["--config", "1000x512x520x16x4", "--routing", "skewed", "--layout", "nk", "--f32", "--vary", "330"],
+        );
+        case(w, g, &["--config", "1x128x64x8x2", "--rounds", "2"]);
+        case(
+            w,
+            g,
+            &["--config", "2048x7168x512x32x8", "--pull-ctas", "4", "--run-records", "7", "--back-to-back", "20"],
+        );
+        case(w, g, &["--config", "4096x7168x2048x256x8", "--rounds", "1", "--back-to-back", "20"]);
+    }
 }
 
 #[test]

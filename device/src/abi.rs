@@ -1463,6 +1463,14 @@ pub const MOE_GATHER: u32 = 2;
 /// from a counter ([`MoeScratch::TILE_COUNTERS`]) in the grouped order; without it each compute
 /// CTA walks its static share and the pull CTAs end with the pull.
 pub const MOE_JOIN: u32 = 4;
+/// [`MoeParams::flags`] bit (one node): the copy engines put each rank's tokens into every
+/// local peer's `rx` (a stream of the host's, queued beside the launch: `ops::moe`), so pull
+/// CTAs read a peer's rows from their own GPU's memory instead of over NVLink, and nobody
+/// copies into `x_heap`. Handshake per (source s, reader d), two 0/1 words: the copy of s's
+/// tokens into d's `rx` is followed by one that sets `engine_in[s]` at d; d's last pull CTA
+/// waits for it, sets it back to zero, and raises `engine_free[d]` at s once d read its last
+/// row from the `rx`; s's stream waits for that word, sets it to zero, then copies again.
+pub const MOE_ENGINES: u32 = 8;
 
 /// [`MoeParams::errors`] code: a routing entry names an expert outside `0..experts`; the token
 /// is not sent anywhere. The record's words: code, token, slot, the expert id.
@@ -1545,6 +1553,10 @@ abi_struct! {
     ///    overwrites its `x_heap`, anyone's `rx` or anyone's `inbox` in the next launch only after
     ///    that.
     ///
+    /// With [`MOE_ENGINES`] (one node) step 3 has no `x_heap` copies: the host's stream copies
+    /// `x` into every local peer's `rx`, and a peer's rows are read from this rank's own `rx`
+    /// once `engine_in[s]` is up (its handshake on [`MOE_ENGINES`]).
+    ///
     /// Ranks on other nodes: records and counts arrive by FIFO WRITEs through the proxy (raising
     /// `records[s]` and `counts[s]`), `done` by SIGNALs; a rank's tokens go once per other node
     /// (after its counts and records: the proxy serves the FIFO in order) to the rank there with
@@ -1623,7 +1635,7 @@ abi_struct! {
         pub b_rows_per_expert: u32,
         /// [`MOE_FUSED`], [`MOE_DISPATCH_ONLY`] or [`MOE_GEMM_ONLY`].
         pub mode: u32,
-        /// [`MOE_COMPUTE_HELPS`], [`MOE_GATHER`], [`MOE_JOIN`]: a bitwise or.
+        /// [`MOE_COMPUTE_HELPS`], [`MOE_GATHER`], [`MOE_JOIN`], [`MOE_ENGINES`]: a bitwise or.
         pub flags: u32,
     }
 }
@@ -1689,9 +1701,10 @@ impl MoeParams {
         Self::records_off(self.world, self.local_experts)
             + (s as u64 * self.max_tokens as u64 + i as u64) * Self::record_words(self.top_k) as u64 * 4
     }
-    /// Flag words: `counts[world]`, `done[world]`, `xready`, `records[world]`, `rxready[world]`.
+    /// Flag words: `counts[world]`, `done[world]`, `xready`, `records[world]`, `rxready[world]`,
+    /// `engine_in[world]`, `engine_free[world]`.
     pub const fn flag_words(world: u32) -> u32 {
-        (4 * world + 1) * FLAG_STRIDE
+        (6 * world + 1) * FLAG_STRIDE
     }
     /// `counts[s]`: source s's counts for me are in my inbox.
     pub const fn counts_flag(s: u32) -> u32 {
@@ -1713,6 +1726,21 @@ impl MoeParams {
     pub const fn rxready_flag(&self, s: u32) -> u32 {
         (3 * self.world + 1 + s) * FLAG_STRIDE
     }
+    /// `engine_in[s]` ([`MOE_ENGINES`], 0 or 1, not an epoch): source s's copy engine put its
+    /// tokens into my `rx`; I set it back to zero once my pull is done.
+    pub const fn engine_in_flag(&self, s: u32) -> u32 {
+        (4 * self.world + 1 + s) * FLAG_STRIDE
+    }
+    /// `engine_free[d]` ([`MOE_ENGINES`], 0 or 1): rank d read the last launch's rows from its
+    /// `rx` (my tokens there); my stream waits for it, sets it back to zero, then copies.
+    /// Construction sets it to 1.
+    pub const fn engine_free_flag(&self, d: u32) -> u32 {
+        (5 * self.world + 1 + d) * FLAG_STRIDE
+    }
+    /// Whether the copy engines move the tokens between this node's ranks ([`MOE_ENGINES`]).
+    pub const fn engines(&self) -> bool {
+        self.flags & MOE_ENGINES != 0
+    }
     /// Nodes in the world.
     pub const fn nodes(&self) -> u32 {
         self.world / self.local_world
@@ -1721,9 +1749,10 @@ impl MoeParams {
     pub const fn rx_at(&self, s: u32) -> u64 {
         s as u64 * self.max_tokens as u64 * self.row_bytes()
     }
-    /// `x_heap` copy items of this launch (none without another rank to read it).
+    /// `x_heap` copy items of this launch (none without another rank to read it, nor with the
+    /// copy engines, which copy from `x`).
     pub const fn x_items(&self) -> u32 {
-        if self.world > 1 {
+        if self.world > 1 && !self.engines() {
             self.tokens.div_ceil(self.chunk_tokens)
         } else {
             0

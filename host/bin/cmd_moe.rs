@@ -141,6 +141,10 @@ pub struct Knobs {
     /// The pull CTAs end with the pull instead of running tiles (`MoeOptions::join`).
     #[arg(long = "no-join")]
     pub no_join: bool,
+    /// One node: the copy engines copy each rank's tokens into its peers' memory, where the
+    /// pull CTAs read them (`MoeOptions::engines`; default off).
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+    pub engines: Option<bool>,
 }
 
 impl Knobs {
@@ -153,6 +157,7 @@ impl Knobs {
             compute_helps: !self.no_helpers,
             gather: self.gather,
             join: self.no_join.then_some(false),
+            engines: self.engines,
             ..d
         }
     }
@@ -195,6 +200,9 @@ pub struct CheckArgs {
     /// The pull CTAs end with the pull instead of running tiles.
     #[arg(long = "no-join")]
     pub no_join: bool,
+    /// One node: the copy engines copy each rank's tokens into its peers' memory (`MoeOptions::engines`).
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+    pub engines: Option<bool>,
     /// Also check that a bad expert id is a typed error naming the token (rank 0's input).
     #[arg(long = "bad-id")]
     pub bad_id: bool,
@@ -239,12 +247,13 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         compute_helps: !a.no_helpers,
         gather: a.gather,
         join: a.no_join.then_some(false),
+        engines: a.engines,
         timeout,
         ..Default::default()
     };
     let op = MoeDispatchGemm::new(&comm, &gpu, s, a.layout, &x, &idx, &wt, &w1, tokens, opts)?;
     println!(
-        "rank {r} of {w}: moe {} tokens here, H {h} I {i} E {} k {k} {:?} {} out, {:?}, roles {:?}{}, {} receive rows",
+        "rank {r} of {w}: moe {} tokens here, H {h} I {i} E {} k {k} {:?} {} out, {:?}, roles {:?}{}{}, {} receive rows",
         tokens,
         s.experts,
         a.layout,
@@ -252,6 +261,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         a.routing,
         op.roles(),
         if op.join() { " (pull CTAs join the tiles)" } else { "" },
+        if op.engines() { ", copy engines" } else { "" },
         op.capacity_rows()
     );
     let read = || -> anyhow::Result<Vec<f64>> {
@@ -585,6 +595,7 @@ pub fn bench(
                         .with("run_records", op.run_records())
                         .with("helpers", op.compute_helps())
                         .with("gather", knobs.gather)
+                        .with("engines", op.engines())
                         .with("chunk_tokens", knobs.options().chunk_tokens)
                         .timed_with(timing),
                 );

@@ -40,7 +40,7 @@
 //! partials cancel it is the largest term. The tests hold every rank's
 //! result to this bound against an f64 host reference on sampled rows.
 use super::gemm::{BLayout, CAddr, Gemm, GemmOptions, GemmShape};
-use super::{tuned, Path, PathChoice};
+use super::{form_switch, tuned, Path, PathChoice};
 use crate::abi::{
     GemmRsParams, PeerTable, ReduceNodesParams, ReduceParams, RoleSplit, FLAG_STRIDE, HALF_TILE_BYTES, MAX_LOCAL_RANKS,
 };
@@ -413,17 +413,6 @@ pub fn pulls_reduced(
         && shape.m.saturating_mul(shape.n).saturating_mul(2) >= PULL_REDUCED_MIN_BYTES
         && shape.k / world.world_size as usize >= PULL_REDUCED_MIN_K;
     form_switch(("pull_reduced", opts.pull_reduced, rule), possible, default)
-}
-
-/// An on/off choice of the fused form that only some ops and layouts have: the asked value
-/// (`Some(true)` where it is not `possible` is a typed error naming the option and its `rule`),
-/// else `default` where possible.
-fn form_switch((name, asked, rule): (&'static str, Option<bool>, &str), possible: bool, default: bool) -> Result<bool> {
-    match asked {
-        Some(true) if !possible => Err(invalid(name, rule)),
-        Some(v) => Ok(v),
-        None => Ok(possible && default),
-    }
 }
 
 /// The lead without a tuned one, for `ctas` walkers.

@@ -41,6 +41,21 @@ impl Path {
     }
 }
 
+/// An on/off choice of the fused form that only some ops and layouts have: the asked value
+/// (`Some(true)` where it is not `possible` is a typed error naming the option and its `rule`),
+/// else `default` where possible.
+pub(crate) fn form_switch(
+    (name, asked, rule): (&'static str, Option<bool>, &str),
+    possible: bool,
+    default: bool,
+) -> crate::Result<bool> {
+    match asked {
+        Some(true) if !possible => Err(crate::error::invalid(name, rule)),
+        Some(v) => Ok(v),
+        None => Ok(possible && default),
+    }
+}
+
 /// How the path is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathChoice {

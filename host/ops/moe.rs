@@ -41,7 +41,7 @@
 //! most k experts, so at most k destination ranks, and it keeps which of its slots leads each one
 //! ([`moe_lead_slots`]), not an entry per rank.
 use super::gemm::BLayout;
-use super::{Path, PathChoice};
+use super::{form_switch, Path, PathChoice};
 use crate::abi::*;
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::comm::world::World;
@@ -110,6 +110,14 @@ pub fn check_world(world: &World) -> Result<()> {
     Ok(())
 }
 
+/// Whether the copy engines move the tokens between this node's ranks ([`MoeOptions::engines`]):
+/// the option where it applies (one node of two or more ranks; else a typed error), else off (not
+/// yet measured to pay).
+pub fn engines(opts: &MoeOptions, world: &World) -> Result<bool> {
+    let possible = world.nodes <= 1 && world.world_size > 1;
+    form_switch(("engines", opts.engines, "applies to one node of two or more ranks"), possible, false)
+}
+
 /// Tuning knobs; `None` takes the default.
 #[derive(Clone, Debug)]
 pub struct MoeOptions {
@@ -143,6 +151,12 @@ pub struct MoeOptions {
     /// say off), else on; off with the gathering producer ([`MoeOptions::gather`]), which walks
     /// its tiles statically and cannot join.
     pub join: Option<bool>,
+    /// One node: the copy engines copy this rank's tokens into every local peer's `rx` beside
+    /// the launch (a stream of this op's, forked from the caller's and joined back), and the
+    /// pull CTAs read a peer's rows from their own GPU's memory instead of over NVLink; nobody
+    /// copies into `x_heap` (`MOE_ENGINES`). Every token crosses, routed there or not. Default
+    /// (`None`): [`engines`]' rule.
+    pub engines: Option<bool>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
@@ -159,6 +173,7 @@ impl Default for MoeOptions {
             compute_helps: true,
             gather: false,
             join: None,
+            engines: None,
             timeout: Duration::from_secs(10),
         }
     }
@@ -202,6 +217,110 @@ pub struct MoeDispatchGemm<'a> {
     diag: DiagBuffers,
     params: MoeParams,
     kernel: kernels::Kernel<MoeParams>,
+    engines: Option<Engines>,
+}
+
+/// One copy on the copy engines' stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    dst: u64,
+    src: u64,
+    bytes: usize,
+}
+
+/// What the stream does for one other rank of the node in each launch that pulls
+/// ([`MoeOptions::engines`], the handshake on `MOE_ENGINES`): wait until `free` (my
+/// `engine_free[d]`) is 1 and set it back to 0, copy the tokens into d's `rx` (none without
+/// tokens), then set `engine_in[me]` there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PeerCopy {
+    free: u64,
+    tokens: Option<Span>,
+    arrived: Span,
+}
+
+/// The copy engines' side of a launch that pulls ([`MoeOptions::engines`]).
+struct Engines {
+    /// A handle of this GPU with a stream of its own (one stream: behind NVSwitch one logical
+    /// copy engine serves every peer, see `ops::gemm_rs`'s).
+    stream: Gpu,
+    /// A device word holding 1: the source of every `engine_in` copy.
+    _one: DeviceBuffer<u32>,
+    /// From the previous local rank back (see [`Engines::new`]).
+    peers: Vec<PeerCopy>,
+    /// A launch was enqueued only in part (a word may be left unreset): every later launch is
+    /// refused.
+    broken: std::sync::atomic::AtomicBool,
+}
+
+impl Engines {
+    /// Set each of this rank's `engine_free` words to 1 (nothing of the first launch to wait
+    /// for) and plan the copies. `x` is the caller's tokens, `rx` / `flags` the peers' (local
+    /// rank index) as mapped here.
+    fn new(gpu: &Gpu, p: &MoeParams, table: &MoePeers, flags: u64) -> Result<Engines> {
+        let one = gpu.upload(&[1u32])?;
+        let (me, lw) = (p.local_rank, p.local_world);
+        let first = p.rank - me;
+        let word = |base: u64, idx: u32| base + 4 * idx as u64;
+        let bytes = p.tokens as usize * p.row_bytes() as usize;
+        // To the previous rank first: a rank pulls its sources in the order me, me + 1, ...,
+        // so each rank's first peer source is the one that copies to it first.
+        let peers = (1..lw)
+            .map(|off| {
+                let d = (me + lw - off) % lw;
+                PeerCopy {
+                    free: word(flags, p.engine_free_flag(first + d)),
+                    tokens: (bytes > 0).then(|| Span { dst: table.rx[d as usize] + p.rx_at(p.rank), src: p.x, bytes }),
+                    arrived: Span {
+                        dst: word(table.flags[d as usize], p.engine_in_flag(p.rank)),
+                        src: one.addr(),
+                        bytes: 4,
+                    },
+                }
+            })
+            .collect::<Vec<_>>();
+        for c in &peers {
+            // SAFETY: the word is this op's flags (heap, live while the op is); `one` lives in self.
+            unsafe { gpu.copy_async(c.free, one.addr(), 4)? };
+        }
+        gpu.synchronize()?;
+        let stream = Gpu::new(gpu.info().ordinal)?;
+        Ok(Engines { stream, _one: one, peers, broken: Default::default() })
+    }
+
+    /// Fork the stream from `gpu`'s, enqueue every peer's copies, run `launch` on `gpu`'s
+    /// stream, then join.
+    fn around(&self, gpu: &Gpu, launch: impl FnOnce() -> Result<()>) -> Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.broken.load(Relaxed) {
+            return Err(invalid("launch", "an earlier launch was enqueued only in part: build the op again"));
+        }
+        let s = &self.stream;
+        // The copies read `x` as the caller's stream left it.
+        s.wait_for(gpu)?;
+        let enqueued = self.peers.iter().try_for_each(|c| {
+            // SAFETY: `free` is this op's flag word; the spans lie in the caller's `x` (borrowed
+            // for the op's life) and the peers' rx and flags (mapped while the communicator
+            // lives); `one` is this op's; the caller's stream joins this one below.
+            unsafe {
+                s.wait_value_async(c.free, 1)?;
+                s.write_value_async(c.free, 0)?;
+                if let Some(t) = c.tokens {
+                    s.copy_async(t.dst, t.src, t.bytes)?;
+                }
+                s.copy_async(c.arrived.dst, c.arrived.src, c.arrived.bytes)
+            }
+        });
+        let launched = if enqueued.is_ok() { launch() } else { Ok(()) };
+        // Joined even after a failure: copies already queued read `x` and write the peers'.
+        let joined = gpu.wait_for(s);
+        if enqueued.is_err() || launched.is_err() {
+            self.broken.store(true, Relaxed);
+        }
+        enqueued?;
+        launched?;
+        Ok(joined?)
+    }
 }
 
 impl<'a> MoeDispatchGemm<'a> {
@@ -272,6 +391,7 @@ impl<'a> MoeDispatchGemm<'a> {
                 "the gathering producer (gather) walks its tiles statically: pull CTAs cannot join it",
             ));
         }
+        let engines = engines(&opts, &world)?;
         let path = match opts.path {
             PathChoice::Unfused => Path::Unfused,
             PathChoice::Fused => Path::Fused,
@@ -280,7 +400,7 @@ impl<'a> MoeDispatchGemm<'a> {
         comm.agree(
             "shape",
             &format!(
-                "moe H {h} I {i} E {e} k {k} {b_layout:?} {} out, {} pull CTAs, chunk {} run {}, {}",
+                "moe H {h} I {i} E {e} k {k} {b_layout:?} {} out, {} pull CTAs, chunk {} run {}, {}, engines {engines}",
                 if opts.out_f32 { "f32" } else { "bf16" },
                 pull,
                 opts.chunk_tokens,
@@ -304,9 +424,10 @@ impl<'a> MoeDispatchGemm<'a> {
         let x_heap = comm.alloc(max_tokens * h * 2)?;
         let inbox = comm.alloc(inbox_bytes)?;
         let flags = comm.alloc(4 * MoeParams::flag_words(w32) as usize)?;
-        // The outbox is a FIFO source (heap); rx receives other nodes' tokens.
+        // The outbox is a FIFO source (heap); rx receives other nodes' tokens (with the copy
+        // engines, this node's).
         let outbox = comm.alloc(inbox_bytes)?;
-        let rx = comm.alloc(if world.nodes > 1 { w * max_tokens * h * 2 } else { 1 })?;
+        let rx = comm.alloc(if world.nodes > 1 || engines { w * max_tokens * h * 2 } else { 1 })?;
         let mut table = MoePeers::default();
         for d in 0..world.local_world_size {
             let r = world.local_to_global(d);
@@ -393,8 +514,10 @@ impl<'a> MoeDispatchGemm<'a> {
             mode: MOE_FUSED,
             flags: if opts.compute_helps { MOE_COMPUTE_HELPS } else { 0 }
                 | if opts.gather { MOE_GATHER } else { 0 }
-                | if join { MOE_JOIN } else { 0 },
+                | if join { MOE_JOIN } else { 0 }
+                | if engines { MOE_ENGINES } else { 0 },
         };
+        let engines = if engines { Some(Engines::new(gpu, &params, &table, flags.addr())?) } else { None };
         let kernel = match opts.gather {
             false => b_layout.pick(kernels::MOE_KN, kernels::MOE_NK),
             true => b_layout.pick(kernels::MOE_GATHER_KN, kernels::MOE_GATHER_NK),
@@ -423,6 +546,7 @@ impl<'a> MoeDispatchGemm<'a> {
             diag,
             params,
             kernel,
+            engines,
         })
     }
 
@@ -454,6 +578,12 @@ impl<'a> MoeDispatchGemm<'a> {
     /// Whether the pull CTAs run tiles after the pull ([`MoeOptions::join`]).
     pub fn join(&self) -> bool {
         self.params.flags & MOE_JOIN != 0
+    }
+
+    /// Whether the copy engines move the tokens between this node's ranks
+    /// ([`MoeOptions::engines`]).
+    pub fn engines(&self) -> bool {
+        self.engines.is_some()
     }
 
     /// The CTA roles of a fused launch.
@@ -540,10 +670,22 @@ impl<'a> MoeDispatchGemm<'a> {
             _ => {}
         }
         let cfg = LaunchConfig::linear(p.gemm.roles.total(), THREADS, SMEM_BYTES);
-        // SAFETY: every address in params belongs to buffers this op owns or borrows for 'a
-        // (peers' heaps stay mapped while the communicator lives).
-        unsafe { gpu.launch(self.kernel, &cfg, &p)? };
-        Ok(())
+        let launch = || -> Result<()> {
+            // SAFETY: every address in params belongs to buffers this op owns or borrows for 'a
+            // (peers' heaps stay mapped while the communicator lives).
+            unsafe { gpu.launch(self.kernel, &cfg, &p)? };
+            Ok(())
+        };
+        match &self.engines {
+            // Every launch that pulls (not the grouped GEMM alone) takes its peers' tokens from
+            // its rx, so each is one round of the copy engines' handshake.
+            Some(e) if mode != MOE_GEMM_ONLY => {
+                // An earlier report leaves the abort word set: refuse before enqueueing anything.
+                self.diag.check()?;
+                e.around(gpu, launch)
+            }
+            _ => launch(),
+        }
     }
 
     /// Enqueue one call through [`MoeDispatchGemm::path`] (asynchronous).
@@ -667,6 +809,20 @@ mod tests {
         assert_eq!(arg(shape(64, 64, 64, 17).validate(2)).0, "top_k");
         assert_eq!(arg(shape(100, 64, 8, 2).validate(2)).0, "hidden");
         assert_eq!(arg(shape(64, 0, 8, 2).validate(2)).0, "inter");
+    }
+
+    #[test]
+    fn copy_engines_take_one_node_of_two_or_more_ranks() {
+        let on = MoeOptions { engines: Some(true), ..Default::default() };
+        let def = MoeOptions::default();
+        let (two, four) = (World::test(0, 2, 1), World::test(3, 4, 1));
+        assert!(engines(&on, &two).unwrap() && engines(&on, &four).unwrap());
+        assert!(!engines(&def, &two).unwrap(), "off by default (not measured)");
+        for w in [World::test(0, 1, 1), World::test(1, 2, 2), World::test(2, 4, 2)] {
+            let e = engines(&on, &w).unwrap_err().to_string();
+            assert!(e.starts_with("invalid argument `engines`") && e.contains("one node of two or more"), "{e}");
+            assert!(!engines(&def, &w).unwrap());
+        }
     }
 
     #[test]

@@ -1019,6 +1019,9 @@ unsafe fn pull(p: &MoeParams, tb: &Tables, who: Puller, epoch: u32, b: &Bound, m
         // Helpers may still be moving rows: `done[me]` only once every item is.
         let all = b.flag(tb.at(MoeScratch::ITEMS_DONE), items, 0).is_ok();
         if all && last_arriver(tb.at(MoeScratch::FINISH_COUNTER), ctas, epoch) {
+            if p.engines() && !engines_free(p, b) {
+                return;
+            }
             for d in 0..p.world {
                 if d != p.rank && !signal_rank(p, b, d, p.done_flag(p.rank), epoch) {
                     break;
@@ -1026,6 +1029,32 @@ unsafe fn pull(p: &MoeParams, tb: &Tables, who: Puller, epoch: u32, b: &Bound, m
             }
         }
     }
+}
+
+/// Thread 0 of the last pull CTA, every item done ([`MOE_ENGINES`]): for each other rank s of
+/// the node, wait until its copy engine's `engine_in[s]` is up (also where no row of s was
+/// read: a flag left to land later would open the next launch's `rx` early), set it back to
+/// zero, then tell s its tokens' place in this rank's `rx` is free (`engine_free[me]` there). False
+/// when a wait gave up (reported; nothing is freed).
+///
+/// # Safety
+/// The file's contract; every pull item of the launch is done.
+#[inline(always)]
+unsafe fn engines_free(p: &MoeParams, b: &Bound) -> bool {
+    let first = p.rank - p.local_rank;
+    for s in (first..first + p.local_world).filter(|&s| s != p.rank) {
+        let f = (p.flags() as *mut u32).add(p.engine_in_flag(s) as usize);
+        if b.flag(f, 1, s).is_err() {
+            return false;
+        }
+        core::ptr::write_volatile(f, 0);
+    }
+    // `signal`'s system-scope fence orders the resets (and every read of the rx) before each.
+    for s in (first..first + p.local_world).filter(|&s| s != p.rank) {
+        let lr = s - first;
+        signal((pick(&p.table().flags, lr) as *mut u32).add(p.engine_free_flag(p.rank) as usize), 1);
+    }
+    true
 }
 
 /// Every thread of a CTA in [`pull`]: pull item `item`.
@@ -1059,17 +1088,24 @@ unsafe fn pull_item(
         return;
     }
     let s = source_at(p, q);
-    // Where its rows are: this rank's x for its own, a node peer's x_heap, or (another node)
-    // the rx of the rank here that shares its local rank; and the flag that says so.
-    let (src, ready_flag) = match local_of(p, s) {
-        Some(_) if q == 0 => (p.x, core::ptr::null::<u32>()),
+    // Where its rows are: this rank's x for its own, a node peer's x_heap (with the copy
+    // engines: this rank's own rx), or (another node) the rx of the rank here that shares its
+    // local rank; the flag that says so, and the value it waits for (an epoch, or the copy
+    // engines' 1).
+    let (src, ready_flag, ready) = match local_of(p, s) {
+        Some(_) if q == 0 => (p.x, core::ptr::null::<u32>(), epoch),
+        Some(_) if p.engines() => {
+            let f = (p.flags() as *const u32).add(p.engine_in_flag(s) as usize);
+            (pick(&p.table().rx, p.local_rank) + p.rx_at(s), f, 1)
+        }
         Some(lr) => {
-            (pick(&p.table().x_heap, lr), (pick(&p.table().flags, lr) as *const u32).add(p.xready_flag() as usize))
+            let f = (pick(&p.table().flags, lr) as *const u32).add(p.xready_flag() as usize);
+            (pick(&p.table().x_heap, lr), f, epoch)
         }
         None => {
             let lr = rem_nz(s, p.local_world);
             let f = (pick(&p.table().flags, lr) as *const u32).add(p.rxready_flag(s) as usize);
-            (pick(&p.table().rx, lr) + p.rx_at(s), f)
+            (pick(&p.table().rx, lr) + p.rx_at(s), f, epoch)
         }
     };
     let verdict = dyn_smem_base() + VERDICT_SMEM;
@@ -1120,7 +1156,7 @@ unsafe fn pull_item(
                 st_shared_u32(verdict, 1);
             }
         } else if let Some(ring) = ring.as_deref_mut() {
-            if st.ready & (1 << s) == 0 && b.flag(ready_flag, epoch, s).is_ok() {
+            if st.ready & (1 << s) == 0 && b.flag(ready_flag, ready, s).is_ok() {
                 fence_proxy_async_global();
                 st.ready |= 1 << s;
             }

@@ -1,0 +1,33 @@
+# Session 25 (W x H200, one node): the MoE with the copy engines moving the tokens
+# (--engines on) against the default (pull CTAs reading peers' x_heap over NVLink). gpu_moe
+# copy_engines and one_node_two_gpus at W GPUs; bench moe at 1 x W, default / engines, three
+# rounds interleaved, both issue configs; engines with fewer and more pull CTAs on DeepSeek-like;
+# torch_baselines.py moe at world W.
+source "$(dirname "$0")/prep.sh"
+rm -rf $L/*; mkdir -p $L
+LIMIT=${LIMIT:-520}
+W=${W:-2}
+export MKERNEL_REQUIRE_GPU=1 MKERNEL_REQUIRE_GPUS=$W
+left() { echo $(( LIMIT - SECONDS )); }
+timeout 150 $H/bin/test-gpu_moe --exact copy_engines --nocapture > $L/t-copy_engines.log 2>&1; rc=$?; stamp "test copy_engines rc=$rc"
+ok=$([ $rc -eq 0 ] && echo 1 || echo 0)
+DS=4096x7168x2048x256x8; MX=8192x4096x14336x8x2
+bb() { local tag=$1; shift; local l=$(( LIMIT - 110 - SECONDS )); [ $l -gt 60 ] && l=60; [ $l -le 5 ] && { stamp "$tag skipped"; return; }
+  timeout $l $H/bin/mkernel bench moe --world $W "$@" --json $L/$tag.jsonl > $L/$tag.log 2>&1; stamp "$tag rc=$?"; }
+for rep in a b c; do
+  bb def-$rep
+  [ $ok -eq 1 ] && bb ce-$rep --engines on
+done
+if [ $ok -eq 1 ]; then
+  P=${PULLS:-"20 36"}
+  for p in $P; do bb ce-p$p --engines on --configs $DS --pull-ctas $p; bb def-p$p --configs $DS --pull-ctas $p; done
+fi
+l=$(( LIMIT - 40 - SECONDS )); [ $l -gt 90 ] && l=90
+[ $l -gt 20 ] && { PYTHONUNBUFFERED=1 timeout $l python3 $H/torch_baselines.py moe --json $L/torch-moe-w$W.jsonl > $L/torch-moe-w$W.log 2>&1; stamp "torch moe w$W rc=$?"; }
+l=$(( LIMIT - 10 - SECONDS ))
+[ $l -gt 30 ] && { timeout $l $H/bin/test-gpu_moe --exact one_node_two_gpus --nocapture > $L/t-one_node_two_gpus.log 2>&1; stamp "test one_node_two_gpus rc=$?"; }
+pack
+cat $L/stamps.txt
+grep -h "test result" $L/t-*.log
+python3 $H/summ.py $L
+grep -h "op=moe\|ms" $L/torch-moe-w$W.log | tail -6 | cut -c1-200
