@@ -1464,12 +1464,15 @@ pub const MOE_GATHER: u32 = 2;
 /// CTA walks its static share and the pull CTAs end with the pull.
 pub const MOE_JOIN: u32 = 4;
 /// [`MoeParams::flags`] bit (one node): the copy engines put each rank's tokens into every
-/// local peer's `rx` (a stream of the host's, queued beside the launch: `ops::moe`), so pull
+/// local peer's `rx` (a stream of the host's, queued behind the launch: `ops::moe`), so pull
 /// CTAs read a peer's rows from their own GPU's memory instead of over NVLink, and nobody
-/// copies into `x_heap`. Handshake per (source s, reader d), two 0/1 words: the copy of s's
-/// tokens into d's `rx` is followed by one that sets `engine_in[s]` at d; d's last pull CTA
-/// waits for it, sets it back to zero, and raises `engine_free[d]` at s once d read its last
-/// row from the `rx`; s's stream waits for that word, sets it to zero, then copies again.
+/// copies into `x_heap`. Two kinds of 0/1 words (not epochs: the host cannot know a launch's
+/// epoch under graph replay): once every peer's `done` of the last launch is in (it read its
+/// last row from its `rx`), the last pull CTA raises this rank's `engine_go`, on which the
+/// stream waits, sets it back to zero, and copies the tokens into each peer's `rx`, each copy
+/// followed by one that sets `engine_in[me]` there; a reader's last pull CTA waits for every
+/// peer's `engine_in` and sets it back to zero before it raises `done`. The stream waits only
+/// on its own launch, which raises `engine_go` whatever its bounded waits did.
 pub const MOE_ENGINES: u32 = 8;
 
 /// [`MoeParams::errors`] code: a routing entry names an expert outside `0..experts`; the token
@@ -1554,8 +1557,9 @@ abi_struct! {
     ///    that.
     ///
     /// With [`MOE_ENGINES`] (one node) step 3 has no `x_heap` copies: the host's stream copies
-    /// `x` into every local peer's `rx`, and a peer's rows are read from this rank's own `rx`
-    /// once `engine_in[s]` is up (its handshake on [`MOE_ENGINES`]).
+    /// `x` into every local peer's `rx` once this launch's `engine_go` is up, and a peer's rows
+    /// are read from this rank's own `rx` once `engine_in[s]` is (the handshake on
+    /// [`MOE_ENGINES`]).
     ///
     /// Ranks on other nodes: records and counts arrive by FIFO WRITEs through the proxy (raising
     /// `records[s]` and `counts[s]`), `done` by SIGNALs; a rank's tokens go once per other node
@@ -1702,9 +1706,9 @@ impl MoeParams {
             + (s as u64 * self.max_tokens as u64 + i as u64) * Self::record_words(self.top_k) as u64 * 4
     }
     /// Flag words: `counts[world]`, `done[world]`, `xready`, `records[world]`, `rxready[world]`,
-    /// `engine_in[world]`, `engine_free[world]`.
+    /// `engine_in[world]`, `engine_go`.
     pub const fn flag_words(world: u32) -> u32 {
-        (6 * world + 1) * FLAG_STRIDE
+        (5 * world + 2) * FLAG_STRIDE
     }
     /// `counts[s]`: source s's counts for me are in my inbox.
     pub const fn counts_flag(s: u32) -> u32 {
@@ -1731,11 +1735,11 @@ impl MoeParams {
     pub const fn engine_in_flag(&self, s: u32) -> u32 {
         (4 * self.world + 1 + s) * FLAG_STRIDE
     }
-    /// `engine_free[d]` ([`MOE_ENGINES`], 0 or 1): rank d read the last launch's rows from its
-    /// `rx` (my tokens there); my stream waits for it, sets it back to zero, then copies.
-    /// Construction sets it to 1.
-    pub const fn engine_free_flag(&self, d: u32) -> u32 {
-        (5 * self.world + 1 + d) * FLAG_STRIDE
+    /// `engine_go` ([`MOE_ENGINES`], 0 or 1): every peer read my last launch's tokens from its
+    /// `rx` (or a wait for its `done` gave up, reported); my stream waits for it, sets it back
+    /// to zero, then copies.
+    pub const fn engine_go_flag(&self) -> u32 {
+        (5 * self.world + 1) * FLAG_STRIDE
     }
     /// Whether the copy engines move the tokens between this node's ranks ([`MOE_ENGINES`]).
     pub const fn engines(&self) -> bool {

@@ -252,6 +252,11 @@ impl Communicator {
         self.proxy.as_ref().map(|p| p.stats())
     }
 
+    /// Whether rank `r` (another rank) has its memory on this rank's GPU (ranks sharing one).
+    pub fn shares_gpu(&self, r: u32) -> bool {
+        r != self.world.rank && self.heap.on_this_gpu(r)
+    }
+
     /// Bound on bootstrap steps.
     pub fn timeout(&self) -> Duration {
         self.timeout

@@ -151,11 +151,12 @@ pub struct MoeOptions {
     /// say off), else on; off with the gathering producer ([`MoeOptions::gather`]), which walks
     /// its tiles statically and cannot join.
     pub join: Option<bool>,
-    /// One node: the copy engines copy this rank's tokens into every local peer's `rx` beside
-    /// the launch (a stream of this op's, forked from the caller's and joined back), and the
-    /// pull CTAs read a peer's rows from their own GPU's memory instead of over NVLink; nobody
-    /// copies into `x_heap` (`MOE_ENGINES`). Every token crosses, routed there or not. Default
-    /// (`None`): [`engines`]' rule.
+    /// One node: the copy engines copy this rank's tokens into every local peer's `rx` once
+    /// the launch says the peers are done with the last ones (a stream of this op's, forked from
+    /// the caller's and joined back), and the pull CTAs read a peer's rows from their own GPU's
+    /// memory instead of over NVLink; nobody copies into `x_heap` (`MOE_ENGINES`). Every token
+    /// crosses, routed there or not. Ranks sharing one GPU need a fused launch that leaves an SM
+    /// free (their copy is the driver's copy kernel). Default (`None`): [`engines`]' rule.
     pub engines: Option<bool>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
@@ -228,13 +229,11 @@ struct Span {
     bytes: usize,
 }
 
-/// What the stream does for one other rank of the node in each launch that pulls
-/// ([`MoeOptions::engines`], the handshake on `MOE_ENGINES`): wait until `free` (my
-/// `engine_free[d]`) is 1 and set it back to 0, copy the tokens into d's `rx` (none without
-/// tokens), then set `engine_in[me]` there.
+/// What the stream copies to one other rank of the node in each launch that pulls
+/// ([`MoeOptions::engines`], the handshake on `MOE_ENGINES`): the tokens into its `rx` (none
+/// without tokens), then a word of 1 into its `engine_in[me]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PeerCopy {
-    free: u64,
     tokens: Option<Span>,
     arrived: Span,
 }
@@ -246,79 +245,72 @@ struct Engines {
     stream: Gpu,
     /// A device word holding 1: the source of every `engine_in` copy.
     _one: DeviceBuffer<u32>,
-    /// From the previous local rank back (see [`Engines::new`]).
+    /// This rank's `engine_go` word.
+    go: u64,
+    /// To the previous local rank first (see [`Engines::new`]).
     peers: Vec<PeerCopy>,
-    /// A launch was enqueued only in part (a word may be left unreset): every later launch is
-    /// refused.
+    /// A launch's copies were enqueued only in part (`engine_go` may be left set): every later
+    /// launch is refused.
     broken: std::sync::atomic::AtomicBool,
 }
 
 impl Engines {
-    /// Set each of this rank's `engine_free` words to 1 (nothing of the first launch to wait
-    /// for) and plan the copies. `x` is the caller's tokens, `rx` / `flags` the peers' (local
-    /// rank index) as mapped here.
+    /// Plan the copies: `p.x` (the caller's tokens) into the peers' `rx` and `flags` (local rank
+    /// index) as mapped here; `flags` is this rank's.
     fn new(gpu: &Gpu, p: &MoeParams, table: &MoePeers, flags: u64) -> Result<Engines> {
         let one = gpu.upload(&[1u32])?;
         let (me, lw) = (p.local_rank, p.local_world);
-        let first = p.rank - me;
-        let word = |base: u64, idx: u32| base + 4 * idx as u64;
         let bytes = p.tokens as usize * p.row_bytes() as usize;
         // To the previous rank first: a rank pulls its sources in the order me, me + 1, ...,
         // so each rank's first peer source is the one that copies to it first.
         let peers = (1..lw)
             .map(|off| {
-                let d = (me + lw - off) % lw;
+                let d = ((me + lw - off) % lw) as usize;
                 PeerCopy {
-                    free: word(flags, p.engine_free_flag(first + d)),
-                    tokens: (bytes > 0).then(|| Span { dst: table.rx[d as usize] + p.rx_at(p.rank), src: p.x, bytes }),
+                    tokens: (bytes > 0).then(|| Span { dst: table.rx[d] + p.rx_at(p.rank), src: p.x, bytes }),
                     arrived: Span {
-                        dst: word(table.flags[d as usize], p.engine_in_flag(p.rank)),
+                        dst: table.flags[d] + 4 * p.engine_in_flag(p.rank) as u64,
                         src: one.addr(),
                         bytes: 4,
                     },
                 }
             })
-            .collect::<Vec<_>>();
-        for c in &peers {
-            // SAFETY: the word is this op's flags (heap, live while the op is); `one` lives in self.
-            unsafe { gpu.copy_async(c.free, one.addr(), 4)? };
-        }
-        gpu.synchronize()?;
+            .collect();
         let stream = Gpu::new(gpu.info().ordinal)?;
-        Ok(Engines { stream, _one: one, peers, broken: Default::default() })
+        let go = flags + 4 * p.engine_go_flag() as u64;
+        Ok(Engines { stream, _one: one, go, peers, broken: Default::default() })
     }
 
-    /// Fork the stream from `gpu`'s, enqueue every peer's copies, run `launch` on `gpu`'s
-    /// stream, then join.
+    /// Fork the stream from `gpu`'s (the copies read `x` as the caller's stream leaves it),
+    /// run `launch` on `gpu`'s stream, queue the copies behind this launch's `engine_go`, then
+    /// join. The kernel goes first: its launch failing leaves nothing queued to wait for it.
     fn around(&self, gpu: &Gpu, launch: impl FnOnce() -> Result<()>) -> Result<()> {
         use std::sync::atomic::Ordering::Relaxed;
         if self.broken.load(Relaxed) {
             return Err(invalid("launch", "an earlier launch was enqueued only in part: build the op again"));
         }
         let s = &self.stream;
-        // The copies read `x` as the caller's stream left it.
         s.wait_for(gpu)?;
-        let enqueued = self.peers.iter().try_for_each(|c| {
-            // SAFETY: `free` is this op's flag word; the spans lie in the caller's `x` (borrowed
-            // for the op's life) and the peers' rx and flags (mapped while the communicator
-            // lives); `one` is this op's; the caller's stream joins this one below.
-            unsafe {
-                s.wait_value_async(c.free, 1)?;
-                s.write_value_async(c.free, 0)?;
-                if let Some(t) = c.tokens {
-                    s.copy_async(t.dst, t.src, t.bytes)?;
-                }
-                s.copy_async(c.arrived.dst, c.arrived.src, c.arrived.bytes)
-            }
-        });
-        let launched = if enqueued.is_ok() { launch() } else { Ok(()) };
-        // Joined even after a failure: copies already queued read `x` and write the peers'.
+        launch()?;
+        // SAFETY: `go` is this op's flag word; the spans lie in the caller's `x` (borrowed for
+        // the op's life), this op's `one` and the peers' rx and flags (mapped while the
+        // communicator lives); the caller's stream joins this one below.
+        let enqueued = unsafe {
+            s.wait_value_async(self.go, 1).and_then(|()| s.write_value_async(self.go, 0)).and_then(|()| {
+                self.peers.iter().try_for_each(|c| {
+                    if let Some(t) = c.tokens {
+                        s.copy_async(t.dst, t.src, t.bytes)?;
+                    }
+                    s.copy_async(c.arrived.dst, c.arrived.src, c.arrived.bytes)
+                })
+            })
+        };
+        // Joined even after a failure: copies already queued read `x`.
         let joined = gpu.wait_for(s);
-        if enqueued.is_err() || launched.is_err() {
+        if enqueued.is_err() || joined.is_err() {
             self.broken.store(true, Relaxed);
         }
         enqueued?;
-        launched?;
         Ok(joined?)
     }
 }
@@ -421,7 +413,8 @@ impl<'a> MoeDispatchGemm<'a> {
 
         let (w32, el32, k32, mt32) = (w as u32, el as u32, k as u32, max_tokens as u32);
         let inbox_bytes = MoeParams::inbox_bytes(w32, mt32, el32, k32) as usize;
-        let x_heap = comm.alloc(max_tokens * h * 2)?;
+        // With the copy engines nobody reads x_heap (they copy from x).
+        let x_heap = comm.alloc(if engines { 1 } else { max_tokens * h * 2 })?;
         let inbox = comm.alloc(inbox_bytes)?;
         let flags = comm.alloc(4 * MoeParams::flag_words(w32) as usize)?;
         // The outbox is a FIFO source (heap); rx receives other nodes' tokens (with the copy
@@ -517,6 +510,17 @@ impl<'a> MoeDispatchGemm<'a> {
                 | if join { MOE_JOIN } else { 0 }
                 | if engines { MOE_ENGINES } else { 0 },
         };
+        let shared = (0..world.local_world_size).any(|d| comm.shares_gpu(world.local_to_global(d)));
+        let ctas = params.gemm.roles.total();
+        if engines && shared && ctas >= sms {
+            return Err(invalid(
+                "engines",
+                format!(
+                    "between ranks sharing one GPU the copy is the driver's copy kernel, which needs an SM the fused \
+                     launch leaves free ({ctas} CTAs on {sms} SMs): give each rank its own GPU, or a smaller shape"
+                ),
+            ));
+        }
         let engines = if engines { Some(Engines::new(gpu, &params, &table, flags.addr())?) } else { None };
         let kernel = match opts.gather {
             false => b_layout.pick(kernels::MOE_KN, kernels::MOE_NK),

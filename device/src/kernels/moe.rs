@@ -144,7 +144,7 @@ unsafe fn signal_rank(p: &MoeParams, b: &Bound, to: u32, idx: u32, epoch: u32) -
 }
 
 /// Thread 0: wait until every other rank finished reading what this rank wrote last launch
-/// (its `x_heap` or `rx`, and the records it put in their inboxes).
+/// (its `x_heap`, its `rx` there, and the records it put in their inboxes).
 ///
 /// # Safety
 /// The file's contract.
@@ -1019,7 +1019,7 @@ unsafe fn pull(p: &MoeParams, tb: &Tables, who: Puller, epoch: u32, b: &Bound, m
         // Helpers may still be moving rows: `done[me]` only once every item is.
         let all = b.flag(tb.at(MoeScratch::ITEMS_DONE), items, 0).is_ok();
         if all && last_arriver(tb.at(MoeScratch::FINISH_COUNTER), ctas, epoch) {
-            if p.engines() && !engines_free(p, b) {
+            if p.engines() && !engines_reset(p, b) {
                 return;
             }
             for d in 0..p.world {
@@ -1033,14 +1033,14 @@ unsafe fn pull(p: &MoeParams, tb: &Tables, who: Puller, epoch: u32, b: &Bound, m
 
 /// Thread 0 of the last pull CTA, every item done ([`MOE_ENGINES`]): for each other rank s of
 /// the node, wait until its copy engine's `engine_in[s]` is up (also where no row of s was
-/// read: a flag left to land later would open the next launch's `rx` early), set it back to
-/// zero, then tell s its tokens' place in this rank's `rx` is free (`engine_free[me]` there). False
-/// when a wait gave up (reported; nothing is freed).
+/// read: a flag left to land later would open the next launch's `rx` early) and set it back to
+/// zero; the `done` signals that follow order the resets before the sources' next copies. False
+/// when a wait gave up (reported).
 ///
 /// # Safety
 /// The file's contract; every pull item of the launch is done.
 #[inline(always)]
-unsafe fn engines_free(p: &MoeParams, b: &Bound) -> bool {
+unsafe fn engines_reset(p: &MoeParams, b: &Bound) -> bool {
     let first = p.rank - p.local_rank;
     for s in (first..first + p.local_world).filter(|&s| s != p.rank) {
         let f = (p.flags() as *mut u32).add(p.engine_in_flag(s) as usize);
@@ -1049,12 +1049,21 @@ unsafe fn engines_free(p: &MoeParams, b: &Bound) -> bool {
         }
         core::ptr::write_volatile(f, 0);
     }
-    // `signal`'s system-scope fence orders the resets (and every read of the rx) before each.
-    for s in (first..first + p.local_world).filter(|&s| s != p.rank) {
-        let lr = s - first;
-        signal((pick(&p.table().flags, lr) as *mut u32).add(p.engine_free_flag(p.rank) as usize), 1);
-    }
     true
+}
+
+/// Thread 0 of the last intra-comm CTA at its start ([`MOE_ENGINES`]): once every peer's
+/// `done` of the last launch is in (it read this rank's tokens from its `rx` and reset their
+/// `engine_in`), raise `engine_go` for the host's stream to copy this launch's. Raised also when
+/// that wait gave up (reported, the launch fails): the stream waits on nothing else, so it
+/// never hangs on a peer.
+///
+/// # Safety
+/// The file's contract.
+#[inline(always)]
+unsafe fn engines_go(p: &MoeParams, epoch: u32, b: &Bound) {
+    let _ = wait_done(p, epoch, b);
+    signal((p.flags() as *mut u32).add(p.engine_go_flag() as usize), 1);
 }
 
 /// Every thread of a CTA in [`pull`]: pull item `item`.
@@ -1505,6 +1514,11 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
         }
         Some((Role::IntraComm, idx)) if !gemm_only => {
             let b = bound(Role::IntraComm);
+            if p.engines() && idx == roles.intra_comm - 1 && tid == 0 {
+                // Not the router CTA where there is another: it waits for the same `done`
+                // flags only after routing.
+                engines_go(p, epoch, &b);
+            }
             let ring_base = dyn_smem_base();
             let mut ring = if tid == 0 { Some(BulkRing::new(ring_base)) } else { None };
             let routed = route(p, &tb, idx, epoch, &b);
