@@ -40,7 +40,7 @@
 //! partials cancel it is the largest term. The tests hold every rank's
 //! result to this bound against an f64 host reference on sampled rows.
 use super::gemm::{BLayout, CAddr, Gemm, GemmOptions, GemmShape};
-use super::{form_switch, tuned, Path, PathChoice};
+use super::{form_switch, tuned, Path, PathChoice, Span};
 use crate::abi::{
     GemmRsParams, PeerTable, ReduceNodesParams, ReduceParams, RoleSplit, FLAG_STRIDE, HALF_TILE_BYTES, MAX_LOCAL_RANKS,
 };
@@ -618,14 +618,6 @@ pub struct GemmRs<'a> {
     params: GemmRsParams,
     kernel: kernels::Kernel<GemmRsParams>,
     engines: Option<Engines>,
-}
-
-/// Bytes copied by one copy-engine copy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Span {
-    dst: u64,
-    src: u64,
-    bytes: usize,
 }
 
 /// One band's work on the copy engines' stream ([`GemmRsOptions::engines`]): wait until the

@@ -56,6 +56,14 @@ pub(crate) fn form_switch(
     }
 }
 
+/// Bytes one copy-engine copy moves (the ops' `engines` options queue these on a side stream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub dst: u64,
+    pub src: u64,
+    pub bytes: usize,
+}
+
 /// How the path is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathChoice {

@@ -41,7 +41,7 @@
 //! most k experts, so at most k destination ranks, and it keeps which of its slots leads each one
 //! ([`moe_lead_slots`]), not an entry per rank.
 use super::gemm::BLayout;
-use super::{form_switch, Path, PathChoice};
+use super::{form_switch, Path, PathChoice, Span};
 use crate::abi::*;
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::comm::world::World;
@@ -219,14 +219,6 @@ pub struct MoeDispatchGemm<'a> {
     params: MoeParams,
     kernel: kernels::Kernel<MoeParams>,
     engines: Option<Engines>,
-}
-
-/// One copy on the copy engines' stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Span {
-    dst: u64,
-    src: u64,
-    bytes: usize,
 }
 
 /// What the stream copies to one other rank of the node in each launch that pulls
