@@ -115,7 +115,7 @@ fn pull_ctas_that_end_with_the_pull() {
 fn copy_engines() {
     // MoeOptions::engines: the copy engines put each rank's tokens into its node peers' rx and
     // the pull CTAs read them there (the 0/1 handshake on MOE_ENGINES, launches back to back,
-    // graphs). Ranks sharing GPU 0 where one GPU exists (their copies are then the driver's
+    // graphs), own runs first by default (one case without; one without the engines). Ranks sharing GPU 0 where one GPU exists (their copies are then the driver's
     // copy kernel, which needs a free SM: small grids only); 1 x 2 and 1 x 4 on two and four.
     if gpu_or_skip("copy_engines").is_none() {
         return;
@@ -131,6 +131,16 @@ fn copy_engines() {
             (2, 1, &["--config", "700x256x264x16x3", "--pull-ctas", "4", "--gather"]),
             (2, 1, &["--config", "700x256x264x16x3", "--pull-ctas", "3", "--no-join", "--routing", "empty"]),
             (4, 1, &["--config", "300x256x136x16x4", "--pull-ctas", "2", "--vary", "90"]),
+            (2, 1, &["--config", "500x256x264x16x4", "--own-first", "off", "--pull-ctas", "3"]),
+        ],
+    );
+    // Own runs first without the engines (the item order alone), one node and two emulated.
+    on_gpu_zero(
+        "--own-first=on",
+        &[
+            (2, 1, &["--config", "500x256x264x16x4", "--pull-ctas", "3", "--routing", "skewed"]),
+            (4, 1, &["--config", "300x256x136x16x4", "--pull-ctas", "2", "--vary", "90"]),
+            (2, 2, &["--config", "1500x256x264x16x3", "--pull-ctas", "4", "--vary", "700"]),
         ],
     );
     let layouts: &[(u32, &[u32])] = &[(2, &[0, 1]), (4, &[0, 1, 2, 3])];

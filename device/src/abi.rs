@@ -1474,6 +1474,11 @@ pub const MOE_JOIN: u32 = 4;
 /// peer's `engine_in` and sets it back to zero before it raises `done`. The stream waits only
 /// on its own launch, which raises `engine_go` whatever its bounded waits did.
 pub const MOE_ENGINES: u32 = 8;
+/// [`MoeParams::flags`] bit: pull items take every run of this rank's own records first, then
+/// the peers' in turn (`MoeScratch`'s item order), instead of one run of each source in turn.
+/// With [`MOE_ENGINES`] a peer's rows are readable only once its whole `x` landed, so runs of
+/// peers taken early would hold their CTAs until then.
+pub const MOE_OWN_FIRST: u32 = 16;
 
 /// [`MoeParams::errors`] code: a routing entry names an expert outside `0..experts`; the token
 /// is not sent anywhere. The record's words: code, token, slot, the expert id.
@@ -1639,7 +1644,8 @@ abi_struct! {
         pub b_rows_per_expert: u32,
         /// [`MOE_FUSED`], [`MOE_DISPATCH_ONLY`] or [`MOE_GEMM_ONLY`].
         pub mode: u32,
-        /// [`MOE_COMPUTE_HELPS`], [`MOE_GATHER`], [`MOE_JOIN`], [`MOE_ENGINES`]: a bitwise or.
+        /// [`MOE_COMPUTE_HELPS`], [`MOE_GATHER`], [`MOE_JOIN`], [`MOE_ENGINES`], [`MOE_OWN_FIRST`]:
+    /// a bitwise or.
         pub flags: u32,
     }
 }

@@ -145,6 +145,10 @@ pub struct Knobs {
     /// pull CTAs read them (`MoeOptions::engines`; default off).
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     pub engines: Option<bool>,
+    /// Pull items take this rank's own runs first (`MoeOptions::own_first`; default: with the
+    /// copy engines).
+    #[arg(long = "own-first", value_parser = clap::builder::BoolishValueParser::new())]
+    pub own_first: Option<bool>,
 }
 
 impl Knobs {
@@ -158,6 +162,7 @@ impl Knobs {
             gather: self.gather,
             join: self.no_join.then_some(false),
             engines: self.engines,
+            own_first: self.own_first,
             ..d
         }
     }
@@ -203,6 +208,9 @@ pub struct CheckArgs {
     /// One node: the copy engines copy each rank's tokens into its peers' memory (`MoeOptions::engines`).
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     pub engines: Option<bool>,
+    /// Pull items take this rank's own runs first (`MoeOptions::own_first`).
+    #[arg(long = "own-first", value_parser = clap::builder::BoolishValueParser::new())]
+    pub own_first: Option<bool>,
     /// Also check that a bad expert id is a typed error naming the token (rank 0's input).
     #[arg(long = "bad-id")]
     pub bad_id: bool,
@@ -248,6 +256,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         gather: a.gather,
         join: a.no_join.then_some(false),
         engines: a.engines,
+        own_first: a.own_first,
         timeout,
         ..Default::default()
     };
@@ -261,7 +270,12 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         a.routing,
         op.roles(),
         if op.join() { " (pull CTAs join the tiles)" } else { "" },
-        if op.engines() { ", copy engines" } else { "" },
+        match (op.engines(), op.own_first()) {
+            (true, true) => ", copy engines, own runs first",
+            (true, false) => ", copy engines",
+            (false, true) => ", own runs first",
+            _ => "",
+        },
         op.capacity_rows()
     );
     let read = || -> anyhow::Result<Vec<f64>> {
@@ -596,6 +610,7 @@ pub fn bench(
                         .with("helpers", op.compute_helps())
                         .with("gather", knobs.gather)
                         .with("engines", op.engines())
+                        .with("own_first", op.own_first())
                         .with("chunk_tokens", knobs.options().chunk_tokens)
                         .timed_with(timing),
                 );

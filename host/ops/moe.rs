@@ -158,6 +158,10 @@ pub struct MoeOptions {
     /// crosses, routed there or not. Ranks sharing one GPU need a fused launch that leaves an SM
     /// free (their copy is the driver's copy kernel). Default (`None`): [`engines`]' rule.
     pub engines: Option<bool>,
+    /// Pull items take every run of this rank's own records first, then the peers' in turn
+    /// (`MOE_OWN_FIRST`), instead of one run of each source in turn. Default: with the copy
+    /// engines (a peer's rows are readable only once its whole `x` landed).
+    pub own_first: Option<bool>,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
@@ -175,6 +179,7 @@ impl Default for MoeOptions {
             gather: false,
             join: None,
             engines: None,
+            own_first: None,
             timeout: Duration::from_secs(10),
         }
     }
@@ -376,6 +381,7 @@ impl<'a> MoeDispatchGemm<'a> {
             ));
         }
         let engines = engines(&opts, &world)?;
+        let own_first = opts.own_first.unwrap_or(engines);
         let path = match opts.path {
             PathChoice::Unfused => Path::Unfused,
             PathChoice::Fused => Path::Fused,
@@ -384,7 +390,7 @@ impl<'a> MoeDispatchGemm<'a> {
         comm.agree(
             "shape",
             &format!(
-                "moe H {h} I {i} E {e} k {k} {b_layout:?} {} out, {} pull CTAs, chunk {} run {}, {}, engines {engines}",
+                "moe H {h} I {i} E {e} k {k} {b_layout:?} {} out, {} pull CTAs, chunk {} run {}, {}, engines {engines}, own first {own_first}",
                 if opts.out_f32 { "f32" } else { "bf16" },
                 pull,
                 opts.chunk_tokens,
@@ -500,7 +506,8 @@ impl<'a> MoeDispatchGemm<'a> {
             flags: if opts.compute_helps { MOE_COMPUTE_HELPS } else { 0 }
                 | if opts.gather { MOE_GATHER } else { 0 }
                 | if join { MOE_JOIN } else { 0 }
-                | if engines { MOE_ENGINES } else { 0 },
+                | if engines { MOE_ENGINES } else { 0 }
+                | if own_first { MOE_OWN_FIRST } else { 0 },
         };
         let shared = (0..world.local_world_size).any(|d| comm.shares_gpu(world.local_to_global(d)));
         let ctas = params.gemm.roles.total();
@@ -574,6 +581,11 @@ impl<'a> MoeDispatchGemm<'a> {
     /// Whether the pull CTAs run tiles after the pull ([`MoeOptions::join`]).
     pub fn join(&self) -> bool {
         self.params.flags & MOE_JOIN != 0
+    }
+
+    /// Whether pull items take this rank's own runs first ([`MoeOptions::own_first`]).
+    pub fn own_first(&self) -> bool {
+        self.params.flags & MOE_OWN_FIRST != 0
     }
 
     /// Whether the copy engines move the tokens between this node's ranks

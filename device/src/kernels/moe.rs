@@ -781,7 +781,9 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
             let n = *counts(source_at(p, q)).add(1);
             let runs = if fits { n.div_ceil(p.run_records) } else { 0 };
             tb.set(l.items + 2 + q, runs);
-            most = most.max(runs);
+            if q > 0 || !own_first(p) {
+                most = most.max(runs);
+            }
         }
         tb.set(l.items + 1, most);
     }
@@ -940,6 +942,46 @@ impl Scatter<'_> {
     }
 }
 
+/// Whether pull items take this rank's own runs first ([`MOE_OWN_FIRST`]).
+#[inline(always)]
+fn own_first(p: &MoeParams) -> bool {
+    p.flags & MOE_OWN_FIRST != 0 && p.world > 1
+}
+
+/// Pull items that move runs of records (after the `x_heap` copies), as the layout counted
+/// them: the most runs any source has, once per source; with [`MOE_OWN_FIRST`] this rank's own
+/// runs, then the most runs any peer has, once per peer.
+///
+/// # Safety
+/// `tb` is the launch's scratch, read after the layout was published.
+#[inline(always)]
+unsafe fn runs_items(p: &MoeParams, tb: &Tables) -> u32 {
+    let (l, most) = (tb.l, tb.get(tb.l.items + 1));
+    if own_first(p) {
+        tb.get(l.items + 2) + most * (p.world - 1)
+    } else {
+        most * p.world
+    }
+}
+
+/// Pull item `j` of the runs (below [`runs_items`]): (run, receive position of its source);
+/// a run past its source's last is an empty item.
+///
+/// # Safety
+/// As for [`runs_items`].
+#[inline(always)]
+unsafe fn run_of(p: &MoeParams, tb: &Tables, j: u32) -> (u32, u32) {
+    let own = tb.get(tb.l.items + 2);
+    if !own_first(p) {
+        (div_nz(j, p.world), rem_nz(j, p.world))
+    } else if j < own {
+        (j, 0)
+    } else {
+        let k = j - own;
+        (div_nz(k, p.world - 1), 1 + rem_nz(k, p.world - 1))
+    }
+}
+
 /// Who runs [`pull`], and until when.
 #[derive(Clone, Copy)]
 enum Puller {
@@ -984,7 +1026,7 @@ unsafe fn pull(p: &MoeParams, tb: &Tables, who: Puller, epoch: u32, b: &Bound, m
     }
     // The bases are in, and every thread read the verdicts before the word is reused below.
     sync_threads();
-    let items = tb.get(l.items) + tb.get(l.items + 1) * p.world;
+    let items = tb.get(l.items) + runs_items(p, tb);
     let mut st = PullState { ready: 1u64 << p.rank, have: 0, first_x: true };
     loop {
         if tid == 0 {
@@ -1091,8 +1133,7 @@ unsafe fn pull_item(
         return;
     }
     // Run `r` of the source at receive position `q`: records r0..r1.
-    let j = item - x_items;
-    let (r, q) = (div_nz(j, p.world), rem_nz(j, p.world));
+    let (r, q) = run_of(p, tb, item - x_items);
     if r >= tb.get(l.items + 2 + q) {
         return;
     }

@@ -24,10 +24,16 @@ if [ $ok -eq 1 ]; then
 fi
 l=$(( LIMIT - 40 - SECONDS )); [ $l -gt 90 ] && l=90
 [ $l -gt 20 ] && { PYTHONUNBUFFERED=1 timeout $l python3 $H/torch_baselines.py moe --json $L/torch-moe-w$W.jsonl > $L/torch-moe-w$W.log 2>&1; stamp "torch moe w$W rc=$?"; }
-l=$(( LIMIT - 10 - SECONDS ))
+l=$(( LIMIT - 70 - SECONDS ))
 [ $l -gt 30 ] && { timeout $l $H/bin/test-gpu_moe --exact one_node_two_gpus --nocapture > $L/t-one_node_two_gpus.log 2>&1; stamp "test one_node_two_gpus rc=$?"; }
+# What NVLink bytes moved by the copy engines cost a GEMM at world 2: cuBLAS's 16384x4096x4096
+# (the per-rank GEMM of GEMM + RS / AR at 16384x4096x8192) with 2 and 4 pieces of 32 MiB each
+# way per GEMM (the reduce-scatter's 64 MiB and the all-reduce's 128 MiB).
+l=$(( LIMIT - 8 - SECONDS )); [ $l -gt 60 ] && l=60
+[ $W -eq 2 ] && [ $l -gt 20 ] && { PIECES=2,4 timeout $l python3 $H/interfere2.py 16384x4096x4096 > $L/interfere2.log 2>&1; stamp "interfere2 rc=$?"; }
 pack
 cat $L/stamps.txt
 grep -h "test result" $L/t-*.log
 python3 $H/summ.py $L
 grep -h "op=moe\|ms" $L/torch-moe-w$W.log | tail -6 | cut -c1-200
+grep -h "burst\|copies alone" $L/interfere2.log 2>/dev/null
