@@ -1,7 +1,8 @@
 # Session 25 (W x H200, one node): the MoE with the copy engines moving the tokens
-# (--engines on) against the default (pull CTAs reading peers' x_heap over NVLink). gpu_moe
-# copy_engines and one_node_two_gpus at W GPUs; bench moe at 1 x W, default / engines, three
-# rounds interleaved, both issue configs; engines with fewer and more pull CTAs on DeepSeek-like;
+# (--engines on, own runs first) against the default (pull CTAs reading peers' x_heap over
+# NVLink, one run of each source in turn). gpu_moe copy_engines and one_node_two_gpus at W GPUs;
+# bench moe at 1 x W, default / engines / engines taking runs in turn / own runs first without the
+# engines, three rounds interleaved, both issue configs; engines with fewer and more pull CTAs on DeepSeek-like;
 # torch_baselines.py moe at world W.
 source "$(dirname "$0")/prep.sh"
 rm -rf $L/*; mkdir -p $L
@@ -16,7 +17,7 @@ bb() { local tag=$1; shift; local l=$(( LIMIT - 110 - SECONDS )); [ $l -gt 60 ] 
   timeout $l $H/bin/mkernel bench moe --world $W "$@" --json $L/$tag.jsonl > $L/$tag.log 2>&1; stamp "$tag rc=$?"; }
 for rep in a b c; do
   bb def-$rep
-  [ $ok -eq 1 ] && bb ce-$rep --engines on
+  [ $ok -eq 1 ] && { bb ce-$rep --engines on; bb cerr-$rep --engines on --own-first off; bb defof-$rep --own-first on; }
 done
 if [ $ok -eq 1 ]; then
   P=${PULLS:-"20 36"}
