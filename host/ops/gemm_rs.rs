@@ -39,8 +39,9 @@
 //! the `|out|` term drops. `E_s` follows the products' size, not the partial's: where large
 //! partials cancel it is the largest term. The tests hold every rank's
 //! result to this bound against an f64 host reference on sampled rows.
+use super::copy_engines::{CopyStep, CopyStream, Span};
 use super::gemm::{BLayout, CAddr, Gemm, GemmOptions, GemmShape};
-use super::{form_switch, tuned, Path, PathChoice, Span};
+use super::{form_switch, tuned, Path, PathChoice};
 use crate::abi::{
     GemmRsParams, PeerTable, ReduceNodesParams, ReduceParams, RoleSplit, FLAG_STRIDE, HALF_TILE_BYTES, MAX_LOCAL_RANKS,
 };
@@ -620,32 +621,12 @@ pub struct GemmRs<'a> {
     engines: Option<Engines>,
 }
 
-/// One band's work on the copy engines' stream ([`GemmRsOptions::engines`]): wait until the
-/// band's counter reaches `target`, set it back to zero, then each copy in turn (a peer's data,
-/// then its flags).
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct BandStep {
-    /// The counter's device address.
-    counter: u64,
-    target: u32,
-    /// Per other local rank, from the next on: the band's data and its mirrored flags.
-    copies: Vec<(Span, Span)>,
-}
-
-/// The copy engines' side of the fused launch ([`GemmRsOptions::engines`]).
+/// The copy engines' side of the fused launch ([`GemmRsOptions::engines`]): one step per band
+/// (wait for its counter, then a peer's data and flags in turn).
 struct Engines {
-    /// A handle of this GPU with a stream of its own. One stream: on a GPU whose peers sit
-    /// behind NVSwitch, every peer copy goes through one logical copy engine whatever stream
-    /// issues it (the driver maps one to all peers), so more streams add no bandwidth, only
-    /// pending waits for the engine's front end to switch between.
-    stream: Gpu,
     /// The band counters (`GemmRsParams::engine_counts`): zero between launches.
     _counts: DeviceBuffer<u32>,
-    /// A launch's band steps, in the order they are enqueued.
-    steps: Vec<BandStep>,
-    /// A launch was enqueued only in part: some counters may not have been set back to zero,
-    /// so every later launch is refused.
-    broken: std::sync::atomic::AtomicBool,
+    stream: CopyStream,
 }
 
 impl Engines {
@@ -653,8 +634,7 @@ impl Engines {
     fn new(gpu: &Gpu, p: &mut GemmRsParams, table: &PeerTable) -> Result<Engines> {
         let counts = gpu.upload(&vec![0u32; p.engine_counts_len() as usize])?;
         p.engine_counts = counts.addr();
-        let stream = Gpu::new(gpu.info().ordinal)?;
-        Ok(Engines { stream, _counts: counts, steps: band_steps(p, table), broken: Default::default() })
+        Ok(Engines { _counts: counts, stream: CopyStream::new(gpu, band_steps(p, table))? })
     }
 }
 
@@ -666,7 +646,7 @@ impl Engines {
 /// (`sched::OwnerTiles`), so a band is done at the round of its last tile. Slots of a band,
 /// their half tiles and their flags are contiguous on both sides (`GemmRsParams::slot_offset`,
 /// `part_flag`), as are a band's rows of a block.
-fn band_steps(p: &GemmRsParams, table: &PeerTable) -> Vec<BandStep> {
+fn band_steps(p: &GemmRsParams, table: &PeerTable) -> Vec<CopyStep> {
     let flag_bytes = |halves: u32| (halves * FLAG_STRIDE * 4) as usize;
     let es = if p.gemm.out_f32 != 0 { 4 } else { 2 };
     let row_bytes = p.gemm.n as u64 * es;
@@ -707,7 +687,7 @@ fn band_steps(p: &GemmRsParams, table: &PeerTable) -> Vec<BandStep> {
                 .collect();
             let counter = p.engine_counts + 4 * p.engine_count(phase, b) as u64;
             let done_at = p.band_slots(b).1 - 1 + if phase == 0 { 0 } else { p.lead };
-            steps.push(((done_at, phase), BandStep { counter, target: p.engine_target(phase, b), copies }));
+            steps.push(((done_at, phase), CopyStep { counter, target: p.engine_target(phase, b), copies }));
         }
     }
     // Stable: ties keep the sends first.
@@ -1166,42 +1146,18 @@ impl<'a> GemmRs<'a> {
             unsafe { gpu.launch(self.kernel, &cfg, &self.params)? };
             return Ok(());
         };
-        use std::sync::atomic::Ordering::Relaxed;
-        if e.broken.load(Relaxed) {
-            return Err(invalid("launch", "an earlier launch was enqueued only in part: build the op again"));
-        }
         // An earlier report leaves the abort word set: refuse before enqueueing anything.
         self.diag.check()?;
-        // The stream follows what was queued before this call. The kernel goes first and the
-        // band steps behind it, so the host's enqueueing overlaps the launch's first tiles. The
-        // stream's waits have no bound of their own: a kernel whose helpers' waits give up
-        // still publishes every band, and one whose pipeline waits give up traps, which ends
-        // the context's streams with it.
-        let s = &e.stream;
-        s.wait_for(gpu)?;
-        // SAFETY: as above; the band counters are this op's.
-        unsafe { gpu.launch(self.kernel, &cfg, &self.params)? };
-        let enqueued = e.steps.iter().try_for_each(|step| {
-            // SAFETY: the counter is this op's; the spans lie in this op's staging, flags and
-            // output and the peers' (mapped while the communicator lives), and the caller's
-            // stream joins this one below, so nothing is freed or rewritten under them.
-            unsafe {
-                s.wait_value_async(step.counter, step.target)?;
-                s.write_value_async(step.counter, 0)?;
-                for (data, flags) in &step.copies {
-                    s.copy_async(data.dst, data.src, data.bytes)?;
-                    s.copy_async(flags.dst, flags.src, flags.bytes)?;
-                }
-            }
-            Ok::<_, crate::Error>(())
-        });
-        // Joined even after a failure: copies already queued read and write this op's buffers.
-        let joined = gpu.wait_for(s);
-        if enqueued.is_err() {
-            e.broken.store(true, Relaxed);
+        // SAFETY: as above; the band counters are this op's, the spans lie in this op's staging,
+        // flags and output and the peers' (mapped while the communicator lives), and the
+        // stream's waits end: a kernel whose helpers' waits give up still publishes every band,
+        // and one whose pipeline waits give up traps, which ends the context's streams with it.
+        unsafe {
+            e.stream.around(gpu, || {
+                gpu.launch(self.kernel, &cfg, &self.params)?;
+                Ok(())
+            })
         }
-        enqueued?;
-        Ok(joined?)
     }
 
     /// Whether the copy engines move the partials ([`GemmRsOptions::engines`]).

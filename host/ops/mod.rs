@@ -5,6 +5,7 @@
 pub mod ag_gemm;
 pub mod allgather;
 pub mod attention;
+mod copy_engines;
 pub mod gemm;
 pub mod gemm_rs;
 pub mod moe;
@@ -54,14 +55,6 @@ pub(crate) fn form_switch(
         Some(v) => Ok(v),
         None => Ok(possible && default),
     }
-}
-
-/// Bytes one copy-engine copy moves (the ops' `engines` options queue these on a side stream).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Span {
-    pub dst: u64,
-    pub src: u64,
-    pub bytes: usize,
 }
 
 /// How the path is chosen.

@@ -40,8 +40,9 @@
 //! ([`check_world`]). The router's state per token does not grow with the world: a token has at
 //! most k experts, so at most k destination ranks, and it keeps which of its slots leads each one
 //! ([`moe_lead_slots`]), not an entry per rank.
+use super::copy_engines::{CopyStep, CopyStream, Span};
 use super::gemm::BLayout;
-use super::{form_switch, Path, PathChoice, Span};
+use super::{form_switch, Path, PathChoice};
 use crate::abi::*;
 use crate::comm::communicator::{Communicator, HeapRegion};
 use crate::comm::world::World;
@@ -226,89 +227,35 @@ pub struct MoeDispatchGemm<'a> {
     engines: Option<Engines>,
 }
 
-/// What the stream copies to one other rank of the node in each launch that pulls
-/// ([`MoeOptions::engines`], the handshake on `MOE_ENGINES`): the tokens into its `rx` (none
-/// without tokens), then a word of 1 into its `engine_in[me]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct PeerCopy {
-    tokens: Option<Span>,
-    arrived: Span,
-}
-
-/// The copy engines' side of a launch that pulls ([`MoeOptions::engines`]).
+/// The copy engines' side of a launch that pulls ([`MoeOptions::engines`], the handshake on
+/// `MOE_ENGINES`): one step, behind this launch's `engine_go`, copying the tokens into each
+/// other rank's `rx` (none without tokens), then a word of 1 into its `engine_in[me]`.
 struct Engines {
-    /// A handle of this GPU with a stream of its own (one stream: behind NVSwitch one logical
-    /// copy engine serves every peer, see `ops::gemm_rs`'s).
-    stream: Gpu,
     /// A device word holding 1: the source of every `engine_in` copy.
     _one: DeviceBuffer<u32>,
-    /// This rank's `engine_go` word.
-    go: u64,
-    /// To the previous local rank first (see [`Engines::new`]).
-    peers: Vec<PeerCopy>,
-    /// A launch's copies were enqueued only in part (`engine_go` may be left set): every later
-    /// launch is refused.
-    broken: std::sync::atomic::AtomicBool,
+    stream: CopyStream,
 }
 
 impl Engines {
     /// Plan the copies: `p.x` (the caller's tokens) into the peers' `rx` and `flags` (local rank
-    /// index) as mapped here; `flags` is this rank's.
+    /// index) as mapped here, behind `flags` (this rank's) `engine_go`.
     fn new(gpu: &Gpu, p: &MoeParams, table: &MoePeers, flags: u64) -> Result<Engines> {
         let one = gpu.upload(&[1u32])?;
         let (me, lw) = (p.local_rank, p.local_world);
         let bytes = p.tokens as usize * p.row_bytes() as usize;
         // To the previous rank first: a rank pulls its sources in the order me, me + 1, ...,
         // so each rank's first peer source is the one that copies to it first.
-        let peers = (1..lw)
+        let copies = (1..lw)
             .map(|off| {
                 let d = ((me + lw - off) % lw) as usize;
-                PeerCopy {
-                    tokens: (bytes > 0).then(|| Span { dst: table.rx[d] + p.rx_at(p.rank), src: p.x, bytes }),
-                    arrived: Span {
-                        dst: table.flags[d] + 4 * p.engine_in_flag(p.rank) as u64,
-                        src: one.addr(),
-                        bytes: 4,
-                    },
-                }
+                let tokens = Span { dst: table.rx[d] + p.rx_at(p.rank), src: p.x, bytes };
+                let arrived =
+                    Span { dst: table.flags[d] + 4 * p.engine_in_flag(p.rank) as u64, src: one.addr(), bytes: 4 };
+                (tokens, arrived)
             })
             .collect();
-        let stream = Gpu::new(gpu.info().ordinal)?;
-        let go = flags + 4 * p.engine_go_flag() as u64;
-        Ok(Engines { stream, _one: one, go, peers, broken: Default::default() })
-    }
-
-    /// Fork the stream from `gpu`'s (the copies read `x` as the caller's stream leaves it),
-    /// run `launch` on `gpu`'s stream, queue the copies behind this launch's `engine_go`, then
-    /// join. The kernel goes first: its launch failing leaves nothing queued to wait for it.
-    fn around(&self, gpu: &Gpu, launch: impl FnOnce() -> Result<()>) -> Result<()> {
-        use std::sync::atomic::Ordering::Relaxed;
-        if self.broken.load(Relaxed) {
-            return Err(invalid("launch", "an earlier launch was enqueued only in part: build the op again"));
-        }
-        let s = &self.stream;
-        s.wait_for(gpu)?;
-        launch()?;
-        // SAFETY: `go` is this op's flag word; the spans lie in the caller's `x` (borrowed for
-        // the op's life), this op's `one` and the peers' rx and flags (mapped while the
-        // communicator lives); the caller's stream joins this one below.
-        let enqueued = unsafe {
-            s.wait_value_async(self.go, 1).and_then(|()| s.write_value_async(self.go, 0)).and_then(|()| {
-                self.peers.iter().try_for_each(|c| {
-                    if let Some(t) = c.tokens {
-                        s.copy_async(t.dst, t.src, t.bytes)?;
-                    }
-                    s.copy_async(c.arrived.dst, c.arrived.src, c.arrived.bytes)
-                })
-            })
-        };
-        // Joined even after a failure: copies already queued read `x`.
-        let joined = gpu.wait_for(s);
-        if enqueued.is_err() || joined.is_err() {
-            self.broken.store(true, Relaxed);
-        }
-        enqueued?;
-        Ok(joined?)
+        let go = CopyStep { counter: flags + 4 * p.engine_go_flag() as u64, target: 1, copies };
+        Ok(Engines { _one: one, stream: CopyStream::new(gpu, vec![go])? })
     }
 }
 
@@ -690,7 +637,11 @@ impl<'a> MoeDispatchGemm<'a> {
             Some(e) if mode != MOE_GEMM_ONLY => {
                 // An earlier report leaves the abort word set: refuse before enqueueing anything.
                 self.diag.check()?;
-                e.around(gpu, launch)
+                // SAFETY: `engine_go` is this op's flag word; the spans lie in the caller's `x`
+                // (borrowed for the op's life), this op's `one` and the peers' rx and flags
+                // (mapped while the communicator lives); the launch raises `engine_go` whatever
+                // its bounded waits do.
+                unsafe { e.stream.around(gpu, launch) }
             }
             _ => launch(),
         }
