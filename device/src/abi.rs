@@ -1645,7 +1645,7 @@ abi_struct! {
         /// [`MOE_FUSED`], [`MOE_DISPATCH_ONLY`] or [`MOE_GEMM_ONLY`].
         pub mode: u32,
         /// [`MOE_COMPUTE_HELPS`], [`MOE_GATHER`], [`MOE_JOIN`], [`MOE_ENGINES`], [`MOE_OWN_FIRST`]:
-    /// a bitwise or.
+        /// a bitwise or.
         pub flags: u32,
     }
 }
@@ -1811,8 +1811,8 @@ pub struct MoeScratch {
     /// `[local_experts][world]`: where each source's rows start within each expert's (sources in
     /// receive order: this rank, then the next ones).
     pub src_off: u32,
-    /// `[world + 2]`: pull items: `x_heap` copy items, the most runs of records any source has,
-    /// then the runs of each source position (0: own tokens).
+    /// `[world + 2]`: pull items: `x_heap` copy items, the most runs of records any peer
+    /// (source position 1 and on) has, then the runs of each source position (0: own tokens).
     pub items: u32,
     /// `[cap_rows / TILE_M]`: expert of each tile row of `xe`.
     pub m_expert: u32,

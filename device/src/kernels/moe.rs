@@ -28,6 +28,7 @@
 use crate::abi::*;
 use crate::arch::*;
 use crate::comm::nvlink::{copy_block, BulkRing};
+use crate::comm::peers_from_next;
 use crate::comm::signal::{arrive_and_wait, last_arriver, launch_epoch, signal};
 use crate::comm::{fifo_push, fifo_quiet_claimed, signal_remote};
 use crate::gemm::engine::store_c_cta;
@@ -781,7 +782,7 @@ unsafe fn lay_out(p: &MoeParams, tb: &Tables, epoch: u32, b: &Bound) {
             let n = *counts(source_at(p, q)).add(1);
             let runs = if fits { n.div_ceil(p.run_records) } else { 0 };
             tb.set(l.items + 2 + q, runs);
-            if q > 0 || !own_first(p) {
+            if q > 0 {
                 most = most.max(runs);
             }
         }
@@ -948,19 +949,19 @@ fn own_first(p: &MoeParams) -> bool {
     p.flags & MOE_OWN_FIRST != 0 && p.world > 1
 }
 
-/// Pull items that move runs of records (after the `x_heap` copies), as the layout counted
-/// them: the most runs any source has, once per source; with [`MOE_OWN_FIRST`] this rank's own
-/// runs, then the most runs any peer has, once per peer.
+/// Pull items that move runs of records (after the `x_heap` copies), from the layout's counts
+/// (this rank's own runs, and the most runs any peer has): the most runs any source has, once
+/// per source; with [`MOE_OWN_FIRST`] the own runs, then the peers' most once per peer.
 ///
 /// # Safety
 /// `tb` is the launch's scratch, read after the layout was published.
 #[inline(always)]
 unsafe fn runs_items(p: &MoeParams, tb: &Tables) -> u32 {
-    let (l, most) = (tb.l, tb.get(tb.l.items + 1));
+    let (own, peers) = (tb.get(tb.l.items + 2), tb.get(tb.l.items + 1));
     if own_first(p) {
-        tb.get(l.items + 2) + most * (p.world - 1)
+        own + peers * (p.world - 1)
     } else {
-        most * p.world
+        own.max(peers) * p.world
     }
 }
 
@@ -1083,8 +1084,8 @@ unsafe fn pull(p: &MoeParams, tb: &Tables, who: Puller, epoch: u32, b: &Bound, m
 /// The file's contract; every pull item of the launch is done.
 #[inline(always)]
 unsafe fn engines_reset(p: &MoeParams, b: &Bound) -> bool {
-    let first = p.rank - p.local_rank;
-    for s in (first..first + p.local_world).filter(|&s| s != p.rank) {
+    for (_, lr) in peers_from_next(p.local_rank, p.local_world) {
+        let s = p.rank - p.local_rank + lr;
         let f = (p.flags() as *mut u32).add(p.engine_in_flag(s) as usize);
         if b.flag(f, 1, s).is_err() {
             return false;
