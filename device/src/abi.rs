@@ -187,7 +187,7 @@ pub mod trace {
     /// MoE: a router CTA counted its share of the routing and wrote its records (`a`: the CTA's
     /// router index).
     pub const ROUTED: u32 = 8;
-    /// MoE: router CTA 0 shipped the counts and records to every peer.
+    /// MoE: a router CTA shipped its share of the records to every node peer.
     pub const SHIPPED: u32 = 9;
     /// MoE: the layout is published (every peer's counts were in).
     pub const LAID_OUT: u32 = 10;
@@ -1537,8 +1537,9 @@ abi_struct! {
     ///    this rank's tokens routed to it (token order), and per destination rank a record per
     ///    token it needs (token, then `(local expert | slot << 16, position, weight)` for each of
     ///    its experts there), records ordered by the token's first expert there, in the outbox.
-    ///    Intra-comm CTA 0 copies counts and records to each other destination's `inbox` (a
-    ///    rank's own stay in its outbox), then `records[me]` and `counts[me]` are raised there.
+    ///    Every intra-comm CTA copies a share of the records of each other rank on this node to
+    ///    its `inbox`, CTA 0 the counts (a rank's own stay in its outbox); the last CTA done
+    ///    raises `records[me]` and `counts[me]` there.
     /// 2. Once every rank's counts are in, intra-comm CTA 0 lays out what this rank receives:
     ///    expert e's rows start at a multiple of `TILE_M` (`expert_off`), sources in the order
     ///    me, me + 1, ... (own rows first), each source's rows in its token order; it writes the
@@ -1870,7 +1871,9 @@ impl MoeScratch {
     pub const X_COUNTER: u32 = 2 * FLAG_STRIDE;
     /// Word of the router CTAs' first barrier: every share of the routing counted.
     pub const COUNTED_BARRIER: u32 = 3 * FLAG_STRIDE;
-    /// Word of the router CTAs' second barrier: every record in the outbox.
+    /// Word of the router CTAs' second barrier, two arrivals per router CTA a launch (its epochs
+    /// are twice the launch's): every record in the outbox (`2 epoch - 1`), then every share of
+    /// them shipped to this node's peers (`2 epoch`: the last CTA raises the flags).
     pub const RECORDS_BARRIER: u32 = 4 * FLAG_STRIDE;
     /// Word of the next pull item to hand out.
     pub const ITEM_COUNTER: u32 = 5 * FLAG_STRIDE;

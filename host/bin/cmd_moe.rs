@@ -138,9 +138,13 @@ pub struct Knobs {
     /// The grouped GEMM reads own tokens where they are (`MoeOptions::gather`).
     #[arg(long)]
     pub gather: bool,
-    /// The pull CTAs end with the pull instead of running tiles (`MoeOptions::join`).
+    /// The pull CTAs end with the pull instead of running tiles (`--join false`).
     #[arg(long = "no-join")]
     pub no_join: bool,
+    /// Whether the pull CTAs run tiles once the pull is done (`MoeOptions::join`; default: the
+    /// tuned table's choice for the nearest measured config, else on).
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new(), conflicts_with = "no_join")]
+    pub join: Option<bool>,
     /// One node: the copy engines copy each rank's tokens into its peers' memory, where the
     /// pull CTAs read them (`MoeOptions::engines`; default off).
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
@@ -160,7 +164,7 @@ impl Knobs {
             run_records: self.run_records,
             compute_helps: !self.no_helpers,
             gather: self.gather,
-            join: self.no_join.then_some(false),
+            join: if self.no_join { Some(false) } else { self.join },
             engines: self.engines,
             own_first: self.own_first,
             ..d
@@ -380,6 +384,10 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
         if !real.is_empty() {
             let mut sample = vec![real[0], real[real.len() - 1]];
             sample.extend((0..16).map(|_| real[rng.next_u64() as usize % real.len()]));
+            // The last row of up to eight experts: in the expert's last tile row, mostly padding
+            // (its tile's other rows are no expert's).
+            let tails = (0..el).filter(|&e| lay.expert_rows[e] > 0).take(8);
+            sample.extend(tails.map(|e| (lay.expert_offsets[e] + lay.expert_rows[e] - 1) as usize));
             for &row in &sample {
                 let info = lay.rows[row];
                 let le = (0..el).rev().find(|&e| lay.expert_offsets[e] as usize <= row).unwrap_or(0);

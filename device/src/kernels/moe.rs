@@ -1,9 +1,9 @@
 //! MoE dispatch + grouped GEMM in one persistent launch, written from the framework's pieces (the
 //! protocol is documented on [`MoeParams`]):
 //! - the router (every intra-comm CTA, a share of the tokens each) scans this rank's routing once
-//!   and writes one record per token and destination; intra-comm CTA 0 sends each destination its
-//!   counts and records (NVLink on this node, FIFO + proxy to other nodes), then lays out what
-//!   this rank receives ([`MoeScratch`] tables);
+//!   and writes one record per token and destination; every router CTA copies a share of each
+//!   node peer's records over NVLink, intra-comm CTA 0 the counts and, through FIFO + proxy, what
+//!   other nodes get; CTA 0 then lays out what this rank receives ([`MoeScratch`] tables);
 //! - in a fused launch the compute CTAs copy this rank's tokens into `x_heap` (where node peers
 //!   read them; router CTA 0 sends them once per other node into a rank's `rx` there, after the
 //!   counts and records) from the launch's start, while the router runs, instead of the pull
@@ -298,14 +298,38 @@ impl<const K: usize> TokenRoute<K> {
         r
     }
 
+    /// Token t's weights by slot (their bits), loaded together: loaded entry by entry between
+    /// the record's stores, which may alias them for all the compiler knows, each waited out a
+    /// load's whole latency (the record pass took 14-25 us of the router's 33-45 on H200).
+    ///
+    /// # Safety
+    /// `t < p.tokens`, `p.top_k <= K`.
+    #[inline(always)]
+    // The unrolled slots compare indices with the literal `$j`.
+    #[allow(unused_comparisons)]
+    unsafe fn weights(p: &MoeParams, t: u32) -> [u32; K] {
+        let k = p.top_k;
+        let from = (p.topk_weight as *const u32).add((t * k) as usize);
+        let mut wt = [0u32; K];
+        macro_rules! load {
+            ($j:literal) => {
+                if $j < k {
+                    wt[$j] = *from.add($j);
+                }
+            };
+        }
+        unroll_below!(K, load);
+        wt
+    }
+
     /// Write this token's record for destination `d` (led by one of its slots) at `rec`: the
     /// token, its entries there, then per entry `(local expert | slot << 16, position, weight)`
-    /// in slot order.
+    /// in slot order (`wt`: [`TokenRoute::weights`]).
     ///
     /// # Safety
     /// `rec` is the record's place in the outbox; `pos` holds the slots' positions.
     #[inline(always)]
-    unsafe fn write_record(&self, p: &MoeParams, t: u32, d: u32, pos: &[u32; K], rec: *mut u32) {
+    unsafe fn write_record(&self, p: &MoeParams, (t, wt): (u32, &[u32; K]), d: u32, pos: &[u32; K], rec: *mut u32) {
         let mut n = 0u32;
         let el = p.local_experts;
         macro_rules! entry {
@@ -314,7 +338,7 @@ impl<const K: usize> TokenRoute<K> {
                     let w = rec.add(2 + 3 * n as usize);
                     *w = (self.ex[$o] - d * el) | ($o << 16);
                     *w.add(1) = pos[$o];
-                    *w.add(2) = *(p.topk_weight as *const u32).add((t * p.top_k) as usize + $o);
+                    *w.add(2) = wt[$o];
                     n += 1;
                 }
             };
@@ -421,6 +445,7 @@ unsafe fn write_records<const K: usize>(p: &MoeParams, sm: &RouterSmem, w: u32, 
     while base < t1 {
         let t = base + lane;
         let r = if t < t1 { TokenRoute::<K>::read(p, t, sm, false) } else { TokenRoute::NONE };
+        let wt = if t < t1 { TokenRoute::<K>::weights(p, t) } else { [0; K] };
         let mask = |e| sm.mask(w, e);
         let pos = rank_in_batch(&r.ex, r.valid, lane, (mask, |e| sm.hist(w, e)));
         let nth = rank_in_batch(&r.ex, r.leads, lane, (mask, |e| sm.lead(w, e)));
@@ -429,7 +454,7 @@ unsafe fn write_records<const K: usize>(p: &MoeParams, sm: &RouterSmem, w: u32, 
                 if r.leads & (1 << $j) != 0 {
                     let d = r.dst[$j];
                     let rec = (p.outbox + p.record_at(d, ld_shared_u32(sm.start(r.ex[$j])) + nth[$j])) as *mut u32;
-                    r.write_record(p, t, d, &pos, rec);
+                    r.write_record(p, (t, &wt), d, &pos, rec);
                 }
             };
         }
@@ -504,7 +529,8 @@ unsafe fn scan_groups(word: impl Fn(u32) -> u32, groups: u32, n: u32, total: imp
 /// ordered by the token's first expert there, then by token); router CTA 0 also writes each
 /// destination's counts. Two barriers over the router CTAs: after the counts of every share are
 /// in the scratch (each CTA's prefix over those before it places its tokens), and after the
-/// records (router CTA 0 then ships them). False when a wait gave up (reported).
+/// records (every router CTA then ships a share of them, [`ship`]). False when a wait gave up
+/// (reported).
 ///
 /// A pass is bound by the latency of each batch's loads, not by bandwidth, so it gains from
 /// more SMs: on one CTA the router took 0.13 ms for 8192 tokens at top-k 4, over 16 it takes
@@ -611,10 +637,29 @@ unsafe fn route(p: &MoeParams, tb: &Tables, c: u32, epoch: u32, b: &Bound) -> bo
     sync_threads();
     by_top_k!(p.top_k, write_records(p, &sm, w, tokens));
     sync_threads();
+    // Every router CTA ships a share of every destination's records (`ship`), so each waits
+    // until all are written.
     if tid == 0 {
-        last_arriver(tb.at(MoeScratch::RECORDS_BARRIER), routers, epoch);
+        let ok = arrive_and_wait(tb.at(MoeScratch::RECORDS_BARRIER), routers, records_written(epoch), b, c).is_ok();
+        st_shared_u32(verdict, ok as u32);
     }
-    true
+    sync_threads();
+    let ok = ld_shared_u32(verdict) != 0;
+    sync_threads(); // every thread read the verdict before anyone rewrites it
+    ok
+}
+
+/// The records barrier's two arrivals per router CTA a launch ([`MoeScratch::RECORDS_BARRIER`]):
+/// every record written into the outbox ([`route`]) ...
+#[inline(always)]
+fn records_written(epoch: u32) -> u32 {
+    epoch.wrapping_mul(2).wrapping_sub(1)
+}
+
+/// ... and every share of them shipped ([`ship`]): the counter's epochs are twice the launch's.
+#[inline(always)]
+fn records_shipped(epoch: u32) -> u32 {
+    epoch.wrapping_mul(2)
 }
 
 /// Where source s's counts and records for this rank are: its own stay in its outbox (at the
@@ -631,62 +676,77 @@ unsafe fn received(p: &MoeParams, s: u32) -> u64 {
     }
 }
 
-/// Every thread of router CTA 0, after [`route`] (`routed`: it succeeded): once every router
-/// CTA's records are in the outbox and every destination finished with last launch's, copy each
-/// destination's counts and records into its inbox (NVLink on this node, the proxy to other
-/// nodes; this rank's own stay in the outbox) and raise `counts[me]` and `records[me]` there.
+/// Every thread of router CTA `c` (of the launch's `routers`), after [`route`] (`routed`: it
+/// succeeded, every router CTA's records are in the outbox): once every destination finished
+/// with last launch's, copy share `c` of each node peer's records into its inbox (router CTA 0
+/// also its counts; this rank's own stay in the outbox), and arrive at the records barrier; the
+/// last CTA there raises `counts[me]` and `records[me]` at every rank of this node, this one
+/// included. Router CTA 0 also has the proxy write the records and counts of ranks on other
+/// nodes (each raising its flag there). Shares: one CTA copying every record took 55-60 us of a
+/// fused launch's start at 1 x 2 and 1 x 4 (docs/PERF.md). The CTAs start at different peers,
+/// so every link carries shares at once. True on thread 0 when this CTA's shares went out.
 ///
 /// # Safety
-/// Every thread of router CTA 0 calls it (it synchronises the CTA); `ring` is thread 0's
-/// [`BulkRing`].
+/// Every thread of the router CTA calls it (it synchronises the CTA); `ring` is thread 0's
+/// [`BulkRing`]. Every router CTA calls it once per launch, after `route`: the records barrier
+/// counts two arrivals per router CTA a launch, one in each ([`records_written`],
+/// [`records_shipped`]).
 #[inline(always)]
-unsafe fn ship(p: &MoeParams, tb: &Tables, routed: bool, epoch: u32, b: &Bound, ring: Option<&mut BulkRing>) {
+unsafe fn ship(
+    p: &MoeParams,
+    tb: &Tables,
+    c: u32,
+    routed: bool,
+    epoch: u32,
+    b: &Bound,
+    ring: Option<&mut BulkRing>,
+) -> bool {
     let tid = thread_idx_x();
     let nthreads = block_dim_x();
+    let routers = p.gemm.roles.intra_comm;
     let verdict = dyn_smem_base() + VERDICT_SMEM;
     if tid == 0 {
-        let routers = p.gemm.roles.intra_comm;
-        let ok = routed
-            && b.flag(tb.at(MoeScratch::RECORDS_BARRIER), epoch.wrapping_mul(routers), 0).is_ok()
-            && wait_done(p, epoch, b);
-        // Other CTAs wrote the records with ordinary stores; bulk copies read them.
+        let ok = routed && wait_done(p, epoch, b);
+        // Other CTAs wrote the records with ordinary stores, and the router this CTA's shared
+        // memory (the ring's stages now); bulk copies read and write them.
         fence_proxy_async_global();
+        fence_proxy_async_shared();
         st_shared_u32(verdict, ok as u32);
     }
     sync_threads(); // nobody writes into an inbox before thread 0 saw it free
     let go = ld_shared_u32(verdict) != 0;
     sync_threads(); // every thread read the verdict before anyone rewrites it
     if !go {
-        return;
+        return false;
     }
     let ob = p.outbox;
     let el = p.local_experts;
     let mut ok = true;
     let mut ring = ring;
     let cw = MoeParams::counts_words(el) as u64 * 4;
-    for d in 0..p.world {
-        let c = p.counts_at(d);
-        let n = *((ob + c) as *const u32).add(1);
+    for q in 0..p.world {
+        let d = rem_nz(p.rank + 1 + c + q, p.world);
+        let at = p.counts_at(d);
+        let n = *((ob + at) as *const u32).add(1);
         let (r0, r1) = (p.record_at(d, 0), p.record_at(d, n));
-        if let Some(lr) = local_of(p, d) {
-            // This node: NVLink copies (none to this rank), then both flags.
-            if d != p.rank {
-                let inbox = pick(&p.table().inbox, lr);
+        if let Some(lr) = local_of(p, d).filter(|_| d != p.rank) {
+            // This node: NVLink copies, the counts by CTA 0, the records in shares of a
+            // multiple of 16 bytes (bulk copies where the records start 16-byte aligned).
+            let inbox = pick(&p.table().inbox, lr);
+            if c == 0 {
                 // Ordinary loads: this CTA stored the counts during the launch (`copy_block`'s
                 // non-coherent loads are for data nobody writes while the kernel runs). The
-                // records' copy below ends with the block barrier thread 0's flags come after.
-                let (from, to) = ((ob + c) as *const u32, (inbox + p.counts_at(p.rank)) as *mut u32);
+                // records' copy below ends with the block barrier thread 0's arrival comes after.
+                let (from, to) = ((ob + at) as *const u32, (inbox + p.counts_at(p.rank)) as *mut u32);
                 for w in (tid..(cw / 4) as u32).step_by(nthreads as usize) {
                     *to.add(w as usize) = *from.add(w as usize);
                 }
-                let dst = inbox + p.record_at(p.rank, 0) - r0;
-                ok &= copy_block(ob, dst, (r0, r1), true, ring.as_deref_mut(), b, d, (tid, nthreads)) || tid != 0;
             }
-            if tid == 0 && ok {
-                signal((pick(&p.table().flags, lr) as *mut u32).add(MoeParams::counts_flag(p.rank) as usize), epoch);
-                signal((pick(&p.table().flags, lr) as *mut u32).add(p.records_flag(p.rank) as usize), epoch);
-            }
-        } else if tid == 0 && ok {
+            let per = (r1 - r0).div_ceil(16 * routers as u64) * 16;
+            let share = (r0 + (c as u64 * per).min(r1 - r0), r0 + ((c + 1) as u64 * per).min(r1 - r0));
+            let dst = inbox + p.record_at(p.rank, 0) - r0;
+            ok &= copy_block(ob, dst, share, true, ring.as_deref_mut(), b, d, (tid, nthreads)) || tid != 0;
+        } else if local_of(p, d).is_none() && c == 0 && tid == 0 && ok {
             // Another node: the proxy writes records and counts, each raising its flag there.
             let write = |from: u64, to: u64, bytes: u64, flag: u32| FifoCmd {
                 header: FifoCmd::header_word(OP_WRITE, 1, d, 0),
@@ -699,10 +759,19 @@ unsafe fn ship(p: &MoeParams, tb: &Tables, routed: bool, epoch: u32, b: &Bound, 
             };
             ok = (r1 == r0 || push(p, b, write(r0, p.record_at(p.rank, 0), r1 - r0, p.records_flag(p.rank)), d))
                 && (r1 != r0 || signal_rank(p, b, d, p.records_flag(p.rank), epoch))
-                && push(p, b, write(c, p.counts_at(p.rank), cw, MoeParams::counts_flag(p.rank)), d);
+                && push(p, b, write(at, p.counts_at(p.rank), cw, MoeParams::counts_flag(p.rank)), d);
         }
     }
-    if tid == 0 && ok && compute_copies_x(p) && p.nodes() > 1 && p.x_items() > 0 {
+    // A CTA whose copy gave up (reported) never arrives: the flags stay down and the waits for
+    // them give up too.
+    if tid == 0 && ok && last_arriver(tb.at(MoeScratch::RECORDS_BARRIER), routers, records_shipped(epoch)) {
+        for lr in 0..p.local_world {
+            let flags = pick(&p.table().flags, lr) as *mut u32;
+            signal(flags.add(MoeParams::counts_flag(p.rank) as usize), epoch);
+            signal(flags.add(p.records_flag(p.rank) as usize), epoch);
+        }
+    }
+    if c == 0 && tid == 0 && ok && compute_copies_x(p) && p.nodes() > 1 && p.x_items() > 0 {
         // The compute CTAs copied the tokens early; sending them to the other nodes before the
         // counts and records would queue those behind the tokens in the proxy (the FIFO is in
         // order): each node's layout waits for them, so the tokens go last. A rank without
@@ -712,6 +781,7 @@ unsafe fn ship(p: &MoeParams, tb: &Tables, routed: bool, epoch: u32, b: &Bound, 
             send_tokens(p, b, epoch);
         }
     }
+    ok
 }
 
 /// Every thread of the router CTA, after [`route`]: once every rank's counts are in, lay
@@ -1557,8 +1627,8 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
         Some((Role::IntraComm, idx)) if !gemm_only => {
             let b = bound(Role::IntraComm);
             if p.engines() && idx == roles.intra_comm - 1 && tid == 0 {
-                // Not the router CTA where there is another: it waits for the same `done`
-                // flags only after routing.
+                // Before its routing: the copy engines may start as soon as every peer's `done`
+                // is in (the flags `ship` waits for again after routing).
                 engines_go(p, epoch, &b);
             }
             let ring_base = dyn_smem_base();
@@ -1567,11 +1637,11 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
             if trace::ON && tid == 0 {
                 trace::stamp(epoch, trace_ev::ROUTED, block_idx_x(), idx, 0);
             }
+            let shipped = ship(p, &tb, idx, routed, epoch, &b, ring.as_mut());
+            if trace::ON && tid == 0 && shipped {
+                trace::stamp(epoch, trace_ev::SHIPPED, block_idx_x(), idx, 0);
+            }
             if idx == 0 {
-                ship(p, &tb, routed, epoch, &b, ring.as_mut());
-                if trace::ON && tid == 0 {
-                    trace::stamp(epoch, trace_ev::SHIPPED, block_idx_x(), 0, 0);
-                }
                 lay_out(p, &tb, epoch, &b);
             } else {
                 if tid == 0 {
