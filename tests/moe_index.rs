@@ -1,8 +1,9 @@
 //! Property tests (proptest, inside `cargo test`, no GPU) of the MoE kernel's index math, which
 //! the device code and the host share (`mkernel::abi`), at every world size the op takes (up to
 //! `MOE_MAX_WORLD` = 64 ranks): each token's leading slots (one per destination rank it reaches,
-//! its lowest expert there), the pieces a row moves in, and the per-world tables (flags, inbox
-//! counts and records, scratch) never overlapping or leaving their buffers.
+//! its lowest expert there), the pieces a row moves in, the router CTAs' shares of the records
+//! they ship, and the per-world tables (flags, inbox counts and records, scratch) never
+//! overlapping or leaving their buffers.
 use mkernel::abi::{
     moe_lead_slots, MoeParams, MoeScratch, FLAG_STRIDE, MAX_LOCAL_RANKS, MOE_MAX_EXPERTS, MOE_MAX_TOP_K, MOE_MAX_WORLD,
     MOE_TILE_M,
@@ -70,6 +71,25 @@ proptest! {
         }
         // One record per destination reached, at most k of them whatever the world size.
         prop_assert_eq!(leads.count_ones() as usize, lowest.len());
+    }
+
+    #[test]
+    fn record_shares_cover_a_destination_once_in_16_byte_multiples(
+        r0 in 0u64..1 << 30,
+        len in 0u64..1 << 22,
+        routers in 1u32..=64,
+    ) {
+        // Every router CTA ships its share of a destination's records (`ship`): in CTA order,
+        // back to back, each a multiple of 16 bytes but where the records end.
+        let mut at = r0;
+        for c in 0..routers {
+            let (a, b) = MoeParams::record_share(r0, r0 + len, routers, c);
+            prop_assert_eq!(a, at, "share {} does not start where share {} ended", c, c.wrapping_sub(1));
+            prop_assert!(b >= a);
+            prop_assert!((b - a) % 16 == 0 || b == r0 + len, "share {} is {} bytes", c, b - a);
+            at = b;
+        }
+        prop_assert_eq!(at, r0 + len);
     }
 
     #[test]

@@ -1707,6 +1707,16 @@ impl MoeParams {
     pub const fn counts_at(&self, s: u32) -> u64 {
         (s * Self::counts_words(self.local_experts)) as u64 * 4
     }
+    /// Router CTA `c`'s share (of `routers`) of a destination's records, bytes `r0..r1` of the
+    /// outbox: contiguous shares of a multiple of 16 bytes each, in CTA order, the last ones
+    /// shorter or empty; together exactly `r0..r1`.
+    pub const fn record_share(r0: u64, r1: u64, routers: u32, c: u32) -> (u64, u64) {
+        let len = r1 - r0;
+        let per = len.div_ceil(16 * routers as u64) * 16;
+        let a = c as u64 * per;
+        let b = a + per;
+        (r0 + if a < len { a } else { len }, r0 + if b < len { b } else { len })
+    }
     /// Byte offset of source s's record i in an inbox.
     pub const fn record_at(&self, s: u32, i: u32) -> u64 {
         Self::records_off(self.world, self.local_experts)

@@ -120,7 +120,8 @@ impl Waits {
 /// A text summary per traced launch, times in us from its first CTA's start: how many CTAs
 /// started; per role (`role_names[role]`), when its CTAs ended (first, median, last); the tiles
 /// claimed, how many waited more than 5 us for their rows, the longest wait and when the last
-/// tile's rows were in; when the forward CTAs saw the last chunk; when the inter-send thread had
+/// tile's rows were in; when each CTA's first tile had its rows; when the forward CTAs saw the
+/// last chunk; when the inter-send thread had
 /// pushed its last WRITE and saw them released.
 pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
     let mut by_epoch: BTreeMap<u32, Vec<&Stamp>> = BTreeMap::new();
@@ -201,6 +202,24 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
                 w.longest_us,
                 w.total_us,
                 us(last)
+            );
+        }
+        // When the GEMM got going: each CTA's first tile with its rows in (a fused MoE's start-up:
+        // routing, layout, and the rows of the first wave).
+        let mut first_ready: BTreeMap<u32, u64> = BTreeMap::new();
+        for s in &ready {
+            let t = first_ready.entry(s.cta).or_insert(s.t_ns);
+            *t = (*t).min(s.t_ns);
+        }
+        let mut first_ready: Vec<u64> = first_ready.into_values().collect();
+        if !first_ready.is_empty() {
+            first_ready.sort_unstable();
+            let _ = writeln!(
+                out,
+                "  first tiles ready (each CTA's first): first {:.1} median {:.1} last {:.1} us",
+                us(first_ready[0]),
+                us(mid(&first_ready)),
+                us(first_ready[first_ready.len() - 1])
             );
         }
         // The pace of the tiles: from one claim to the CTA's next.
@@ -346,6 +365,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("sum_waited: 2 stamps, 8.0 us in all, 1 over 5 us, longest 7.5 us"), "{text}");
+        // CTA 0 first ready at 3 us, CTA 1 at 22, CTA 2 at 31.
+        assert!(text.contains("first tiles ready (each CTA's first): first 3.0 median 22.0 last 31.0 us"), "{text}");
         assert!(text.contains("every WRITE pushed at 40.0 us (FIFO position 9)"), "{text}");
         assert!(text.contains("every WRITE released at 60.0 us"), "{text}");
         assert!(text.contains("laid_out: 1 stamps, first at 45.0, last at 45.0 us"), "{text}");

@@ -742,8 +742,7 @@ unsafe fn ship(
                     *to.add(w as usize) = *from.add(w as usize);
                 }
             }
-            let per = (r1 - r0).div_ceil(16 * routers as u64) * 16;
-            let share = (r0 + (c as u64 * per).min(r1 - r0), r0 + ((c + 1) as u64 * per).min(r1 - r0));
+            let share = MoeParams::record_share(r0, r1, routers, c);
             let dst = inbox + p.record_at(p.rank, 0) - r0;
             ok &= copy_block(ob, dst, share, true, ring.as_deref_mut(), b, d, (tid, nthreads)) || tid != 0;
         } else if local_of(p, d).is_none() && c == 0 && tid == 0 && ok {
