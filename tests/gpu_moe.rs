@@ -30,6 +30,9 @@ fn two_ranks_sharing_one_gpu() {
         return;
     }
     check(2, &[0, 0], &["--config", "200x128x72x4x2", "--rounds", "2", "--back-to-back", "10", "--pull-ctas", "2"]);
+    // An odd token count at top-k 8 (104-byte records: each source's records start 16-byte
+    // aligned only through `MoeParams::records_stride`), shipped in three routers' shares.
+    check(2, &[0, 0], &["--config", "201x128x72x16x8", "--rounds", "2", "--back-to-back", "5", "--pull-ctas", "3"]);
 }
 
 #[test]

@@ -129,8 +129,14 @@ proptest! {
         prop_assert_eq!(MoeParams::records_off(w, local) % 16, 0);
         for s in 0..w {
             prop_assert_eq!(p.record_at(s, max_tokens), p.record_at(s, 0) + max_tokens as u64 * rec);
+            // Every source's records start 16-byte aligned (bulk copies ship them), after the last's.
+            prop_assert_eq!(p.record_at(s, 0) % 16, 0);
+            if s > 0 {
+                prop_assert!(p.record_at(s, 0) >= p.record_at(s - 1, max_tokens));
+                prop_assert!(p.record_at(s, 0) < p.record_at(s - 1, max_tokens) + 16);
+            }
         }
-        prop_assert_eq!(p.record_at(w - 1, max_tokens), bytes);
+        prop_assert!(p.record_at(w - 1, max_tokens) <= bytes && bytes < p.record_at(w - 1, max_tokens) + 16);
         // Scratch: the flag words, then tables in order, each its documented length.
         let cap = cap.div_ceil(MOE_TILE_M) * MOE_TILE_M;
         let l = MoeScratch::new(local, w, cap, routers);

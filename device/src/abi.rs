@@ -1694,10 +1694,16 @@ impl MoeParams {
     pub const fn record_words(top_k: u32) -> u32 {
         2 + 3 * top_k
     }
-    /// Bytes of an inbox (and of the outbox): counts `[world]`, then records `[world][max_tokens]`.
+    /// Bytes of an inbox (and of the outbox): counts `[world]`, then records `[world][max_tokens]`
+    /// (each source's [`Self::records_stride`] apart).
     pub const fn inbox_bytes(world: u32, max_tokens: u32, local_experts: u32, top_k: u32) -> u64 {
-        Self::records_off(world, local_experts)
-            + world as u64 * max_tokens as u64 * Self::record_words(top_k) as u64 * 4
+        Self::records_off(world, local_experts) + world as u64 * Self::records_stride(max_tokens, top_k)
+    }
+    /// Bytes from one source's records to the next's: `max_tokens` records rounded up to 16, so
+    /// that every source's records start 16-byte aligned and ship by bulk copies (an odd
+    /// `max_tokens` at top-k 8, 104-byte records, would leave every other source's on 8 bytes).
+    pub const fn records_stride(max_tokens: u32, top_k: u32) -> u64 {
+        (max_tokens as u64 * Self::record_words(top_k) as u64 * 4).div_ceil(16) * 16
     }
     /// Byte offset of the records in an inbox (16-byte aligned).
     pub const fn records_off(world: u32, local_experts: u32) -> u64 {
@@ -1720,7 +1726,8 @@ impl MoeParams {
     /// Byte offset of source s's record i in an inbox.
     pub const fn record_at(&self, s: u32, i: u32) -> u64 {
         Self::records_off(self.world, self.local_experts)
-            + (s as u64 * self.max_tokens as u64 + i as u64) * Self::record_words(self.top_k) as u64 * 4
+            + s as u64 * Self::records_stride(self.max_tokens, self.top_k)
+            + i as u64 * Self::record_words(self.top_k) as u64 * 4
     }
     /// Flag words: `counts[world]`, `done[world]`, `xready`, `records[world]`, `rxready[world]`,
     /// `engine_in[world]`, `engine_go`.
