@@ -35,6 +35,10 @@ pub enum Routing {
     /// Every token picks the last k experts (all tokens on the highest ranks), in a slot order
     /// that changes with the token.
     Last,
+    /// Token t picks experts `t k .. t k + k` modulo E: every expert gets the same rows when E
+    /// divides a rank's tokens times k (whole tile rows at 128: what the padding of uniform
+    /// routing costs the grouped GEMM).
+    Balanced,
 }
 
 /// A MoE problem: tokens per rank x hidden x inter x experts x top-k.
@@ -88,6 +92,9 @@ pub(crate) fn routing(seed: u64, round: u32, r: u32, tokens: usize, s: MoeShape,
         let mut row: Vec<usize> = Vec::with_capacity(k);
         if how == Routing::One {
             row.extend(0..k);
+        } else if how == Routing::Balanced {
+            let t = idx.len() / k;
+            row.extend((0..k).map(|j| (t * k + j) % e));
         } else if how == Routing::Last {
             let first = rng.next_u32() as usize;
             row.extend((0..k).map(|j| e - 1 - (first + j) % k));
@@ -527,7 +534,8 @@ fn moe_heap_bytes(w: usize, c: &MoeConfig) -> usize {
     rows + c.tokens * c.shape.hidden * 2 + 2 * records + (64 << 20)
 }
 
-/// A config's inputs on this rank: tokens, uniform routing (as `torch_baselines.py moe`), weights.
+/// A config's inputs on this rank: tokens, a routing (uniform by default, as
+/// `torch_baselines.py moe`), weights.
 struct BenchInputs {
     x: mkernel::gpu::DeviceBuffer<bf16>,
     idx: mkernel::gpu::DeviceBuffer<i32>,
@@ -536,11 +544,11 @@ struct BenchInputs {
 }
 
 impl BenchInputs {
-    fn new(gpu: &Gpu, world: &World, c: &MoeConfig) -> anyhow::Result<Self> {
+    fn new(gpu: &Gpu, world: &World, c: &MoeConfig, how: Routing) -> anyhow::Result<Self> {
         let w = world.world_size as usize;
         let s = c.shape;
         ensure!(s.experts.is_multiple_of(w), "--configs: experts must be a multiple of the world size {w}");
-        let (idx, wt) = routing(0x5eed, 0, world.rank, c.tokens, s, Routing::Uniform);
+        let (idx, wt) = routing(0x5eed, 0, world.rank, c.tokens, s, how);
         let mut rng = Rng::new(0x5eed ^ world.rank as u64);
         Ok(Self {
             x: gpu.upload(&rng.bf16_vec(c.tokens * s.hidden))?,
@@ -564,9 +572,11 @@ impl BenchInputs {
 
 /// `bench moe`: fused, unfused (dispatch then GEMM), the grouped GEMM alone (on every SM) and
 /// the dispatch alone (the fused launch's pull CTAs), interleaved; the slowest rank's medians.
+#[allow(clippy::too_many_arguments)]
 pub fn bench(
     configs: &[MoeConfig],
     layouts: &[BLayout],
+    how: Routing,
     knobs: &Knobs,
     ranks: &RanksArgs,
     timing: Timing,
@@ -581,7 +591,7 @@ pub fn bench(
     let mut records = Vec::new();
     for c in configs {
         let s = c.shape;
-        let inputs = BenchInputs::new(&gpu, &world, c)?;
+        let inputs = BenchInputs::new(&gpu, &world, c, how)?;
         for &l in layouts {
             let op = inputs.op(&comm, &gpu, c, l, knobs.options())?;
             op.run(&gpu)?;
@@ -619,6 +629,7 @@ pub fn bench(
                         .with("gather", knobs.gather)
                         .with("engines", op.engines())
                         .with("own_first", op.own_first())
+                        .with("routing", format!("{how:?}").to_lowercase())
                         .with("chunk_tokens", knobs.options().chunk_tokens)
                         .timed_with(timing),
                 );
@@ -656,7 +667,8 @@ pub fn tune(
     let points = (configs.len() * pull.len() * runs.len() * joins.len()) as u64 * rounds as u64;
     let bar = harness::progress(points, "tune moe");
     for c in configs {
-        let inputs = BenchInputs::new(&gpu, &world, c)?;
+        // Tuned on the routing the defaults serve (uniform, as `torch_baselines.py moe`).
+        let inputs = BenchInputs::new(&gpu, &world, c, Routing::Uniform)?;
         let mut sweep = Sweep::new();
         // Rounds outermost, as `Sweep::grid`, with the join innermost.
         let grid = Sweep::grid(rounds, pull, runs).flat_map(|(round, pr)| joins.iter().map(move |&j| (round, pr, j)));
@@ -694,13 +706,16 @@ mod tests {
     fn routings_pick_distinct_experts_as_documented() {
         for (e, k) in [(32, 4), (48, 3), (64, 16), (16, 16)] {
             let s = MoeShape { hidden: 128, inter: 64, experts: e, top_k: k };
-            for how in [Routing::Uniform, Routing::Skewed, Routing::Empty, Routing::One, Routing::Last] {
+            for how in
+                [Routing::Uniform, Routing::Skewed, Routing::Empty, Routing::One, Routing::Last, Routing::Balanced]
+            {
                 if how == Routing::Empty && e.div_ceil(3) < k {
                     continue; // fewer experts allowed than a token picks
                 }
                 let (idx, wt) = routing(7, 1, 3, 40, s, how);
                 assert_eq!((idx.len(), wt.len()), (40 * k, 40 * k));
                 let mut leading_slots = std::collections::BTreeSet::new();
+                let mut balanced = std::collections::BTreeMap::new();
                 for row in idx.chunks(k) {
                     let mut ids: Vec<i32> = row.to_vec();
                     ids.sort();
@@ -713,7 +728,17 @@ mod tests {
                         Routing::Last => assert_eq!(ids, ((e - k) as i32..e as i32).collect::<Vec<_>>()),
                         _ => {}
                     }
+                    if how == Routing::Balanced {
+                        for &x in row {
+                            *balanced.entry(x).or_insert(0) += 1;
+                        }
+                    }
                     leading_slots.insert(row.iter().position(|&x| x == ids[0]));
+                }
+                if how == Routing::Balanced && (40 * k).is_multiple_of(e) {
+                    // Every expert the same number of tokens.
+                    assert_eq!(balanced.len(), e, "{balanced:?}");
+                    assert!(balanced.values().all(|&n| n == 40 * k / e), "{balanced:?}");
                 }
                 if how == Routing::Last && k > 1 {
                     // The lowest expert moves between slots, so the kernel's leading slot does.

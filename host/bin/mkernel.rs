@@ -263,6 +263,10 @@ enum BenchCmd {
         /// Experts' weights layouts: kn ([E/W, H, I], as torch_baselines.py) and/or nk.
         #[arg(long, value_delimiter = ',', value_parser = args::layout, default_value = "kn")]
         layouts: Vec<BLayout>,
+        /// The tokens' routing: uniform (as torch_baselines.py) or balanced (every expert the same
+        /// rows, no tile-row padding), or the rank-check's others.
+        #[arg(long, value_enum, default_value_t = cmd_moe::Routing::Uniform)]
+        routing: cmd_moe::Routing,
         #[command(flatten)]
         knobs: cmd_moe::Knobs,
         #[command(flatten)]
@@ -643,8 +647,8 @@ fn bench(b: BenchCmd) -> anyhow::Result<()> {
         }
         BenchCmd::GemmRs(a) => a.run(mkernel::ops::gemm_rs::Collective::ReduceScatter),
         BenchCmd::GemmAr(a) => a.run(mkernel::ops::gemm_rs::Collective::AllReduce),
-        BenchCmd::Moe { configs, layouts, knobs, ranks, timing, json, trace } => {
-            cmd_moe::bench(&configs, &layouts, &knobs, &ranks, timing.timing(), json.as_deref(), &trace)
+        BenchCmd::Moe { configs, layouts, routing, knobs, ranks, timing, json, trace } => {
+            cmd_moe::bench(&configs, &layouts, routing, &knobs, &ranks, timing.timing(), json.as_deref(), &trace)
         }
         BenchCmd::RingAttention { configs, masks, comm_ctas, slots, split_tiles, ranks, timing, json } => {
             let knobs = (comm_ctas, slots, split_tiles);
