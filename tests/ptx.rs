@@ -1,7 +1,8 @@
 //! The embedded PTX, checked without a GPU: it targets sm_90a and declares every kernel; NVIDIA's
 //! ptxas assembles it; the SASS holds the instructions each kernel must use (so a silent fallback
 //! to a slower path cannot pass); the GEMM neither spills nor has its wgmmas serialised (the
-//! AllGather + GEMM kernels may keep one word of predicates in local memory, outside the k-loop).
+//! AllGather + GEMM kernels may keep one word of predicates in local memory, outside the k-loop);
+//! the fused kernels' k-loops (GEMM + ReduceScatter / AllReduce, split-K, the MoE) stay clean.
 //! ptxas / cuobjdump come from scripts/setup.sh (PyPI wheels), `MKERNEL_NVTOOLS`, or a CUDA install.
 use mkernel::abi::trace;
 use mkernel::gpu::kernels;
@@ -246,6 +247,23 @@ fn gemm_sass_is_the_fast_path() {
         assert!(hgmma >= 4, "{k}: {hgmma} HGMMA");
         assert!(sass.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1"), "{k}: no wgmma batch stays in flight");
         assert!(drain <= 2, "{k}: {drain} full drains of the wgmma pipeline (serialised?)");
+    }
+}
+
+#[test]
+fn moe_mainloops_stay_clean() {
+    // The MoE kernels' router and pull code may spill a little (ptxas puts it outside the
+    // tiles), but their grouped GEMM's wgmma k-loop must not touch local memory nor be
+    // serialised, laid out or gathered.
+    for k in [kernels::MOE_KN.name, kernels::MOE_NK.name, kernels::MOE_GATHER_KN.name, kernels::MOE_GATHER_NK.name] {
+        let sass = sass_of(k);
+        let mainloop = mainloop_of(k, &sass, "HGMMA.64x256x16.F32.BF16");
+        assert!(mainloop.matches("HGMMA.64x256x16").count() >= 4, "{k}: the k-loop has no k-block of wgmmas");
+        assert!(!mainloop.contains("LDL") && !mainloop.contains("STL"), "{k}: local memory inside the k-loop");
+        assert!(sass.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1"), "{k}: no wgmma batch stays in flight");
+        for line in assembled().log.lines().filter(|l| l.contains(&format!("'{k}'"))) {
+            assert!(!line.contains("Performance Loss") && !line.contains("ignored"), "{k}: {line}");
+        }
     }
 }
 
