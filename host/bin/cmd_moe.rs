@@ -197,31 +197,11 @@ pub struct CheckArgs {
     /// f32 output instead of bf16.
     #[arg(long)]
     pub f32: bool,
-    /// CTAs that route and move rows.
-    #[arg(long = "pull-ctas", value_parser = clap::value_parser!(u32).range(1..))]
-    pub pull_ctas: Option<u32>,
-    /// Tokens per arrival flag.
-    #[arg(long = "chunk-tokens", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
-    pub chunk_tokens: u32,
-    /// Records per pull item.
-    #[arg(long = "run-records", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
-    pub run_records: u32,
-    /// Compute CTAs wait for their first tile's rows instead of moving rows meanwhile.
-    #[arg(long = "no-helpers")]
-    pub no_helpers: bool,
-    /// The grouped GEMM reads own tokens where they are (their dispatched rows are not checked:
-    /// none is written).
-    #[arg(long)]
-    pub gather: bool,
-    /// The pull CTAs end with the pull instead of running tiles.
-    #[arg(long = "no-join")]
-    pub no_join: bool,
-    /// One node: the copy engines copy each rank's tokens into its peers' memory (`MoeOptions::engines`).
-    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
-    pub engines: Option<bool>,
-    /// Pull items take this rank's own runs first (`MoeOptions::own_first`).
-    #[arg(long = "own-first", value_parser = clap::builder::BoolishValueParser::new())]
-    pub own_first: Option<bool>,
+    /// The split and the options, as `bench moe` takes them; runs of 32 records unless given
+    /// (the tuned table's runs are for the large configs). With `--gather` own tokens'
+    /// dispatched rows are not checked: none is written.
+    #[command(flatten)]
+    pub knobs: Knobs,
     /// Also check that a bad expert id is a typed error naming the token (rank 0's input).
     #[arg(long = "bad-id")]
     pub bad_id: bool,
@@ -259,17 +239,10 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
     let w1 = gpu.upload(&w1_host)?;
     let opts = MoeOptions {
         out_f32: a.f32,
-        pull_ctas: a.pull_ctas,
-        chunk_tokens: a.chunk_tokens,
-        run_records: Some(a.run_records),
+        run_records: Some(a.knobs.run_records.unwrap_or(32)),
         path: PathChoice::Fused,
-        compute_helps: !a.no_helpers,
-        gather: a.gather,
-        join: a.no_join.then_some(false),
-        engines: a.engines,
-        own_first: a.own_first,
         timeout,
-        ..Default::default()
+        ..a.knobs.options()
     };
     let op = MoeDispatchGemm::new(&comm, &gpu, s, a.layout, &x, &idx, &wt, &w1, tokens, opts)?;
     println!(
@@ -369,7 +342,7 @@ pub fn check(world: &World, a: CheckArgs) -> anyhow::Result<()> {
                 let exp =
                     MoeRow { src_rank: src as i32, token: t as i32, slot: j as i32, weight: weights[src][t * k + j] };
                 ensure!(got == exp, "rank {r} {what}: row {row} (expert {le}) is {got:?}, expected {exp:?}");
-                if a.gather && src == r {
+                if a.knobs.gather && src == r {
                     continue; // read where it is: no dispatched row
                 }
                 copied += 1;

@@ -256,16 +256,7 @@ impl<const K: usize> TokenRoute<K> {
     #[allow(unused_comparisons)]
     unsafe fn read(p: &MoeParams, t: u32, sm: &RouterSmem, check: bool) -> Self {
         let k = p.top_k;
-        let idx = (p.topk_idx as *const u32).add((t * k) as usize);
-        let mut raw = [u32::MAX; K];
-        macro_rules! load {
-            ($j:literal) => {
-                if $j < k {
-                    raw[$j] = *idx.add($j);
-                }
-            };
-        }
-        unroll_below!(K, load);
+        let raw = Self::slots(p.topk_idx, p, t, u32::MAX);
         let mut r = Self::NONE;
         macro_rules! slot {
             ($j:literal) => {
@@ -298,28 +289,39 @@ impl<const K: usize> TokenRoute<K> {
         r
     }
 
+    /// Row t of a `[tokens, top_k]` array of 4-byte words at `base` (the routing's ids or
+    /// weights), one word per slot, loaded together into registers; slots past `top_k` hold
+    /// `past`.
+    ///
+    /// # Safety
+    /// `t < p.tokens`, `p.top_k <= K`, `base` one of the launch's `[tokens, top_k]` arrays.
+    #[inline(always)]
+    // The unrolled slots compare indices with the literal `$j`.
+    #[allow(unused_comparisons)]
+    unsafe fn slots(base: u64, p: &MoeParams, t: u32, past: u32) -> [u32; K] {
+        let k = p.top_k;
+        let from = (base as *const u32).add((t * k) as usize);
+        let mut v = [past; K];
+        macro_rules! load {
+            ($j:literal) => {
+                if $j < k {
+                    v[$j] = *from.add($j);
+                }
+            };
+        }
+        unroll_below!(K, load);
+        v
+    }
+
     /// Token t's weights by slot (their bits), loaded together: loaded entry by entry between
     /// the record's stores, which may alias them for all the compiler knows, each waited out a
     /// load's whole latency (the record pass took 14-25 us of the router's 33-45 on H200).
     ///
     /// # Safety
-    /// `t < p.tokens`, `p.top_k <= K`.
+    /// As for [`TokenRoute::slots`].
     #[inline(always)]
-    // The unrolled slots compare indices with the literal `$j`.
-    #[allow(unused_comparisons)]
     unsafe fn weights(p: &MoeParams, t: u32) -> [u32; K] {
-        let k = p.top_k;
-        let from = (p.topk_weight as *const u32).add((t * k) as usize);
-        let mut wt = [0u32; K];
-        macro_rules! load {
-            ($j:literal) => {
-                if $j < k {
-                    wt[$j] = *from.add($j);
-                }
-            };
-        }
-        unroll_below!(K, load);
-        wt
+        Self::slots(p.topk_weight, p, t, 0)
     }
 
     /// Write this token's record for destination `d` (led by one of its slots) at `rec`: the
@@ -729,36 +731,42 @@ unsafe fn ship(
         let at = p.counts_at(d);
         let n = *((ob + at) as *const u32).add(1);
         let (r0, r1) = (p.record_at(d, 0), p.record_at(d, n));
-        if let Some(lr) = local_of(p, d).filter(|_| d != p.rank) {
+        match local_of(p, d) {
+            // This rank's own stay in its outbox.
+            Some(_) if d == p.rank => {}
             // This node: NVLink copies, the counts by CTA 0, the records in shares of a
-            // multiple of 16 bytes (bulk copies where the records start 16-byte aligned).
-            let inbox = pick(&p.table().inbox, lr);
-            if c == 0 {
-                // Ordinary loads: this CTA stored the counts during the launch (`copy_block`'s
-                // non-coherent loads are for data nobody writes while the kernel runs). The
-                // records' copy below ends with the block barrier thread 0's arrival comes after.
-                let (from, to) = ((ob + at) as *const u32, (inbox + p.counts_at(p.rank)) as *mut u32);
-                for w in (tid..(cw / 4) as u32).step_by(nthreads as usize) {
-                    *to.add(w as usize) = *from.add(w as usize);
+            // multiple of 16 bytes.
+            Some(lr) => {
+                let inbox = pick(&p.table().inbox, lr);
+                if c == 0 {
+                    // Ordinary loads: this CTA stored the counts during the launch (`copy_block`'s
+                    // non-coherent loads are for data nobody writes while the kernel runs). The
+                    // records' copy below ends with the block barrier thread 0's arrival comes after.
+                    let (from, to) = ((ob + at) as *const u32, (inbox + p.counts_at(p.rank)) as *mut u32);
+                    for w in (tid..(cw / 4) as u32).step_by(nthreads as usize) {
+                        *to.add(w as usize) = *from.add(w as usize);
+                    }
                 }
+                let share = MoeParams::record_share(r0, r1, routers, c);
+                let dst = inbox + p.record_at(p.rank, 0) - r0;
+                ok &= copy_block(ob, dst, share, true, ring.as_deref_mut(), b, d, (tid, nthreads)) || tid != 0;
             }
-            let share = MoeParams::record_share(r0, r1, routers, c);
-            let dst = inbox + p.record_at(p.rank, 0) - r0;
-            ok &= copy_block(ob, dst, share, true, ring.as_deref_mut(), b, d, (tid, nthreads)) || tid != 0;
-        } else if local_of(p, d).is_none() && c == 0 && tid == 0 && ok {
             // Another node: the proxy writes records and counts, each raising its flag there.
-            let write = |from: u64, to: u64, bytes: u64, flag: u32| FifoCmd {
-                header: FifoCmd::header_word(OP_WRITE, 1, d, 0),
-                src: FifoCmd::loc(BUF_HEAP, p.outbox_off + from),
-                dst: FifoCmd::loc(BUF_HEAP, p.inbox_off + to),
-                bytes,
-                flag: FifoCmd::loc(BUF_HEAP, p.flags_off + 4 * flag as u64),
-                flag_value: epoch as u64,
-                ..Default::default()
-            };
-            ok = (r1 == r0 || push(p, b, write(r0, p.record_at(p.rank, 0), r1 - r0, p.records_flag(p.rank)), d))
-                && (r1 != r0 || signal_rank(p, b, d, p.records_flag(p.rank), epoch))
-                && push(p, b, write(at, p.counts_at(p.rank), cw, MoeParams::counts_flag(p.rank)), d);
+            None if c == 0 && tid == 0 && ok => {
+                let write = |from: u64, to: u64, bytes: u64, flag: u32| FifoCmd {
+                    header: FifoCmd::header_word(OP_WRITE, 1, d, 0),
+                    src: FifoCmd::loc(BUF_HEAP, p.outbox_off + from),
+                    dst: FifoCmd::loc(BUF_HEAP, p.inbox_off + to),
+                    bytes,
+                    flag: FifoCmd::loc(BUF_HEAP, p.flags_off + 4 * flag as u64),
+                    flag_value: epoch as u64,
+                    ..Default::default()
+                };
+                ok = (r1 == r0 || push(p, b, write(r0, p.record_at(p.rank, 0), r1 - r0, p.records_flag(p.rank)), d))
+                    && (r1 != r0 || signal_rank(p, b, d, p.records_flag(p.rank), epoch))
+                    && push(p, b, write(at, p.counts_at(p.rank), cw, MoeParams::counts_flag(p.rank)), d);
+            }
+            None => {}
         }
     }
     // A CTA whose copy gave up (reported) never arrives: the flags stay down and the waits for
