@@ -144,17 +144,13 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
         for s in ss.iter().filter(|s| s.event == trace::END) {
             ends.entry(role_of(s.cta)).or_default().push(s.t_ns);
         }
-        for (role, mut t) in ends {
+        // First, median and last of some times (none empty).
+        let spread = |t: &mut Vec<u64>| {
             t.sort_unstable();
-            let name = name_of(role);
-            let _ = writeln!(
-                out,
-                "  {name} CTAs: {} ended, first {:.1} median {:.1} last {:.1} us",
-                t.len(),
-                us(t[0]),
-                us(mid(&t)),
-                us(t[t.len() - 1])
-            );
+            format!("first {:.1} median {:.1} last {:.1} us", us(t[0]), us(mid(t)), us(t[t.len() - 1]))
+        };
+        for (role, mut t) in ends {
+            let _ = writeln!(out, "  {} CTAs: {} ended, {}", name_of(role), t.len(), spread(&mut t));
         }
         let claims: BTreeMap<(u32, u32), u64> =
             ss.iter().filter(|s| s.event == trace::TILE_CLAIMED).map(|s| ((s.cta, s.a), s.t_ns)).collect();
@@ -213,14 +209,7 @@ pub fn summary(stamps: &[Stamp], role_names: &[&str]) -> String {
         }
         let mut first_ready: Vec<u64> = first_ready.into_values().collect();
         if !first_ready.is_empty() {
-            first_ready.sort_unstable();
-            let _ = writeln!(
-                out,
-                "  first tiles ready (each CTA's first): first {:.1} median {:.1} last {:.1} us",
-                us(first_ready[0]),
-                us(mid(&first_ready)),
-                us(first_ready[first_ready.len() - 1])
-            );
+            let _ = writeln!(out, "  first tiles ready (each CTA's first): {}", spread(&mut first_ready));
         }
         // The pace of the tiles: from one claim to the CTA's next.
         let mut by_cta: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
