@@ -7,7 +7,8 @@
 //! token; 100 launches back to back and CUDA-graph replays on tokens and routings that cycle
 //! through three verified rounds, each launch's output and layout bit for bit against its round's; a bad expert id reported by name.
 //! The pull CTAs join the tiles by default; one test runs them without (`--no-join`), one with
-//! the copy engines moving the tokens between a node's ranks (`--engines on`).
+//! the copy engines moving the tokens between a node's ranks (`--engines on`), one with the
+//! spare warps of the CTAs running tiles moving rows too (`--side-pull=true`).
 //! Layouts: 1 node x 2, 2 emulated nodes x 1 (FIFO, proxy, emulated NIC between them) and, with
 //! four GPUs, 1 x 4 and 2 x 2; two ranks sharing one GPU where only one exists, as one node and
 //! as two emulated nodes (sizes where a fused launch holds every SM). Above 8 ranks
@@ -95,6 +96,49 @@ fn own_tokens_gathered() {
             (2, 2, &["--config", "1500x256x264x16x3", "--layout", "nk", "--vary", "700"]),
         ],
     );
+}
+
+#[test]
+fn spare_warps_move_rows() {
+    // MoeOptions::side_pull: the producer warpgroup's spare warps of every CTA running tiles
+    // take pull items beside them; one rank (skewed, empty experts, [N, K], f32, no helpers, no
+    // join, top-k 8), two ranks on one GPU, two emulated nodes on one GPU.
+    if gpu_or_skip("spare_warps_move_rows").is_none() {
+        return;
+    }
+    on_gpu_zero(
+        "--side-pull=true",
+        &[
+            (1, 1, &["--config", "2000x512x264x16x3", "--graph"]),
+            (1, 1, &["--config", "900x256x136x8x2", "--routing", "skewed", "--layout", "nk", "--f32", "--no-helpers"]),
+            (1, 1, &["--config", "1100x256x264x32x8", "--routing", "empty", "--no-join"]),
+            // 25 vectors a row: the copy loop stays warp-uniform where lanes have no vector.
+            (1, 1, &["--config", "600x200x136x8x4", "--pull-ctas", "2"]),
+            (2, 1, &["--config", "700x256x264x16x3", "--pull-ctas", "4"]),
+            (2, 1, &["--config", "201x128x72x16x8", "--routing", "last", "--pull-ctas", "3"]),
+            (2, 2, &["--config", "1500x256x264x16x3", "--layout", "nk", "--vary", "700"]),
+        ],
+    );
+}
+
+#[test]
+fn spare_warps_across_gpus() {
+    // MoeOptions::side_pull with peers' rows over NVLink (and with the copy engines), 1 x 2 and,
+    // with four GPUs, 1 x 4 and 2 emulated nodes x 2.
+    if !gpus_or_skip("spare_warps_across_gpus", 2) {
+        return;
+    }
+    let side = |ranks: u32, nodes: u32, extra: &[&str]| {
+        let mut args = vec!["--side-pull=true"];
+        args.extend(extra);
+        nodes_check(ranks, nodes, &(0..ranks).collect::<Vec<_>>(), &args);
+    };
+    side(2, 1, &["--config", "1000x512x520x16x4", "--routing", "skewed", "--layout", "nk", "--graph"]);
+    side(2, 1, &["--config", "2048x7168x512x32x8", "--pull-ctas", "4", "--engines", "on", "--rounds", "2"]);
+    if gpus_or_skip("spare_warps_across_gpus (four GPUs)", 4) {
+        side(4, 1, &["--config", "2048x7168x512x32x8", "--pull-ctas", "4", "--vary", "1500"]);
+        side(4, 2, &["--config", "900x1024x512x8x2", "--routing", "empty", "--f32"]);
+    }
 }
 
 #[test]

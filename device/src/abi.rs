@@ -1479,6 +1479,12 @@ pub const MOE_ENGINES: u32 = 8;
 /// With [`MOE_ENGINES`] a peer's rows are readable only once its whole `x` landed, so runs of
 /// peers taken early would hold their CTAs until then.
 pub const MOE_OWN_FIRST: u32 = 16;
+/// [`MoeParams::flags`] bit, fused launches of the laid-out form: the producer warpgroup's two
+/// spare warps of every CTA running tiles take pull items beside them (`InputGate::side`),
+/// moving rows with 16-byte loads and stores. One SM writes about 45 GB/s however it stores, so
+/// the dispatch costs its pull CTAs' SMs that long; a compute CTA's SM writes almost nothing
+/// while it multiplies.
+pub const MOE_SIDE_PULL: u32 = 64;
 
 /// [`MoeParams::errors`] code: a routing entry names an expert outside `0..experts`; the token
 /// is not sent anywhere. The record's words: code, token, slot, the expert id.

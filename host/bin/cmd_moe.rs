@@ -160,6 +160,10 @@ pub struct Knobs {
     /// copy engines).
     #[arg(long = "own-first", value_parser = clap::builder::BoolishValueParser::new())]
     pub own_first: Option<bool>,
+    /// The spare warps of the CTAs running tiles move rows beside them
+    /// (`MoeOptions::side_pull`; default off).
+    #[arg(long = "side-pull", value_parser = clap::builder::BoolishValueParser::new())]
+    pub side_pull: Option<bool>,
 }
 
 impl Knobs {
@@ -174,6 +178,7 @@ impl Knobs {
             join: if self.no_join { Some(false) } else { self.join },
             engines: self.engines,
             own_first: self.own_first,
+            side_pull: self.side_pull.unwrap_or(d.side_pull),
             ..d
         }
     }
@@ -602,6 +607,7 @@ pub fn bench(
                         .with("gather", knobs.gather)
                         .with("engines", op.engines())
                         .with("own_first", op.own_first())
+                        .with("side_pull", op.side_pull())
                         .with("routing", format!("{how:?}").to_lowercase())
                         .with("chunk_tokens", knobs.options().chunk_tokens)
                         .timed_with(timing),

@@ -49,7 +49,7 @@ use crate::comm::world::World;
 use crate::error::{invalid, DiagBuffers, Error, Result};
 use crate::gpu::{kernels, DeviceBuffer, DeviceSlice, Gpu, LaunchConfig, TensorMap};
 use half::bf16;
-use mkernel_device::kernels_info::gemm::{SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
+use mkernel_device::kernels_info::gemm::{SIDE_SMEM_BYTES, THREADS, TILE_K, TILE_M, TILE_N};
 use std::time::Duration;
 
 /// The sizes every rank must agree on.
@@ -163,6 +163,11 @@ pub struct MoeOptions {
     /// (`MOE_OWN_FIRST`), instead of one run of each source in turn. Default: with the copy
     /// engines (a peer's rows are readable only once its whole `x` landed).
     pub own_first: Option<bool>,
+    /// The spare warps of every CTA running tiles move rows beside them (`MOE_SIDE_PULL`): one
+    /// SM writes about 45 GB/s however it stores, and a compute CTA's SM writes almost nothing
+    /// while it multiplies. The laid-out form only (not with [`MoeOptions::gather`]). Default
+    /// off.
+    pub side_pull: bool,
     /// Bound on every device-side wait.
     pub timeout: Duration,
 }
@@ -181,6 +186,7 @@ impl Default for MoeOptions {
             join: None,
             engines: None,
             own_first: None,
+            side_pull: false,
             timeout: Duration::from_secs(10),
         }
     }
@@ -327,6 +333,12 @@ impl<'a> MoeDispatchGemm<'a> {
                 "the gathering producer (gather) walks its tiles statically: pull CTAs cannot join it",
             ));
         }
+        if opts.side_pull && opts.gather {
+            return Err(invalid(
+                "side_pull",
+                "the gathering producer (gather) uses every producer thread: no spare warps move rows beside it",
+            ));
+        }
         let engines = engines(&opts, &world)?;
         let own_first = opts.own_first.unwrap_or(engines);
         let path = match opts.path {
@@ -337,12 +349,13 @@ impl<'a> MoeDispatchGemm<'a> {
         comm.agree(
             "shape",
             &format!(
-                "moe H {h} I {i} E {e} k {k} {b_layout:?} {} out, {} pull CTAs, chunk {} run {}, {}, engines {engines}, own first {own_first}",
+                "moe H {h} I {i} E {e} k {k} {b_layout:?} {} out, {} pull CTAs, chunk {} run {}, {}, engines {engines}, own first {own_first}, side pull {}",
                 if opts.out_f32 { "f32" } else { "bf16" },
                 pull,
                 opts.chunk_tokens,
                 run_records,
-                path.name()
+                path.name(),
+                opts.side_pull
             ),
         )?;
         // Every rank's token count: the largest sizes x_heap and the inboxes.
@@ -454,7 +467,8 @@ impl<'a> MoeDispatchGemm<'a> {
                 | if opts.gather { MOE_GATHER } else { 0 }
                 | if join { MOE_JOIN } else { 0 }
                 | if engines { MOE_ENGINES } else { 0 }
-                | if own_first { MOE_OWN_FIRST } else { 0 },
+                | if own_first { MOE_OWN_FIRST } else { 0 }
+                | if opts.side_pull { MOE_SIDE_PULL } else { 0 },
         };
         let shared = (0..world.local_world_size).any(|d| comm.shares_gpu(world.local_to_global(d)));
         let ctas = params.gemm.roles.total();
@@ -533,6 +547,11 @@ impl<'a> MoeDispatchGemm<'a> {
     /// Whether pull items take this rank's own runs first ([`MoeOptions::own_first`]).
     pub fn own_first(&self) -> bool {
         self.params.flags & MOE_OWN_FIRST != 0
+    }
+
+    /// Whether the spare warps of the CTAs running tiles move rows ([`MoeOptions::side_pull`]).
+    pub fn side_pull(&self) -> bool {
+        self.params.flags & MOE_SIDE_PULL != 0
     }
 
     /// Whether the copy engines move the tokens between this node's ranks
@@ -624,7 +643,7 @@ impl<'a> MoeDispatchGemm<'a> {
             }
             _ => {}
         }
-        let cfg = LaunchConfig::linear(p.gemm.roles.total(), THREADS, SMEM_BYTES);
+        let cfg = LaunchConfig::linear(p.gemm.roles.total(), THREADS, SIDE_SMEM_BYTES);
         let launch = || -> Result<()> {
             // SAFETY: every address in params belongs to buffers this op owns or borrows for 'a
             // (peers' heaps stay mapped while the communicator lives).

@@ -19,7 +19,9 @@
 //!   stacked weights;
 //! - with [`MOE_JOIN`] the pull CTAs run the engine too once no pull item is left, every CTA
 //!   drawing its next tile from a counter ([`Claimed`]): without it they sat idle for the last
-//!   third of a DeepSeek-like launch at 1 x 4 (the trace build's timeline).
+//!   third of a DeepSeek-like launch at 1 x 4 (the trace build's timeline);
+//! - with [`MOE_SIDE_PULL`] the spare warps of every CTA running tiles take pull items too,
+//!   beside the tiles ([`side_pull`]): an SM's write bandwidth, not its ring, bounds a pull CTA.
 //!
 //! Safety, for every `unsafe fn` below: `p` is the launch's [`MoeParams`] as `ops::moe` wrote it
 //! (every address in it live for the launch, the peer table mapped, sizes within the documented
@@ -34,7 +36,9 @@ use crate::comm::{fifo_push, fifo_quiet_claimed, signal_remote};
 use crate::gemm::engine::store_c_cta;
 use crate::gemm::feed::Feed;
 use crate::gemm::*;
-use crate::sched::{div_nz, rem_nz, Claimed, GaveUp, GroupedTiles, InputGate, Role, Tile, TileIter, TileScheduler};
+use crate::sched::{
+    div_nz, rem_nz, Claimed, GaveUp, GroupedTiles, InputGate, Role, Tile, TileIter, TileScheduler, SIDE_THREADS,
+};
 use crate::sync::Bound;
 use crate::{abi::trace as trace_ev, trace};
 
@@ -1216,26 +1220,7 @@ unsafe fn pull_item(
         return;
     }
     let s = source_at(p, q);
-    // Where its rows are: this rank's x for its own, a node peer's x_heap (with the copy
-    // engines: this rank's own rx), or (another node) the rx of the rank here that shares its
-    // local rank; the flag that says so, and the value it waits for (an epoch, or the copy
-    // engines' 1).
-    let (src, ready_flag, ready) = match local_of(p, s) {
-        Some(_) if q == 0 => (p.x, core::ptr::null::<u32>(), epoch),
-        Some(_) if p.engines() => {
-            let f = (p.flags() as *const u32).add(p.engine_in_flag(s) as usize);
-            (pick(&p.table().rx, p.local_rank) + p.rx_at(s), f, 1)
-        }
-        Some(lr) => {
-            let f = (pick(&p.table().flags, lr) as *const u32).add(p.xready_flag() as usize);
-            (pick(&p.table().x_heap, lr), f, epoch)
-        }
-        None => {
-            let lr = rem_nz(s, p.local_world);
-            let f = (pick(&p.table().flags, lr) as *const u32).add(p.rxready_flag(s) as usize);
-            (pick(&p.table().rx, lr) + p.rx_at(s), f, epoch)
-        }
-    };
+    let (src, ready_flag, ready) = rows_of(p, s, epoch);
     let verdict = dyn_smem_base() + VERDICT_SMEM;
     if tid == 0 {
         if st.have & (1 << s) == 0 {
@@ -1314,6 +1299,184 @@ unsafe fn pull_item(
         }
         sync_threads(); // the staged records are rewritten next
         b0 = b1;
+    }
+}
+
+/// Where source `s`'s rows are: this rank's x for its own, a node peer's x_heap (with the copy
+/// engines: this rank's own rx), or (another node) the rx of the rank here that shares its local
+/// rank; the flag that says so (null for its own), and the value it waits for (an epoch, or the
+/// copy engines' 1).
+///
+/// # Safety
+/// The file's contract.
+#[inline(always)]
+unsafe fn rows_of(p: &MoeParams, s: u32, epoch: u32) -> (u64, *const u32, u32) {
+    match local_of(p, s) {
+        Some(_) if s == p.rank => (p.x, core::ptr::null::<u32>(), epoch),
+        Some(_) if p.engines() => {
+            let f = (p.flags() as *const u32).add(p.engine_in_flag(s) as usize);
+            (pick(&p.table().rx, p.local_rank) + p.rx_at(s), f, 1)
+        }
+        Some(lr) => {
+            let f = (pick(&p.table().flags, lr) as *const u32).add(p.xready_flag() as usize);
+            (pick(&p.table().x_heap, lr), f, epoch)
+        }
+        None => {
+            let lr = rem_nz(s, p.local_world);
+            let f = (pick(&p.table().flags, lr) as *const u32).add(p.rxready_flag(s) as usize);
+            (pick(&p.table().rx, lr) + p.rx_at(s), f, epoch)
+        }
+    }
+}
+
+/// The side threads' shared memory ([`MOE_SIDE_PULL`]; `kernels_info::gemm::SIDE_BYTES`, past
+/// the engine's): the launch's epoch (thread 0 leaves it before the engine starts), the item
+/// drawn, a verdict, then the sources whose records are known in and whose rows are known
+/// readable (a bit per source, 64-bit words).
+#[inline(always)]
+fn side_smem() -> u32 {
+    use crate::kernels_info::gemm::{side_off, STAGES};
+    dyn_smem_base() + side_off(STAGES, TILE_N)
+}
+const SIDE_EPOCH: u32 = 0;
+const SIDE_ITEM: u32 = 4;
+const SIDE_VERDICT: u32 = 8;
+const SIDE_HAVE: u32 = 16;
+const SIDE_READY: u32 = 24;
+const _: () = assert!(SIDE_READY + 8 <= crate::kernels_info::gemm::SIDE_BYTES);
+
+/// Named barrier of the side threads (the consumers' epilogues use 1 and 2).
+const SIDE_BARRIER: u32 = 10;
+
+// A lane resolves each entry of a record.
+const _: () = assert!(MOE_MAX_TOP_K <= 32);
+
+/// Vectors each side thread loads before storing them ([`side_item`]): four fit its 40
+/// registers beside the rest.
+const SIDE_AHEAD: u32 = 4;
+
+/// The side threads ([`SIDE_THREADS`] of a CTA running tiles, thread `t`; [`MOE_SIDE_PULL`]):
+/// pull items from the launch's counter beside the tiles until none is left, each counted done.
+/// Only runs of records (a fused launch's `x_heap` copies are the compute CTAs', before the
+/// layout: no such item is in the list).
+///
+/// # Safety
+/// The file's contract; the layout of this launch was published before the engine started, and
+/// `smem` is the side threads' shared memory ([`side_smem`]).
+#[inline(always)]
+unsafe fn side_pull(p: &MoeParams, tb: &Tables, smem: u32, t: u32) {
+    let l = tb.l;
+    let b = Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: Role::Compute as u32 };
+    let x_items = tb.get(l.items);
+    let items = x_items + runs_items(p, tb);
+    if t == 0 {
+        st_shared_u64(smem + SIDE_HAVE, 0);
+        st_shared_u64(smem + SIDE_READY, 1 << p.rank);
+    }
+    loop {
+        if t == 0 {
+            st_shared_u32(smem + SIDE_ITEM, atom_add_relaxed_gpu_u32(tb.at(MoeScratch::ITEM_COUNTER), 1));
+        }
+        named_barrier_sync(SIDE_BARRIER, SIDE_THREADS);
+        let item = ld_shared_u32(smem + SIDE_ITEM);
+        if item >= items {
+            break;
+        }
+        if item >= x_items {
+            side_item(p, tb, item - x_items, smem, t, &b);
+        }
+        // Every row of the item counted, and every thread read the item's words.
+        named_barrier_sync(SIDE_BARRIER, SIDE_THREADS);
+        if t == 0 {
+            atom_add_acq_rel_gpu_u32(tb.at(MoeScratch::ITEMS_DONE), 1);
+        }
+    }
+}
+
+/// The side threads, run `j` of the pull items (below [`runs_items`]): a warp a record, lane i
+/// resolving entry i (its `xe` row, its row-table entry), every lane copying its share of the
+/// token's row to every entry's row, then counting them into their tile rows.
+///
+/// # Safety
+/// As for [`side_pull`]; the item is this CTA's alone.
+#[inline(always)]
+unsafe fn side_item(p: &MoeParams, tb: &Tables, j: u32, smem: u32, t: u32, b: &Bound) {
+    let l = tb.l;
+    let (r, q) = run_of(p, tb, j);
+    if r >= tb.get(l.items + 2 + q) {
+        return;
+    }
+    let s = source_at(p, q);
+    if t == 0 {
+        let epoch = ld_shared_u32(smem + SIDE_EPOCH);
+        let (_, ready_flag, ready) = rows_of(p, s, epoch);
+        let mut have = ld_shared_u64(smem + SIDE_HAVE);
+        let records = (p.flags() as *const u32).add(p.records_flag(s) as usize);
+        if have & (1 << s) == 0 && b.flag(records, epoch, s).is_ok() {
+            have |= 1 << s;
+            st_shared_u64(smem + SIDE_HAVE, have);
+        }
+        let mut readable = ld_shared_u64(smem + SIDE_READY);
+        if (have & !readable) & (1 << s) != 0 && b.flag(ready_flag, ready, s).is_ok() {
+            readable |= 1 << s;
+            st_shared_u64(smem + SIDE_READY, readable);
+        }
+        st_shared_u32(smem + SIDE_VERDICT, ((have & readable) >> s) as u32 & 1);
+    }
+    named_barrier_sync(SIDE_BARRIER, SIDE_THREADS);
+    if ld_shared_u32(smem + SIDE_VERDICT) == 0 {
+        return; // a wait reported (the launch fails): nothing of this source is moved
+    }
+    let (src, _, _) = rows_of(p, s, 0);
+    let from = received(p, s);
+    let n = *((from + p.counts_at(s)) as *const u32).add(1);
+    let r0 = r * p.run_records;
+    let r1 = (r0 + p.run_records).min(n);
+    let (lane, rb) = (t % 32, p.row_bytes());
+    let vecs = (rb / 16) as u32;
+    let mut i = r0 + t / 32;
+    while i < r1 {
+        let rec = (from + p.record_at(s, i)) as *const u32;
+        let (token, entries) = (*rec, *rec.add(1));
+        let mut row = 0;
+        if lane < entries {
+            let e = rec.add(2 + 3 * lane as usize);
+            let tag = *e;
+            let le = tag & 0xffff;
+            row = tb.get(l.expert_off + le) + tb.get(l.src_off + le * p.world + s) + *e.add(1);
+            st_global_v4_u32((p.rows as *mut [u32; 4]).add(row as usize), [s, token, tag >> 16, *e.add(2)]);
+        }
+        let row_src = src + token as u64 * rb;
+        // A warp-uniform loop: every lane takes part in each shuffle below.
+        let mut v0 = 0;
+        while v0 < vecs {
+            let mut x = [[0u32; 4]; SIDE_AHEAD as usize];
+            for (a, v) in x.iter_mut().enumerate() {
+                let at = v0 + lane + 32 * a as u32;
+                if at < vecs {
+                    // Plain loads: a peer's rows are written during the launch.
+                    *v = ld_global_v4_u32((row_src + at as u64 * 16) as *const [u32; 4]);
+                }
+            }
+            for k in 0..entries {
+                let to = p.xe + shfl_idx(row, k) as u64 * rb;
+                for (a, v) in x.iter().enumerate() {
+                    let at = v0 + lane + 32 * a as u32;
+                    if at < vecs {
+                        st_global_v4_u32((to + at as u64 * 16) as *mut [u32; 4], *v);
+                    }
+                }
+            }
+            v0 += 32 * SIDE_AHEAD;
+        }
+        // The warp's stores, then each entry's count released (the producers' waits fence the
+        // async proxy before their TMA loads).
+        sync_warp();
+        if lane < entries {
+            fence_acq_rel_gpu();
+            red_add_relaxed_gpu_u32(tb.at(l.m_count + row / TILE_M), 1);
+        }
+        i += SIDE_THREADS / 32;
     }
 }
 
@@ -1414,6 +1577,16 @@ struct RowGate<'a, const GATHER: bool> {
 
 impl<const G: bool> InputGate for RowGate<'_, G> {
     const GATHER: bool = G;
+    // The laid-out form's spare warps may move rows ([`MOE_SIDE_PULL`]).
+    const SIDE: bool = !G;
+
+    #[inline(always)]
+    unsafe fn side(&self, smem: u32, t: u32) {
+        let p = self.p;
+        if p.mode == MOE_FUSED && p.flags & MOE_SIDE_PULL != 0 {
+            side_pull(p, &self.tb, smem, t);
+        }
+    }
 
     #[inline(always)]
     fn trace_epoch(&self) -> u32 {
@@ -1456,7 +1629,8 @@ impl<const G: bool> InputGate for RowGate<'_, G> {
             Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: Role::Compute as u32 };
         let target = self.tb.get(l.m_target + tile.m);
         let r = bound.flag(self.tb.at(l.m_count + tile.m), target, tile.index);
-        // The rows were written by bulk copies of other CTAs; TMA loads read them next.
+        // The rows were written by other CTAs (bulk copies, or the side threads' plain stores);
+        // TMA loads read them next.
         fence_proxy_async_global();
         r.map_err(|_| GaveUp)
     }
@@ -1544,6 +1718,10 @@ fn walk<const GATHER: bool>(p: &MoeParams, tb: &Tables) -> (Walk<GATHER>, u32) {
 /// is free for the engine.
 #[inline(always)]
 unsafe fn tiles<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams, tb: Tables, epoch: u32) {
+    if thread_idx_x() == 0 {
+        // For the side threads (`side_pull`), read after the engine's first block barrier.
+        st_shared_u32(side_smem() + SIDE_EPOCH, epoch);
+    }
     let b = Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: Role::Compute as u32 };
     let gate = RowGate::<GATHER> { p, tb, wait: p.mode != MOE_GEMM_ONLY, epoch };
     let (walk, ctas) = walk::<GATHER>(p, &tb);
