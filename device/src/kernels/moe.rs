@@ -1131,7 +1131,7 @@ unsafe fn pull(p: &MoeParams, tb: &Tables, who: Puller, epoch: u32, b: &Bound, m
         pull_item(p, tb, item, epoch, b, ring.as_deref_mut(), &mut st);
         if tid == 0 {
             // The item's reads of peers' memory and its writes are done (the ring waited); the
-            // pull CTA that sees every item done raises `done` at system scope. A system-scope
+            // last pull CTA out waits until every item is, then raises `done` at system scope. A system-scope
             // fence per item here slowed the pull by about 5%.
             atom_add_acq_rel_gpu_u32(tb.at(MoeScratch::ITEMS_DONE), 1);
         }
@@ -1140,9 +1140,11 @@ unsafe fn pull(p: &MoeParams, tb: &Tables, who: Puller, epoch: u32, b: &Bound, m
         trace::stamp(epoch, trace_ev::PULLED, block_idx_x(), matches!(who, Puller::Helper { .. }) as u32, 0);
     }
     if let (Puller::Pull { ctas }, 0) = (who, tid) {
-        // Helpers may still be moving rows: `done[me]` only once every item is.
-        let all = b.flag(tb.at(MoeScratch::ITEMS_DONE), items, 0).is_ok();
-        if all && last_arriver(tb.at(MoeScratch::FINISH_COUNTER), ctas, epoch) {
+        // Helpers and side threads may still be moving rows: the last pull CTA out raises
+        // `done[me]` once every item is done; the others go on (to the tiles) without waiting.
+        if last_arriver(tb.at(MoeScratch::FINISH_COUNTER), ctas, epoch)
+            && b.flag(tb.at(MoeScratch::ITEMS_DONE), items, 0).is_ok()
+        {
             if p.engines() && !engines_reset(p, b) {
                 return;
             }
