@@ -77,6 +77,16 @@ impl Tables {
     fn part(&self, p: &MoeParams, lead: bool, c: u32, e: u32) -> *mut u32 {
         self.at(self.l.route_part_at(lead, c, e, p.gemm.roles.intra_comm, p.experts))
     }
+    /// The first `xe` row of source `s`'s rows for local expert `le` (where its entries'
+    /// positions count from).
+    ///
+    /// # Safety
+    /// `p` is the launch's parameters, read after the layout was published; `s < p.world`,
+    /// `le < p.local_experts`.
+    #[inline(always)]
+    unsafe fn rows_from(&self, p: &MoeParams, s: u32, le: u32) -> u32 {
+        self.get(self.l.expert_off + le) + self.get(self.l.src_off + le * p.world + s)
+    }
     /// Rows of `xe` the layout uses; more than `cap_rows` means the layout failed.
     ///
     /// # Safety
@@ -921,6 +931,16 @@ const REC_SMEM_BYTES: u32 = crate::kernels_info::gemm::SMEM_BYTES - 16 - REC_SME
 /// A word after the staged records: one thread's verdict, broadcast to the CTA.
 const VERDICT_SMEM: u32 = crate::kernels_info::gemm::SMEM_BYTES - 16;
 
+/// Write `xe` row `row`'s entry of the row table ([`MoeRow`]): source rank `s`, its token, and
+/// from the record's entry its slot (the tag's high half) and weight (bits).
+///
+/// # Safety
+/// The file's contract; `row` is a row the layout gave this entry.
+#[inline(always)]
+unsafe fn row_entry(p: &MoeParams, row: u32, s: u32, token: u32, (tag, weight): (u32, u32)) {
+    st_global_v4_u32((p.rows as *mut [u32; 4]).add(row as usize), [s, token, tag >> 16, weight]);
+}
+
 /// The write side of the rows of one source: where its rows go in `xe` (the bases in shared
 /// memory) and the row table. A staged record is the inbox's (token, entries, then per entry
 /// `(local expert | slot << 16, position, weight)`) with each position replaced by its `xe` row.
@@ -960,7 +980,7 @@ impl Scatter<'_> {
         let el = p.local_experts;
         for i in (tid..p.world * el).step_by(nthreads as usize) {
             let (s, le) = (div_nz(i, el), rem_nz(i, el));
-            st_shared_u32(bases + 4 * i, tb.get(tb.l.expert_off + le) + tb.get(tb.l.src_off + le * p.world + s));
+            st_shared_u32(bases + 4 * i, tb.rows_from(p, s, le));
         }
     }
 
@@ -983,8 +1003,7 @@ impl Scatter<'_> {
                 let tag = ld_shared_u32(e);
                 let row = ld_shared_u32(self.bases + 4 * (self.src_rank * el + (tag & 0xffff))) + ld_shared_u32(e + 4);
                 st_shared_u32(e + 4, row);
-                let info = [self.src_rank, t, tag >> 16, ld_shared_u32(e + 8)];
-                st_global_v4_u32((self.p.rows as *mut [u32; 4]).add(row as usize), info);
+                row_entry(self.p, row, self.src_rank, t, (tag, ld_shared_u32(e + 8)));
             }
         }
     }
@@ -1131,8 +1150,8 @@ unsafe fn pull(p: &MoeParams, tb: &Tables, who: Puller, epoch: u32, b: &Bound, m
         pull_item(p, tb, item, epoch, b, ring.as_deref_mut(), &mut st);
         if tid == 0 {
             // The item's reads of peers' memory and its writes are done (the ring waited); the
-            // last pull CTA out waits until every item is, then raises `done` at system scope. A system-scope
-            // fence per item here slowed the pull by about 5%.
+            // last pull CTA out waits until every item is, then raises `done` at system scope.
+            // A system-scope fence per item here slowed the pull by about 5%.
             atom_add_acq_rel_gpu_u32(tb.at(MoeScratch::ITEMS_DONE), 1);
         }
     }
@@ -1445,8 +1464,8 @@ unsafe fn side_item(p: &MoeParams, tb: &Tables, j: u32, smem: u32, t: u32, b: &B
             let e = rec.add(2 + 3 * lane as usize);
             let tag = *e;
             let le = tag & 0xffff;
-            row = tb.get(l.expert_off + le) + tb.get(l.src_off + le * p.world + s) + *e.add(1);
-            st_global_v4_u32((p.rows as *mut [u32; 4]).add(row as usize), [s, token, tag >> 16, *e.add(2)]);
+            row = tb.rows_from(p, s, le) + *e.add(1);
+            row_entry(p, row, s, token, (tag, *e.add(2)));
         }
         let row_src = src + token as u64 * rb;
         // A warp-uniform loop: every lane takes part in each shuffle below.
