@@ -140,10 +140,27 @@ pub struct DiagBuffers {
     timeout: std::time::Duration,
 }
 
+/// The shortest bound an op's device waits may have.
+pub const MIN_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1);
+/// The longest bound an op's device waits may have (their clocks wrap after 2^42 ns, about 73
+/// minutes).
+pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl DiagBuffers {
     /// A clean record and abort word on `gpu`, for kernels whose waits give up after `timeout`
     /// (what [`DiagBuffers::wait`] allows a launch).
+    /// `timeout` is an op's `timeout` option: a typed error outside
+    /// [`MIN_TIMEOUT`]..=[`MAX_TIMEOUT`], before anything launches.
     pub fn new(gpu: &crate::Gpu, timeout: std::time::Duration) -> Result<Self> {
+        if !(MIN_TIMEOUT..=MAX_TIMEOUT).contains(&timeout) {
+            return Err(invalid(
+                "timeout",
+                format!(
+                    "{timeout:?} must be between {MIN_TIMEOUT:?} and {MAX_TIMEOUT:?}: every device wait gives up after it \
+                     (zero: at once), and device clocks are kept in 32-bit units of 1024 ns, which wrap after 73 minutes"
+                ),
+            ));
+        }
         Ok(Self { record: gpu.mapped::<WaitDiag>(1)?, abort: gpu.upload(&[0u32])?, timeout })
     }
 

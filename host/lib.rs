@@ -19,7 +19,7 @@ pub mod gpu;
 pub mod ops;
 pub mod testing;
 
-pub use error::{DiagBuffers, Error, Result, WaitReport};
+pub use error::{DiagBuffers, Error, Result, WaitReport, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use gpu::{Gpu, GpuError};
 pub use mkernel_device::abi;
 pub use mkernel_device::{attn_tiles, sched, tile};

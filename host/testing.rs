@@ -46,7 +46,8 @@ pub fn gpus_or_skip(name: &str, need: u32) -> bool {
     if gpu_or_skip(name).is_none() {
         return false;
     }
-    let have = gpu::device_count().unwrap_or(0);
+    // A driver error here (one GPU just opened) is a fault, not "fewer GPUs": never a quiet skip.
+    let have = gpu::device_count().unwrap_or_else(|e| panic!("{name}: counting the GPUs failed: {e}"));
     let required = std::env::var("MKERNEL_REQUIRE_GPUS").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
     if have < need {
         assert!(required < need, "{name}: MKERNEL_REQUIRE_GPUS={required} but only {have} GPU(s)");

@@ -152,6 +152,95 @@ fn transport_errors_reach_the_caller() {
     assert!(proxy.shutdown().unwrap_err().to_string().contains("link down"));
 }
 
+/// A transport whose flush blocks until `release` says so (at most `cap`): a stuck NIC.
+struct StuckFlush {
+    release: std::sync::mpsc::Receiver<()>,
+    cap: Duration,
+}
+
+impl mkernel::comm::transport::Transport for StuckFlush {
+    fn name(&self) -> &'static str {
+        "stuck-flush"
+    }
+    fn post(&mut self, _cmds: &[FifoCmd]) -> Result<(), CommError> {
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), CommError> {
+        let _ = self.release.recv_timeout(self.cap);
+        Ok(())
+    }
+    fn unreleased(&mut self) -> Result<u64, CommError> {
+        Ok(0)
+    }
+}
+
+#[test]
+fn shutdown_is_bounded_while_commands_keep_arriving() {
+    // A producer that never stops (a kernel still pushing): shutdown reports it after its bound
+    // instead of draining forever.
+    let ring = Arc::new(HostRing::new(64).unwrap());
+    let cfg = ProxyConfig {
+        drain_timeout: Duration::from_millis(20),
+        shutdown_timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let proxy = Proxy::start(ring.clone(), Box::new(FnTransport(|_: &FifoCmd| Ok(()))), cfg).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (r2, s2) = (ring.clone(), stop.clone());
+    let producer = std::thread::spawn(move || {
+        let mut i = 0;
+        while !s2.load(Ordering::Relaxed) {
+            let _ = r2.push(cmd(0, i), Duration::from_millis(100));
+            i += 1;
+        }
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    let t0 = Instant::now();
+    let e = proxy.shutdown().unwrap_err().to_string();
+    let took = t0.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    assert!(e.contains("still arriving"), "{e}");
+    assert!(took < Duration::from_secs(2), "shutdown took {took:?}");
+}
+
+#[test]
+fn shutdown_is_bounded_when_the_flush_never_returns() {
+    // The transport's flush hangs: shutdown returns after its bound, naming it, and leaves the
+    // thread (which still holds the transport) behind; dropping a proxy is bounded the same way.
+    for drop_it in [false, true] {
+        let (release, rx) = std::sync::mpsc::channel();
+        let cfg = ProxyConfig {
+            drain_timeout: Duration::from_millis(10),
+            shutdown_timeout: Duration::from_millis(200),
+            ..Default::default()
+        };
+        let stuck = StuckFlush { release: rx, cap: Duration::from_secs(20) };
+        let proxy = Proxy::start(Arc::new(HostRing::new(8).unwrap()), Box::new(stuck), cfg).unwrap();
+        let t0 = Instant::now();
+        if drop_it {
+            drop(proxy);
+        } else {
+            let e = proxy.shutdown().unwrap_err().to_string();
+            assert!(e.contains("did not end within"), "{e}");
+        }
+        let took = t0.elapsed();
+        let _ = release.send(());
+        assert!(took < Duration::from_secs(3), "shutdown took {took:?}");
+    }
+}
+
+#[test]
+fn shutdown_timeout_below_the_drain_is_rejected() {
+    let cfg = ProxyConfig { shutdown_timeout: Duration::from_millis(1), ..Default::default() };
+    let ring = Arc::new(HostRing::new(8).unwrap());
+    match Proxy::start(ring, Box::new(FnTransport(|_: &FifoCmd| Ok(()))), cfg) {
+        Err(CommError::InvalidArgument { arg, .. }) => assert_eq!(arg, "shutdown_timeout"),
+        Err(e) => panic!("expected InvalidArgument, got {e}"),
+        Ok(_) => panic!("a shutdown bound below the drain was accepted"),
+    }
+}
+
 #[test]
 fn shutdown_drains_queued_commands() {
     let ring = Arc::new(HostRing::new(256).unwrap());

@@ -184,7 +184,9 @@ fn persistent_schedule_variants() {
     // different raster groupings must give the same product.
     let Some(gpu) = gpu_or_skip("persistent_schedule_variants") else { return };
     let mut rng = Rng::fresh("persistent_schedule_variants");
-    for (ctas, group_m) in [(1, 1), (7, 3), (132, 16)] {
+    // u32::MAX: a group taller than the grid walks as the grid (no wrap in 32 bits).
+    let sms = gpu.info().sm_count;
+    for (ctas, group_m) in [(1, 1), (7, 3), (sms, 16), (5, u32::MAX)] {
         let opts = GemmOptions { ctas: Some(ctas), group_m, ..Default::default() };
         check(&gpu, &mut rng, GemmShape { m: 1100, n: 1040, k: 328 }, BLayout::NK, false, 48, opts);
     }
@@ -366,4 +368,39 @@ fn stream_k_shapes_and_boundaries() {
         let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(msg.contains("stream_k"), "{what}: {msg}");
     }
+}
+
+#[test]
+fn options_that_break_a_rule_are_typed_errors() {
+    // Before anything launches, naming the option and the rule: more CTAs than SMs, a device
+    // wait bound of zero or past the device clock's wrap, a B that TMA cannot load.
+    let Some(gpu) = gpu_or_skip("options_that_break_a_rule_are_typed_errors") else { return };
+    let shape = GemmShape { m: 256, n: 256, k: 256 };
+    let mut rng = Rng::fresh("options_that_break_a_rule_are_typed_errors");
+    let a = gpu.upload(&rng.bf16_vec(shape.m * shape.k)).unwrap();
+    let b = gpu.upload(&rng.bf16_vec(shape.k * shape.n + 8)).unwrap();
+    let c = gpu.alloc::<bf16>(shape.m * shape.n).unwrap();
+    let arg = |opts: GemmOptions, b: mkernel::gpu::DeviceSlice<'_, bf16>| match Gemm::new(
+        &gpu,
+        shape,
+        BLayout::NK,
+        &a,
+        b,
+        Output::Bf16(&c),
+        opts,
+    ) {
+        Err(mkernel::Error::InvalidArgument { arg, rule }) => (arg, rule),
+        Err(e) => panic!("expected InvalidArgument, got {e}"),
+        Ok(_) => panic!("accepted"),
+    };
+    let sms = gpu.info().sm_count;
+    let (name, rule) = arg(GemmOptions { ctas: Some(sms + 1), ..Default::default() }, b.as_slice());
+    assert!(name == "ctas" && rule.contains(&format!("1..={sms}")), "{name}: {rule}");
+    for t in [std::time::Duration::ZERO, std::time::Duration::from_secs(7200)] {
+        let (name, rule) = arg(GemmOptions { timeout: t, ..Default::default() }, b.as_slice());
+        assert!(name == "timeout" && rule.contains("must be between"), "{name}: {rule}");
+    }
+    let (name, rule) = arg(GemmOptions::default(), b.slice(4..4 + shape.k * shape.n));
+    assert!(name == "b" && rule.contains("16-byte aligned"), "{name}: {rule}");
+    println!("typed errors: ctas, timeout (0 and 2 h), a misaligned b");
 }

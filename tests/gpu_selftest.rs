@@ -386,6 +386,10 @@ fn stuck_child() {
         "want KernelStuck with one launch and no report, got {e}"
     );
     assert!(first >= quick && first < Duration::from_secs(5), "gave up after {first:?}");
+    // A synchronous copy now would wait behind the stuck kernel: refused at once instead.
+    let t = Instant::now();
+    let e = ha.out.to_vec().unwrap_err();
+    assert!(matches!(e, GpuError::Stuck { call: "cuMemcpyDtoH" }) && t.elapsed() < Duration::from_secs(1), "{e}");
     // 2. Another kernel's bounded wait reports (stream b, 20 ms): the op-level wait on stream a
     // gives up `after_report` later, with that report, although a's kernel waits 60 s.
     hb.launch(&b, short);

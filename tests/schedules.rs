@@ -5,9 +5,10 @@
 //! come group by group in the order rows fill in, AllGather + GEMM's local copy covers the shard
 //! once, and so do its spread copies' units (each chunk's counted as its flag expects), a static
 //! walk joined late walks every tile once, a stream-K tail after whole waves covers every k-block
-//! once; and of the GEMM's
+//! once, a group of tile rows taller than the grid (any `group_m` an option may hold) walks as
+//! the grid does, in the GEMM's walk and in the reduce-scatter's bands; and of the GEMM's
 //! tile width and split-K choices, which must never ask for more than the GPU can hold at once.
-use mkernel::abi::AgGemmParams;
+use mkernel::abi::{AgGemmParams, GemmRsParams};
 use mkernel::gemm::{
     default_split_k, default_tile_n, mma_cost, stream_estimate, BLayout, GemmShape, MAX_SPLIT_K, TILE_K, TILE_M,
     TILE_N, TILE_WIDTHS, WAVE_WIDTHS,
@@ -393,5 +394,44 @@ proptest! {
         }
         let walked: u32 = (0..ctas).map(|cta| (cta..p.spread_units()).step_by(ctas as usize).count() as u32).sum();
         prop_assert_eq!(walked, p.spread_units());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// `group_m` is an option's value, up to `u32::MAX`: a group taller than the grid walks as
+    /// the grid does (no `group_m x n_tiles` wrapping in 32 bits), every tile once, and the
+    /// reduce-scatter's bands of an owner block cover its rows once.
+    #[test]
+    fn a_group_taller_than_the_grid_is_the_grid(
+        m in 1u32..20_000, n in 1u32..100_000, group_m in prop_oneof![Just(u32::MAX), 1u32.., 1u32..200],
+    ) {
+        let grid = TileGrid::new(m, n, TILE_M, TILE_N, group_m);
+        let whole = TileGrid::new(m, n, TILE_M, TILE_N, grid.m_tiles);
+        prop_assert!(grid.group_m >= 1 && grid.group_m <= grid.m_tiles);
+        let mut seen = vec![false; grid.count() as usize];
+        for t in 0..grid.count() {
+            let (tm, tn) = grid.coords(t);
+            prop_assert!(tm < grid.m_tiles && tn < grid.n_tiles, "tile {} at ({}, {})", t, tm, tn);
+            prop_assert!(!std::mem::replace(&mut seen[(tm * grid.n_tiles + tn) as usize], true));
+            prop_assert_eq!(grid.index_of(tm, tn), t);
+            if group_m >= grid.m_tiles {
+                prop_assert_eq!((tm, tn), whole.coords(t));
+            }
+        }
+        let (bands, band_tiles, rows_per_band) = GemmRsParams::band_shape(m, n, group_m);
+        prop_assert!(rows_per_band >= 1 && rows_per_band <= grid.m_tiles);
+        prop_assert_eq!(band_tiles, rows_per_band * grid.n_tiles);
+        let mut p = GemmRsParams { rows: m, ..Default::default() };
+        (p.gemm.n, p.gemm.group_m) = (n, group_m);
+        prop_assert_eq!(p.bands(), bands);
+        let mut next = 0;
+        for b in 0..bands {
+            let (lo, hi) = p.band_rows(b);
+            prop_assert!(lo == next && lo < hi, "band {} covers rows {}..{} after {}", b, lo, hi, next);
+            next = hi;
+        }
+        prop_assert_eq!(next, m);
     }
 }

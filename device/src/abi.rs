@@ -1139,23 +1139,27 @@ impl GemmRsParams {
     /// Tile rows of an owner block per band: one `group_m` group, which the grouped walk
     /// finishes before it starts the next.
     pub const fn band_tile_rows(&self) -> u32 {
-        if self.gemm.group_m == 0 {
-            1
-        } else {
-            self.gemm.group_m
-        }
+        Self::band_shape(self.rows, self.gemm.n, self.gemm.group_m).2
     }
     /// Bands of an owner block.
     pub const fn bands(&self) -> u32 {
         Self::band_shape(self.rows, self.gemm.n, self.gemm.group_m).0
     }
-    /// (bands, tiles of a whole band) of an owner block of `rows` rows by `n` columns walked in
-    /// groups of `group_m` tile rows (0: 1): the one place the host's rules take them from.
-    pub const fn band_shape(rows: u32, n: u32, group_m: u32) -> (u32, u32) {
+    /// (bands, tiles of a whole band, tile rows of a whole band) of an owner block of `rows` rows
+    /// by `n` columns walked in groups of `group_m` tile rows (0: 1; a group taller than the
+    /// block is the block, so the band arithmetic stays within its rows): the one place the
+    /// host's rules and the kernels take them from.
+    pub const fn band_shape(rows: u32, n: u32, group_m: u32) -> (u32, u32, u32) {
         let m_tiles = rows.div_ceil(crate::kernels_info::gemm::TILE_M);
-        let g = if group_m == 0 { 1 } else { group_m };
+        let g = if group_m == 0 {
+            1
+        } else if group_m > m_tiles && m_tiles > 0 {
+            m_tiles
+        } else {
+            group_m
+        };
         let band_rows = if g < m_tiles { g } else { m_tiles };
-        (m_tiles.div_ceil(g), band_rows * n.div_ceil(crate::kernels_info::gemm::TILE_N))
+        (m_tiles.div_ceil(g), band_rows * n.div_ceil(crate::kernels_info::gemm::TILE_N), g)
     }
     /// The band of an owner block's tile row `tm`.
     pub const fn band_of(&self, tm: u32) -> u32 {

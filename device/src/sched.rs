@@ -40,19 +40,27 @@ pub struct TileGrid {
     pub m_tiles: u32,
     /// Tile columns: `ceil(n / tile_n)`.
     pub n_tiles: u32,
-    /// Tile rows per group (at least 1; the last group may be shorter).
+    /// Tile rows per group (at least 1, at most `m_tiles` where that is positive; the last group
+    /// may be shorter).
     pub group_m: u32,
 }
 
 impl TileGrid {
-    /// Tiles of `tile_m x tile_n` covering `m x n` (partial edge tiles included).
+    /// Tiles of `tile_m x tile_n` covering `m x n` (partial edge tiles included), walked in
+    /// groups of `group_m` tile rows: 0 walks one row at a time, and a group taller than the
+    /// grid is the grid (the same walk, and `group_m x n_tiles` then stays within the tile count
+    /// instead of wrapping in 32 bits).
     #[inline(always)]
     pub const fn new(m: u32, n: u32, tile_m: u32, tile_n: u32, group_m: u32) -> Self {
-        Self {
-            m_tiles: m.div_ceil(tile_m),
-            n_tiles: n.div_ceil(tile_n),
-            group_m: if group_m == 0 { 1 } else { group_m },
-        }
+        let m_tiles = m.div_ceil(tile_m);
+        let group_m = if group_m == 0 {
+            1
+        } else if group_m > m_tiles && m_tiles > 0 {
+            m_tiles
+        } else {
+            group_m
+        };
+        Self { m_tiles, n_tiles: n.div_ceil(tile_n), group_m }
     }
 
     /// Number of tiles.

@@ -122,6 +122,12 @@ impl Communicator {
         if opts.heap_bytes == 0 {
             return Err(crate::error::invalid("heap_bytes", "must be at least 1"));
         }
+        // Checked here on one node too (where no FIFO is made), under the option's name: an
+        // option accepted on one node and refused on two would surprise.
+        let cap = opts.fifo_capacity;
+        if cap < 2 || !cap.is_power_of_two() || cap > (1 << 30) {
+            return Err(crate::error::invalid("fifo_capacity", format!("{cap} must be a power of two in 2..=2^30")));
+        }
         let mut boot = Bootstrap::connect(world, opts.timeout)?;
         let heap = SymmBuffer::new(gpu, &mut boot, world, opts.heap_bytes)?;
         let (mut fifo, mut proxy, mut transport) = (None, None, "none (one node)");
@@ -250,6 +256,14 @@ impl Communicator {
     /// Proxy counters (None on a single node).
     pub fn proxy_stats(&self) -> Option<ProxyStats> {
         self.proxy.as_ref().map(|p| p.stats())
+    }
+
+    /// Shut down, returning what the proxy found (None on a single node): it drains the FIFO,
+    /// flushes the transport and stops, within its `shutdown_timeout`; commands left in the ring,
+    /// a failed flush or a thread that would not end are the error. Dropping a communicator does
+    /// the same and prints such an error instead, having no caller to return it to.
+    pub fn shutdown(mut self) -> crate::Result<Option<ProxyStats>> {
+        Ok(self.proxy.take().map(Proxy::shutdown).transpose()?)
     }
 
     /// Whether rank `r` (another rank) has its memory on this rank's GPU (ranks sharing one).

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 /// The deadline of a launch when the caller names none: 15 minutes.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(900);
 
+/// How long the launcher waits for killed ranks to exit before it reports them and returns.
+const KILL_GRACE: Duration = Duration::from_secs(10);
 /// How long output pumps may run on after their rank ended before its group is killed.
 const PIPE_GRACE: Duration = Duration::from_millis(500);
 
@@ -229,7 +231,29 @@ pub fn launch(spec: &LaunchSpec) -> CommResult<()> {
     }
     for rk in ranks.iter_mut().filter(|rk| !rk.exited) {
         kill_group(&mut rk.child);
-        let _ = rk.child.wait();
+    }
+    // Reap them, bounded: a rank in uninterruptible sleep (inside a hung GPU driver) outlives
+    // SIGKILL, and waiting for it would hide the failure found above forever.
+    let until = Instant::now() + KILL_GRACE;
+    loop {
+        for rk in ranks.iter_mut().filter(|rk| !rk.exited) {
+            rk.exited = !matches!(rk.child.try_wait(), Ok(None));
+        }
+        let left: Vec<u32> = ranks.iter().filter(|rk| !rk.exited).map(|rk| rk.rank).collect();
+        if left.is_empty() {
+            break;
+        }
+        if Instant::now() >= until {
+            let pids: Vec<u32> = ranks.iter().filter(|rk| !rk.exited).map(|rk| rk.child.id()).collect();
+            let note = format!(
+                "ranks {} (pids {pids:?}) did not exit {KILL_GRACE:?} after SIGKILL (stuck in the GPU driver?); left behind",
+                rank_list(&left)
+            );
+            eprintln!("mkernel launch: {note}");
+            failure.get_or_insert(CommError::RankFailed { rank: left[0], status: note });
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
     // A rank that exited may have left processes in its group holding its pipes: give its pumps a
     // moment, then kill the group; pumps still running after that are left behind, not joined.

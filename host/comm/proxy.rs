@@ -55,11 +55,15 @@ pub struct ProxyConfig {
     pub max_batch: usize,
     /// How long shutdown waits for producers to finish a half-published batch.
     pub drain_timeout: Duration,
+    /// The most shutdown takes in all: a ring that never goes quiet for `drain_timeout` (a kernel
+    /// still pushing) or a transport flush that does not end is reported after it, and the
+    /// thread left behind, instead of a shutdown (or a drop) that never returns.
+    pub shutdown_timeout: Duration,
 }
 
 impl Default for ProxyConfig {
     fn default() -> Self {
-        Self { max_batch: 32, drain_timeout: Duration::from_millis(100) }
+        Self { max_batch: 32, drain_timeout: Duration::from_millis(100), shutdown_timeout: Duration::from_secs(30) }
     }
 }
 
@@ -67,6 +71,7 @@ impl Default for ProxyConfig {
 pub struct Proxy {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<CommResult<()>>>,
+    shutdown_timeout: Duration,
 }
 
 impl Proxy {
@@ -79,6 +84,13 @@ impl Proxy {
         if cfg.max_batch == 0 {
             let rule = "0 must be at least 1 (a proxy that takes no command delivers nothing)".into();
             return Err(CommError::InvalidArgument { arg: "max_batch", rule });
+        }
+        if cfg.shutdown_timeout < cfg.drain_timeout {
+            let rule = format!(
+                "{:?} must be at least drain_timeout ({:?}): shutdown waits that long for the ring to go quiet",
+                cfg.shutdown_timeout, cfg.drain_timeout
+            );
+            return Err(CommError::InvalidArgument { arg: "shutdown_timeout", rule });
         }
         let shared = Arc::new(Shared::default());
         let sh = shared.clone();
@@ -101,7 +113,7 @@ impl Proxy {
                 r
             })
             .map_err(io("spawning the proxy thread"))?;
-        Ok(Proxy { shared, thread: Some(thread) })
+        Ok(Proxy { shared, thread: Some(thread), shutdown_timeout: cfg.shutdown_timeout })
     }
 
     /// Counters so far.
@@ -134,20 +146,42 @@ impl Proxy {
         Ok(self.stats())
     }
 
+    /// Ask the thread to stop and wait for it, at most the configured `shutdown_timeout` (and
+    /// a second for the thread to notice its own bound): past that the thread is left behind
+    /// (it holds the ring and the transport, which therefore stay alive) and the error says so.
     fn stop_and_join(&mut self) -> CommResult<()> {
         self.shared.stop.store(true, Ordering::Release);
-        match self.thread.take().map(|t| t.join()) {
-            Some(Ok(r)) => r,
-            Some(Err(_)) => Err(proxy_err("the proxy thread panicked".into())),
-            None => Ok(()),
+        let Some(thread) = self.thread.take() else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + self.shutdown_timeout + Duration::from_secs(1);
+        while !thread.is_finished() {
+            if Instant::now() >= deadline {
+                let what = format!(
+                    "the proxy thread did not end within {:?} of shutdown (a transport flush that never \
+                     returned?); left running with the ring and the transport it holds",
+                    self.shutdown_timeout
+                );
+                *self.shared.error() = Some(what.clone());
+                return Err(proxy_err(what));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        match thread.join() {
+            Ok(r) => r,
+            Err(_) => Err(proxy_err("the proxy thread panicked".into())),
         }
     }
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        // Never leave the thread running; an error was already recorded for check().
-        let _ = self.stop_and_join();
+        // Never leave the thread running unbounded, and never lose what shutdown found (commands
+        // left in the ring, a flush that failed): a drop has no caller to return it to, so it
+        // goes to stderr, as a transport's failed teardown does.
+        if let Err(e) = self.stop_and_join() {
+            eprintln!("mkernel: proxy shutdown (at drop): {e}");
+        }
     }
 }
 
@@ -169,10 +203,15 @@ fn run(ring: &dyn RingMemory, transport: &mut dyn Transport, cfg: ProxyConfig, s
     let mut consumer = Consumer::default();
     let mut batch: Vec<FifoCmd> = Vec::with_capacity(cfg.max_batch);
     let mut idle_since: Option<Instant> = None;
+    // When the thread first saw the stop request (shutdown's bound counts from it; the flush
+    // after the drain gets the drain timeout's share of it).
+    let mut stop_seen: Option<Instant> = None;
+    let drain_bound = cfg.shutdown_timeout.saturating_sub(cfg.drain_timeout);
     let mut idle_polls = 0u32;
     loop {
         batch.clear();
-        if consumer.poll(ring, &mut batch, cfg.max_batch) > 0 {
+        let busy = consumer.poll(ring, &mut batch, cfg.max_batch) > 0;
+        if busy {
             // Commands before a bad one still go out, in order; the bad one stops the proxy.
             let first = consumer.position() - batch.len() as u64;
             let bad = batch.iter().enumerate().find_map(|(i, c)| decode(c).err().map(|e| (i, e)));
@@ -190,20 +229,35 @@ fn run(ring: &dyn RingMemory, transport: &mut dyn Transport, cfg: ProxyConfig, s
             sh.max_batch.fetch_max(batch.len() as u64, Ordering::Relaxed);
             idle_since = None;
             idle_polls = 0;
-            continue;
+        } else {
+            transport.progress()?;
+            publish_released(ring, transport, consumer.position())?;
         }
-        transport.progress()?;
-        publish_released(ring, transport, consumer.position())?;
         if sh.stop.load(Ordering::Acquire) {
-            // Keep draining until the ring has been quiet for drain_timeout.
-            let since = *idle_since.get_or_insert_with(Instant::now);
-            if since.elapsed() >= cfg.drain_timeout {
+            // Keep draining until the ring has been quiet for drain_timeout, but not past the
+            // shutdown bound: a kernel that keeps pushing would hold shutdown forever.
+            let asked = *stop_seen.get_or_insert_with(Instant::now);
+            let quiet = !busy && idle_since.get_or_insert_with(Instant::now).elapsed() >= cfg.drain_timeout;
+            if quiet || asked.elapsed() >= drain_bound {
                 transport.flush()?;
-                return match leftovers(ring, consumer.position()) {
-                    Some(what) => Err(proxy_err(format!("shutdown after {:?} quiet: {what}", cfg.drain_timeout))),
-                    None => Ok(()),
+                let left = leftovers(ring, consumer.position());
+                return match (quiet, left) {
+                    (true, None) => Ok(()),
+                    (true, Some(what)) => {
+                        Err(proxy_err(format!("shutdown after {:?} quiet: {what}", cfg.drain_timeout)))
+                    }
+                    (false, left) => Err(proxy_err(format!(
+                        "shutdown: commands still arriving {:?} after it was asked for (a kernel still pushing?), \
+                         {} taken; {}",
+                        asked.elapsed(),
+                        consumer.position(),
+                        left.unwrap_or_else(|| "none left in the ring".into())
+                    ))),
                 };
             }
+        }
+        if busy {
+            continue;
         }
         // Spin briefly for latency, then yield so an idle proxy does not own a core.
         idle_polls = idle_polls.saturating_add(1);

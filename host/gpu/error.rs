@@ -58,6 +58,14 @@ pub enum GpuError {
         /// The last failure.
         last: String,
     },
+    /// A synchronous copy or memset refused after a stream was found stuck
+    /// ([`GpuError::KernelStuck`]): it waits for the context's earlier work, so it would wait
+    /// behind the stuck kernel forever.
+    #[error("{call} refused: a kernel of this process is stuck (reported earlier), and {call} would wait behind it forever (end the process)")]
+    Stuck {
+        /// The driver call not made.
+        call: &'static str,
+    },
     /// A CUDA 12 entry point is missing from the installed driver.
     #[error("the CUDA driver has no `{0}` (needs a CUDA 12+ driver)")]
     MissingEntryPoint(&'static str),

@@ -27,6 +27,15 @@ pub(super) fn mark_stuck() {
     STUCK.store(true, Ordering::Relaxed);
 }
 
+/// `Err(Stuck)` once a stream was found stuck: `call` (a synchronous copy or memset, which
+/// waits for the context's earlier work) would wait behind the stuck kernel forever.
+fn refuse_if_stuck(call: &'static str) -> Result<()> {
+    if STUCK.load(Ordering::Relaxed) {
+        return Err(super::error::GpuError::Stuck { call });
+    }
+    Ok(())
+}
+
 /// Whether `Drop` should leak (counting it) rather than free.
 fn leak_instead() -> bool {
     let stuck = STUCK.load(Ordering::Relaxed);
@@ -145,6 +154,7 @@ impl<T: Pod> DeviceBuffer<T> {
         if self.len == 0 {
             return Ok(());
         }
+        refuse_if_stuck("cuMemsetD8")?;
         // SAFETY: the range is this allocation.
         check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(self.ptr, byte, bytes_of::<T>(self.len)) })?;
         legacy_stream_sync()
@@ -201,6 +211,7 @@ impl<'a, T: Pod> DeviceSlice<'a, T> {
         if self.len == 0 {
             return Ok(());
         }
+        refuse_if_stuck("cuMemsetD8")?;
         // SAFETY: the range is this view's memory.
         check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(self.ptr, byte, bytes_of::<T>(self.len)) })?;
         legacy_stream_sync()
@@ -233,6 +244,7 @@ impl<'a, T: Pod> DeviceSlice<'a, T> {
         if self.len == 0 {
             return Ok(());
         }
+        refuse_if_stuck("cuMemcpyHtoD")?;
         // SAFETY: both ranges are valid for len elements.
         check("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(self.ptr, src.as_ptr().cast(), bytes_of::<T>(self.len)) })?;
         legacy_stream_sync()
@@ -242,6 +254,7 @@ impl<'a, T: Pod> DeviceSlice<'a, T> {
     pub fn to_vec(&self) -> Result<Vec<T>> {
         let mut v = vec![T::zeroed(); self.len];
         if self.len > 0 {
+            refuse_if_stuck("cuMemcpyDtoH")?;
             // SAFETY: both ranges are valid for len elements.
             check("cuMemcpyDtoH", unsafe {
                 sys::cuMemcpyDtoH_v2(v.as_mut_ptr().cast(), self.ptr, bytes_of::<T>(self.len))

@@ -282,7 +282,7 @@ impl Gpu {
     /// Open device `ordinal`, loading the PTX module the first time.
     pub fn new(ordinal: u32) -> Result<Gpu> {
         let state = {
-            let mut map = devices().lock().unwrap();
+            let mut map = devices().lock().unwrap_or_else(|p| p.into_inner());
             match map.get(&ordinal) {
                 Some(s) => s.clone(),
                 None => {
@@ -406,7 +406,7 @@ impl Gpu {
     }
 
     fn function(&self, name: &'static str, smem_bytes: u32) -> Result<sys::CUfunction> {
-        let mut fns = self.state.functions.lock().unwrap();
+        let mut fns = self.state.functions.lock().unwrap_or_else(|p| p.into_inner());
         let f = fns.get_mut(name).ok_or_else(|| GpuError::Module(format!("unknown kernel `{name}`")))?;
         if smem_bytes > f.smem_limit {
             let max = self.state.info.max_smem_per_block;

@@ -548,6 +548,17 @@ impl<'a> AgGemm<'a> {
         let row_bytes = 2 * shape.k;
         let gathered = comm.alloc(shape.m * row_bytes)?;
         let chunks = shard_rows.div_ceil(split.chunk_rows as usize) as u32;
+        // The flags are indexed in u32 words: `world x (chunks + 1)` flags must fit.
+        let words = (world.world_size as u64 * (chunks as u64 + 1)).saturating_mul(FLAG_STRIDE as u64);
+        if words > u32::MAX as u64 {
+            return Err(invalid(
+                "chunk_rows",
+                format!(
+                    "{} rows a flag give {chunks} chunks a shard: {words} flag words for {} ranks do not fit in 32 bits",
+                    split.chunk_rows, world.world_size
+                ),
+            ));
+        }
         let flags = comm.alloc(4 * AgGemmParams::flag_words(world.world_size, chunks) as usize)?;
         let order = row_order(shape.m as u32, shard_rows as u32, split.chunk_rows, &world, split.engines);
         let row_order_buf = gpu.upload(&order)?;
@@ -1096,7 +1107,8 @@ pub fn resolve(
         return Err(invalid("fwd_ctas", "must be at least 1 with several nodes of several ranks"));
     }
     let tiles = tiles(shape);
-    let others = fwd + inter_send;
+    // Saturating: a role count near u32::MAX must fail the SM rule below, not wrap past it.
+    let others = fwd.saturating_add(inter_send);
     let push = match opts.push_ctas.or(table.map(|e| e.push_ctas)) {
         _ if engines => 0,
         _ if spread => opts.push_ctas.unwrap_or(SPREAD_PUSH_CTAS),
@@ -1105,18 +1117,22 @@ pub fn resolve(
             // The CTAs the data needs, then every SM the compute CTAs cannot use anyway: the
             // tiles take as many waves with `compute` CTAs as with `sms - needed`.
             let needed = tuned::ag_gemm_push_ctas(shape, world, !in_place && !tiles_copy_local(world, in_place));
-            let waves = tiles.div_ceil(sms.saturating_sub(needed + others).max(1));
+            let waves = tiles.div_ceil(sms.saturating_sub(needed.saturating_add(others)).max(1));
             let compute = tiles.div_ceil(waves.max(1));
-            sms.saturating_sub(compute + others).clamp(needed, needed.max(tuned::AG_GEMM_MAX_PUSH_CTAS))
+            sms.saturating_sub(compute.saturating_add(others)).clamp(needed, needed.max(tuned::AG_GEMM_MAX_PUSH_CTAS))
         }
     };
     // With the copy engines one SM stays free for the side stream's one-CTA steps, which raise
     // the flags the tiles (here and at the peers) wait for: a grid on every SM would wait for
     // them forever.
-    let comm = push + others + engines as u32;
+    let comm = push.saturating_add(others).saturating_add(engines as u32);
     // Every CTA must be resident at once (compute waits on comm CTAs): one per SM at most.
     if comm >= sms {
-        return Err(invalid("push_ctas", format!("{comm} communication CTAs leave no compute CTA on {sms} SMs")));
+        let arg = if fwd >= sms { "fwd_ctas" } else { "push_ctas" };
+        return Err(invalid(
+            arg,
+            format!("{push} push + {others} forward / inter-send CTAs leave no compute CTA on {sms} SMs"),
+        ));
     }
     Ok(Split { compute: (sms - comm).min(tiles), push, fwd, inter_send, chunk_rows, spread, engines })
 }

@@ -662,9 +662,13 @@ fn persistent_ctas(gpu: &Gpu, opts: &GemmOptions) -> Result<u32> {
     if opts.group_m == 0 {
         return Err(invalid("group_m", "must be at least 1"));
     }
-    let ctas = opts.ctas.unwrap_or(gpu.info().sm_count);
-    if ctas == 0 {
-        return Err(invalid("ctas", "must be at least 1"));
+    let sms = gpu.info().sm_count;
+    let ctas = opts.ctas.unwrap_or(sms);
+    if ctas == 0 || ctas > sms {
+        return Err(invalid(
+            "ctas",
+            format!("{ctas} must be in 1..={sms}: the CTAs are persistent, one per SM at most (some modes need them all resident at once)"),
+        ));
     }
     Ok(ctas)
 }
@@ -699,6 +703,13 @@ pub(crate) fn plan(
     diag: &DiagBuffers,
     (promotion, a_rows): (L2Promotion, u32),
 ) -> Result<(GemmParams, DeviceBuffer<TensorMap>)> {
+    // TMA reads A and B (and stores bf16 C) from 16-byte aligned bases; said here, by name,
+    // rather than as the tensor map's rule.
+    for (arg, addr) in [("a", a), ("b", b), ("c", c.addr)] {
+        if addr % 16 != 0 {
+            return Err(invalid(arg, format!("address {addr:#x} must be 16-byte aligned (TMA moves it)")));
+        }
+    }
     let tile_n = opts.tile_n.unwrap_or(TILE_N);
     let (m, n, kk) = (shape.m as u64, shape.n as u64, shape.k as u64);
     let sw = |base, dims, row, box_dims| Tile2d { promotion, ..bf16_sw128(base, dims, row, box_dims) };

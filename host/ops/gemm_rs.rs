@@ -260,7 +260,7 @@ pub fn engines(
     let possible = world.nodes <= 1 && world.world_size > 1 && !one_shot;
     let rule = "applies to the two-phase form on one node of two or more ranks";
     let rows = (shape.m / world.world_size.max(1) as usize) as u32;
-    let (bands, band_tiles) = GemmRsParams::band_shape(rows, shape.n as u32, opts.group_m);
+    let (bands, band_tiles, _) = GemmRsParams::band_shape(rows, shape.n as u32, opts.group_m);
     let excluded = opts.push.is_some()
         || opts.prefetch == Some(true)
         || opts.pull_reduced == Some(true)
@@ -496,7 +496,8 @@ pub fn role_split(opts: &GemmRsOptions, collective: Collective, nodes: u32, tile
         }
     }
     // Every CTA must be resident at once (the roles wait for each other): one per SM at most.
-    let comm = inter_send + inter_reduce;
+    // Saturating: a count near u32::MAX must fail this rule, not wrap past it.
+    let comm = inter_send.saturating_add(inter_reduce);
     if comm >= sms {
         return Err(invalid(
             "inter_reduce",
@@ -753,7 +754,7 @@ impl<'a> GemmRs<'a> {
         let pull_reduced = pulls_reduced(&opts, collective, shape, &world, (one_shot, engines))?;
         let rows = shape.m / w;
         let per_owner = GemmRsParams::per_owner(rows as u32, shape.n as u32);
-        let (bands, band_tiles) = GemmRsParams::band_shape(rows as u32, shape.n as u32, opts.group_m);
+        let (bands, band_tiles, _) = GemmRsParams::band_shape(rows as u32, shape.n as u32, opts.group_m);
         let engine_tail = engine_tail(&opts, collective, engines, bands)?;
         let roles = role_split(&opts, collective, world.nodes, w as u32 * per_owner, gpu.info().sm_count)?;
         let waves = w as u32 * per_owner / roles.compute.max(1);
@@ -1410,7 +1411,8 @@ mod tests {
             let (m_tiles, n_tiles) = (u32::div_ceil(rows, TILE_M), u32::div_ceil(n, TILE_N));
             let per = m_tiles * n_tiles;
             let band_tiles = group_m.min(m_tiles) * n_tiles;
-            assert_eq!(GemmRsParams::band_shape(rows, n, group_m), (m_tiles.div_ceil(group_m), band_tiles));
+            let (bands, tiles, _) = GemmRsParams::band_shape(rows, n, group_m);
+            assert_eq!((bands, tiles), (m_tiles.div_ceil(group_m), band_tiles));
             let grid = TileGrid { m_tiles, n_tiles, group_m };
             let band = |local: u32| grid.coords(local).0 / group_m;
             let safe = |lead: u32| {

@@ -298,6 +298,13 @@ impl<'a> MoeDispatchGemm<'a> {
                 Ok(())
             }
         };
+        // The router indexes the routing `[tokens, top_k]` in 32 bits.
+        if (tokens as u64).saturating_mul(k as u64) > u32::MAX as u64 {
+            return Err(invalid(
+                "tokens",
+                format!("{tokens} tokens x top_k {k} must fit in 32 bits (the routing is indexed in u32)"),
+            ));
+        }
         need("x", x.len(), tokens * h, &format!("[tokens {tokens}, hidden {h}]"))?;
         need("topk_idx", idx.len(), tokens * k, &format!("[tokens {tokens}, top_k {k}]"))?;
         need("topk_weight", wt.len(), tokens * k, &format!("[tokens {tokens}, top_k {k}]"))?;
@@ -307,6 +314,9 @@ impl<'a> MoeDispatchGemm<'a> {
                 "x",
                 format!("address {:#x} must be 16-byte aligned (rows move by bulk copies)", x.addr()),
             ));
+        }
+        if w1.addr() % 16 != 0 {
+            return Err(invalid("w1", format!("address {:#x} must be 16-byte aligned (TMA loads it)", w1.addr())));
         }
         let tuned = super::tuned::moe([tokens, h, i, e, k], &world);
         let run_records = opts.run_records.or(tuned.map(|t| t.run_records)).unwrap_or(32);

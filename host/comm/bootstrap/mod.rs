@@ -124,6 +124,9 @@ struct Acceptor {
     strangers: Arc<AtomicU64>,
     /// Why the group failed, and until when the acceptor keeps telling newcomers.
     failed: Arc<Mutex<Option<(String, Instant)>>>,
+    /// The last error of `accept` other than "nothing pending" (e.g. out of file descriptors),
+    /// or of starting a connection's handshake: said when the join fails.
+    trouble: Arc<Mutex<Option<String>>>,
     timeout: Duration,
 }
 
@@ -135,10 +138,11 @@ impl Acceptor {
             joined: Default::default(),
             strangers: Default::default(),
             failed: Default::default(),
+            trouble: Default::default(),
             timeout,
         };
         let shared = (a.joined.clone(), a.strangers.clone(), a.failed.clone());
-        let stop = a.stop.clone();
+        let (stop, trouble) = (a.stop.clone(), a.trouble.clone());
         let accept = move || loop {
             let lingered = lock(&shared.2).as_ref().is_some_and(|(_, until)| Instant::now() > *until);
             if stop.load(Ordering::Acquire) || lingered {
@@ -148,11 +152,19 @@ impl Acceptor {
                 Ok((s, _)) => {
                     let (tx, shared) = (tx.clone(), shared.clone());
                     // A handshake per connection: a silent stranger cannot hold up the others.
-                    let _ = std::thread::Builder::new()
+                    let spawned = std::thread::Builder::new()
                         .name("mkernel-bootstrap-hello".into())
                         .spawn(move || handshake(s, world, timeout, &tx, &shared.0, &shared.1, &shared.2));
+                    if let Err(e) = spawned {
+                        *lock(&trouble) = Some(format!("starting a connection's handshake: {e}"));
+                    }
                 }
-                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                Err(e) => {
+                    if e.kind() != std::io::ErrorKind::WouldBlock {
+                        *lock(&trouble) = Some(format!("accept: {e}"));
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
             }
         };
         std::thread::Builder::new()
@@ -163,10 +175,14 @@ impl Acceptor {
     }
 
     fn strangers_note(&self) -> String {
-        match self.strangers.load(Ordering::Relaxed) {
+        let mut note = match self.strangers.load(Ordering::Relaxed) {
             0 => String::new(),
             n => format!(" ({n} connection(s) from other programs on the port were dropped)"),
+        };
+        if let Some(t) = lock(&self.trouble).as_ref() {
+            note.push_str(&format!(" (rank 0's listener failed meanwhile: {t})"));
         }
+        note
     }
 
     /// The group failed with `err`: tell the processes whose HELLO is queued, and from now on
