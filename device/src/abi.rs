@@ -1150,16 +1150,12 @@ impl GemmRsParams {
     /// block is the block, so the band arithmetic stays within its rows): the one place the
     /// host's rules and the kernels take them from.
     pub const fn band_shape(rows: u32, n: u32, group_m: u32) -> (u32, u32, u32) {
-        let m_tiles = rows.div_ceil(crate::kernels_info::gemm::TILE_M);
-        let g = if group_m == 0 {
-            1
-        } else if group_m > m_tiles && m_tiles > 0 {
-            m_tiles
-        } else {
-            group_m
-        };
+        use crate::kernels_info::gemm::{TILE_M, TILE_N};
+        // The walk's grid clamps the group as the tiles' walk does (`TileGrid::new`).
+        let grid = crate::sched::TileGrid::new(rows, n, TILE_M, TILE_N, group_m);
+        let (g, m_tiles) = (grid.group_m, grid.m_tiles);
         let band_rows = if g < m_tiles { g } else { m_tiles };
-        (m_tiles.div_ceil(g), band_rows * n.div_ceil(crate::kernels_info::gemm::TILE_N), g)
+        (m_tiles.div_ceil(g), band_rows * grid.n_tiles, g)
     }
     /// The band of an owner block's tile row `tm`.
     pub const fn band_of(&self, tm: u32) -> u32 {
