@@ -268,12 +268,23 @@ pub fn launch(spec: &LaunchSpec) -> CommResult<()> {
         kill_group(&mut rk.child);
     }
     wait_pumps(&ranks, PIPE_GRACE);
+    let mut cut: Vec<u32> = Vec::new();
     for rk in ranks {
         if rk.pumps_done() {
             for p in rk.pumps {
                 let _ = p.join();
             }
+        } else {
+            cut.push(rk.rank);
         }
+    }
+    if !cut.is_empty() {
+        // Not an error of the launch (its ranks ended as reported), but its output may be short.
+        eprintln!(
+            "mkernel launch: the output of ranks {} may be incomplete: processes they left kept their pipes open \
+             past their process groups' kill",
+            rank_list(&cut)
+        );
     }
     failure.map_or(Ok(()), Err)
 }

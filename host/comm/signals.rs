@@ -36,6 +36,10 @@ impl SignalGuard {
                     let mut old: libc::sigaction = std::mem::zeroed();
                     if libc::sigaction(sig, &new, &mut old) != 0 {
                         let source = std::io::Error::last_os_error();
+                        // Put back the handlers this call already replaced: no guard will.
+                        for (sig, old) in users.1.drain(..) {
+                            libc::sigaction(sig, &old, std::ptr::null_mut());
+                        }
                         return Err(CommError::Io {
                             context: format!("installing a handler for signal {sig}"),
                             source,

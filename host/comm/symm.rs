@@ -163,8 +163,16 @@ impl SymmBuffer {
 impl Drop for SymmBuffer {
     fn drop(&mut self) {
         for &p in &self.opened {
+            // After a stuck stream a close could wait behind the stuck kernel: left open, counted
+            // as the device buffers' frees are.
+            if crate::gpu::leak_instead() {
+                continue;
+            }
             // SAFETY: opened by cuIpcOpenMemHandle in this process, closed once.
-            let _ = unsafe { sys::cuIpcCloseMemHandle(p) };
+            if let Err(e) = check_raw("cuIpcCloseMemHandle", unsafe { sys::cuIpcCloseMemHandle(p) }) {
+                // Recorded for `gpu::take_drop_errors`, as a failed free is: a drop cannot return it.
+                crate::gpu::record_drop_failure("closing a peer's mapped heap", e);
+            }
         }
     }
 }

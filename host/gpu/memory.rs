@@ -12,7 +12,7 @@ use std::sync::Mutex;
 static DROP_FAILURES: AtomicU64 = AtomicU64::new(0);
 static LAST_DROP_FAILURE: Mutex<Option<String>> = Mutex::new(None);
 
-fn record_drop_failure(what: &str, e: super::error::GpuError) {
+pub(crate) fn record_drop_failure(what: &str, e: super::error::GpuError) {
     DROP_FAILURES.fetch_add(1, Ordering::Relaxed);
     *LAST_DROP_FAILURE.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{what}: {e}"));
 }
@@ -37,7 +37,7 @@ fn refuse_if_stuck(call: &'static str) -> Result<()> {
 }
 
 /// Whether `Drop` should leak (counting it) rather than free.
-fn leak_instead() -> bool {
+pub(crate) fn leak_instead() -> bool {
     let stuck = STUCK.load(Ordering::Relaxed);
     if stuck {
         LEAKED.fetch_add(1, Ordering::Relaxed);

@@ -58,17 +58,18 @@ pub struct AttentionShape {
 impl AttentionShape {
     /// Elements of Q (and of O).
     pub fn q_elements(&self) -> usize {
-        self.batch * self.seq_q * self.heads * self.head_dim
+        // Saturating: a product past usize fails the length checks instead of wrapping to a small one.
+        self.batch.saturating_mul(self.seq_q).saturating_mul(self.heads).saturating_mul(self.head_dim)
     }
 
     /// Elements of K (and of V).
     pub fn kv_elements(&self) -> usize {
-        self.batch * self.seq_k * self.heads_kv * self.head_dim
+        self.batch.saturating_mul(self.seq_k).saturating_mul(self.heads_kv).saturating_mul(self.head_dim)
     }
 
     /// Elements of the log-sum-exp, `[batch, heads, seq_q]`.
     pub fn lse_elements(&self) -> usize {
-        self.batch * self.heads * self.seq_q
+        self.batch.saturating_mul(self.heads).saturating_mul(self.seq_q)
     }
 
     /// Query rows per tile: [`block_m`] of the head dimension (128 at D = 128, 192 at 64).
@@ -375,6 +376,10 @@ mod tests {
         bad(AttentionShape { seq_k: 0, ..shape() }, "seq_k");
         bad(AttentionShape { batch: 0, ..shape() }, "batch");
         shape().validate().unwrap();
+        // Element counts past usize saturate (no wrap to a small count that a short buffer meets).
+        let huge = AttentionShape { batch: i32::MAX as usize, seq_q: i32::MAX as usize, heads: 8, ..shape() };
+        assert_eq!(huge.q_elements(), usize::MAX);
+        bad(huge, "batch");
     }
 
     #[test]
