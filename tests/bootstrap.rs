@@ -396,3 +396,27 @@ fn error_lines_stay_short() {
     let s = World::from_vars(|k| v.get(k).cloned()).unwrap_err().to_string();
     assert!(s.len() < 200, "{} bytes", s.len());
 }
+
+/// Rank `who` of 3 takes one step, then gives up with `why` (`Bootstrap::abort`, as a rank
+/// whose communicator setup failed does); the other two, taking two steps, fail with the cause.
+fn gives_up(who: u32, why: &'static str) {
+    let port = free_port().unwrap();
+    let others: Vec<_> = (0..3).filter(|&r| r != who).map(|r| rank(r, 3, port, 2)).collect();
+    std::thread::spawn(move || {
+        let mut b = Bootstrap::connect(&world(who, 3, port), T).unwrap();
+        b.all_gather(&[who as u8, 0]).unwrap();
+        b.abort(why);
+    })
+    .join()
+    .unwrap();
+    for h in others {
+        let e = err_of(h);
+        assert!(e.contains(&format!("rank {who} gave up: {why}")), "{e}");
+    }
+}
+
+#[test]
+fn a_rank_that_gives_up_between_steps_is_heard_with_its_cause() {
+    gives_up(1, "its heap allocation failed");
+    gives_up(0, "its FIFO could not be mapped");
+}

@@ -112,6 +112,15 @@ pub struct Communicator {
     timeout: Duration,
 }
 
+/// What [`Communicator::bring_up`] makes.
+struct Parts {
+    heap: SymmBuffer,
+    fifo: Option<Arc<Fifo>>,
+    proxy: Option<Proxy>,
+    transport: &'static str,
+    rails: Vec<String>,
+}
+
 /// Bytes every heap allocation is aligned to (TMA needs 16, tensor maps of tiles like 128+).
 pub const HEAP_ALIGN: usize = 1024;
 
@@ -129,7 +138,32 @@ impl Communicator {
             return Err(crate::error::invalid("fifo_capacity", format!("{cap} must be a power of two in 2..=2^30")));
         }
         let mut boot = Bootstrap::connect(world, opts.timeout)?;
-        let heap = SymmBuffer::new(gpu, &mut boot, world, opts.heap_bytes)?;
+        let Parts { heap, fifo, proxy, transport, rails } = match Self::bring_up(gpu, world, &opts, &mut boot) {
+            Ok(parts) => parts,
+            Err(e) => {
+                // The other ranks would otherwise see only this one disconnecting.
+                boot.abort(&e.to_string());
+                return Err(e);
+            }
+        };
+        Ok(Communicator {
+            world: world.clone(),
+            boot: Mutex::new(boot),
+            alloc: Mutex::new(HeapAlloc::new(heap.len())),
+            heap,
+            fifo,
+            proxy,
+            transport,
+            rails,
+            timeout: opts.timeout,
+        })
+    }
+
+    /// [`Communicator::new`] after the bootstrap joined: the heap, and with several nodes the
+    /// FIFO, the transport and the proxy, then a barrier (a failure here is told to the other
+    /// ranks through the bootstrap).
+    fn bring_up(gpu: &Gpu, world: &World, opts: &CommOptions, boot: &mut Bootstrap) -> crate::Result<Parts> {
+        let heap = SymmBuffer::new(gpu, boot, world, opts.heap_bytes)?;
         let (mut fifo, mut proxy, mut transport) = (None, None, "none (one node)");
         let mut rails = Vec::new();
         if world.nodes > 1 {
@@ -143,7 +177,7 @@ impl Communicator {
                 TransportChoice::Auto => other_host,
             };
             let t: Box<dyn Transport> = if verbs {
-                let v = VerbsTransport::connect(world, &mut boot, &local, &opts.verbs)?;
+                let v = VerbsTransport::connect(world, boot, &local, &opts.verbs)?;
                 rails = v.rails().iter().map(|r| r.to_string()).collect();
                 Box::new(v)
             } else {
@@ -162,17 +196,7 @@ impl Communicator {
             fifo = Some(f);
         }
         boot.barrier()?;
-        Ok(Communicator {
-            world: world.clone(),
-            boot: Mutex::new(boot),
-            alloc: Mutex::new(HeapAlloc::new(heap.len())),
-            heap,
-            fifo,
-            proxy,
-            transport,
-            rails,
-            timeout: opts.timeout,
-        })
+        Ok(Parts { heap, fifo, proxy, transport, rails })
     }
 
     /// The process group.

@@ -558,6 +558,23 @@ impl Bootstrap {
     pub fn barrier(&mut self) -> CommResult<()> {
         self.all_gather(&[]).map(|_| ())
     }
+
+    /// This rank gives up on the group between steps (its own setup failed with `why`), so that
+    /// the others hear the cause instead of "disconnected": rank 0 tells every rank now; another
+    /// rank tells rank 0, whose pending or next step tells the rest. Best effort (a short bound
+    /// on each write); the group cannot take another step after it.
+    pub fn abort(&mut self, why: &str) {
+        let (seq, rank) = (self.seq + 1, self.rank);
+        let what = format!("rank {rank} gave up: {}", clip(why, QUOTE));
+        match &mut self.role {
+            Role::Leaf { stream } => {
+                let _ = write_frame(stream, Duration::from_millis(500), Kind::Abort, seq, rank, what.as_bytes());
+            }
+            Role::Root { peers, .. } => {
+                let _: CommResult<()> = abort_all(peers, seq, root_err(what));
+            }
+        }
+    }
 }
 
 impl Drop for Bootstrap {
