@@ -420,3 +420,13 @@ fn a_rank_that_gives_up_between_steps_is_heard_with_its_cause() {
     gives_up(1, "its heap allocation failed");
     gives_up(0, "its FIFO could not be mapped");
 }
+
+#[test]
+fn an_unresolvable_master_addr_is_named_within_the_timeout() {
+    // The lookup runs within the join's bound (a slow name service cannot hold it past it).
+    let w = World { master_addr: "no-such-host.invalid".into(), ..world(1, 2, 1) };
+    let t0 = Instant::now();
+    let e = Bootstrap::connect(&w, T).err().expect("joined through a name that does not exist").to_string();
+    assert!(e.contains("MASTER_ADDR no-such-host.invalid"), "{e}");
+    assert!(t0.elapsed() < T + Duration::from_secs(2), "took {:?}", t0.elapsed());
+}

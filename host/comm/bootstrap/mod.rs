@@ -99,6 +99,25 @@ fn prepare(s: &TcpStream) -> CommResult<()> {
     Ok(())
 }
 
+/// `addr`'s first address, looked up on a helper thread so that a slow name service cannot hold
+/// the join past `until` (the thread is left to finish on its own then); `None` when the name
+/// has no address. The error says what failed.
+fn resolve(addr: &str, until: Instant) -> Result<Option<std::net::SocketAddr>, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let name = addr.to_string();
+    std::thread::Builder::new()
+        .name("mkernel-bootstrap-resolve".into())
+        .spawn(move || {
+            let _ = tx.send(name.to_socket_addrs().map(|mut a| a.next()));
+        })
+        .map_err(|e| format!("starting the lookup of MASTER_ADDR {addr}: {e}"))?;
+    match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+        Ok(Ok(a)) => Ok(a),
+        Ok(Err(e)) => Err(format!("resolving MASTER_ADDR {addr}: {e}")),
+        Err(_) => Err(format!("resolving MASTER_ADDR {addr} took longer than the bootstrap's timeout")),
+    }
+}
+
 /// How long a rank waits for rank 0's answer: rank 0 may wait `timeout` for the others and then
 /// spend up to `timeout` answering, and its error must still arrive.
 fn answer_bound(timeout: Duration) -> Duration {
@@ -396,8 +415,9 @@ impl Bootstrap {
     fn join(w: &World, timeout: Duration) -> CommResult<Role> {
         let addr = format!("{}:{}", w.master_addr, w.master_port);
         let start = Instant::now();
+        // Resolved once (a name lookup can be slow), within the join's bound.
+        let target = resolve(&addr, start + timeout).map_err(|what| CommError::Bootstrap { rank: w.rank, what })?;
         let mut stream = loop {
-            let target = addr.to_socket_addrs().map_err(io(format!("resolving MASTER_ADDR {addr}")))?.next();
             let attempt = target.map(|a| TcpStream::connect_timeout(&a, Duration::from_millis(200)));
             match attempt {
                 Some(Ok(s)) => break s,
