@@ -131,10 +131,12 @@ impl<'g> Probe<'g> {
             }
             react(v, ev)?;
         }
+        // Bounded: a side stream waits on words only the probe kernel raises.
+        let left = || limit.saturating_duration_since(Instant::now()) + Duration::from_secs(1);
         for side in sides {
-            side.synchronize()?;
+            side.synchronize_timeout(left())?;
         }
-        gpu.synchronize()?;
+        gpu.synchronize_timeout(left())?;
         let t = self.stamps.to_vec()?;
         let mut us = Vec::with_capacity(events.len());
         let mut span_us = 0f64;
