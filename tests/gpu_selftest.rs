@@ -20,6 +20,7 @@ fn elementwise_axpy() {
         let a = rng.uniform() * 4.0;
         let (dx, dy) = (gpu.upload(&x).unwrap(), gpu.upload(&y0).unwrap());
         let p = AxpyParams { x: dx.addr(), y: dy.addr(), n: n as u64, a, _pad: 0 };
+        // SAFETY: the parameters name buffers that live past the synchronisation below.
         unsafe { gpu.launch(kernels::AXPY, &LaunchConfig::linear(264, 256, 0), &p).unwrap() };
         gpu.synchronize_timeout(Duration::from_secs(30)).unwrap();
         let y = dy.to_vec().unwrap();
@@ -70,6 +71,7 @@ fn tma_roundtrip_with_128b_swizzle() {
             box_bytes,
             store,
         };
+        // SAFETY: the parameters name buffers that live past the synchronisation below.
         unsafe { gpu.launch(kernels::TMA_ROUNDTRIP, &LaunchConfig::linear(1, 128, box_bytes + 1024), &p).unwrap() };
         gpu.synchronize_timeout(Duration::from_secs(10)).unwrap();
         let raw_bytes: Vec<u8> = bytemuck::cast_slice(&raw.to_vec().unwrap()).to_vec();
@@ -123,6 +125,7 @@ fn wgmma_case(gpu: &mkernel::Gpu, rng: &mut Rng, n: usize, layout: u32) {
     };
     // A's 64 rows, B as the GEMM stages it (whole 64-column boxes for [K, N]), the barrier.
     let smem = stage_tx_bytes(64, n as u32, true) + 1024;
+    // SAFETY: the parameters name buffers that live past the synchronisation below.
     unsafe { gpu.launch(kernels::WGMMA_TILE, &LaunchConfig::linear(1, 128, smem), &p).unwrap() };
     gpu.synchronize_timeout(Duration::from_secs(30)).unwrap();
     let got: Vec<f64> = out.to_vec().unwrap().iter().map(|&x| x as f64).collect();
@@ -187,6 +190,7 @@ fn host_gpu_flag_handshake() {
         base_epoch,
         seed,
     };
+    // SAFETY: the parameters name buffers that live past the synchronisation below.
     unsafe { gpu.launch(kernels::FLAG_HANDSHAKE, &LaunchConfig::linear(1, 32, 0), &p).unwrap() };
     let mut replies = Vec::new();
     let started = Instant::now();
@@ -235,6 +239,7 @@ fn bounded_wait_reports_instead_of_hanging() {
         seed: 1,
     };
     let started = Instant::now();
+    // SAFETY: the parameters name buffers that live past the synchronisation below.
     unsafe { gpu.launch(kernels::FLAG_HANDSHAKE, &LaunchConfig::linear(1, 32, 0), &p).unwrap() };
     gpu.synchronize_timeout(Duration::from_secs(30)).unwrap(); // the host never answers: the kernel must end by itself
     let d = diag.record();
@@ -252,6 +257,7 @@ fn cluster_launch_ids() {
     let out = gpu.alloc::<u32>(8).unwrap();
     out.fill_bytes(POISON_BYTE).unwrap();
     let cfg = LaunchConfig { grid: [8, 1, 1], block: [64, 1, 1], smem_bytes: 0, cluster: Some([2, 1, 1]) };
+    // SAFETY: the parameters name buffers that live past the synchronisation below.
     unsafe { gpu.launch(kernels::CLUSTER_IDS, &cfg, &ClusterIdsParams { out: out.addr() }).unwrap() };
     gpu.synchronize_timeout(Duration::from_secs(30)).unwrap();
     let got = out.to_vec().unwrap();

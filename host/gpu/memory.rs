@@ -71,6 +71,7 @@ pub struct DeviceBuffer<T: Pod> {
 
 // SAFETY: the buffer is plain device memory; the handle is an address.
 unsafe impl<T: Pod + Send> Send for DeviceBuffer<T> {}
+// SAFETY: as for Send: shared use only reads the address.
 unsafe impl<T: Pod + Sync> Sync for DeviceBuffer<T> {}
 
 /// A borrowed range of a device buffer.
@@ -274,6 +275,7 @@ pub struct MappedBuffer<T: Pod> {
 
 // SAFETY: pinned host memory; concurrent access goes through atomics.
 unsafe impl<T: Pod + Send> Send for MappedBuffer<T> {}
+// SAFETY: as for Send: shared access goes through atomics or volatile element reads/writes.
 unsafe impl<T: Pod + Sync> Sync for MappedBuffer<T> {}
 
 impl<T: Pod> MappedBuffer<T> {

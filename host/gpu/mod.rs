@@ -102,6 +102,7 @@ struct DeviceState {
 
 // SAFETY: CUDA contexts, modules and functions are thread-safe driver handles.
 unsafe impl Send for DeviceState {}
+// SAFETY: as for Send; the mutable parts (the function table) sit behind a mutex.
 unsafe impl Sync for DeviceState {}
 
 fn devices() -> &'static Mutex<HashMap<u32, Arc<DeviceState>>> {

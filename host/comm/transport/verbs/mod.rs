@@ -206,9 +206,11 @@ fn open_rail(name: &str, cq_depth: i32, gid_index: u8) -> CommResult<RailDev> {
         ibv_free_device_list(list);
         ctx
     };
-    // SAFETY (all three): each object is fresh, destroyed once by its owner, parents held.
+    // SAFETY: the context is fresh, closed once by its owner.
     let ctx = Arc::new(unsafe { Context::new(raw, "ibv_open_device", |p| ibv_close_device(p), ())? });
+    // SAFETY: the PD is fresh, deallocated once by its owner, which holds the context.
     let pd = unsafe { Pd::new(ibv_alloc_pd(ctx.as_ptr()), "ibv_alloc_pd", |p| ibv_dealloc_pd(p), ctx.clone())? };
+    // SAFETY: the CQ is fresh, destroyed once by its owner, which holds the context.
     let cq = unsafe {
         let raw = ibv_create_cq(ctx.as_ptr(), cq_depth, ptr::null_mut(), ptr::null_mut(), 0);
         Cq::new(raw, "ibv_create_cq", |p| ibv_destroy_cq(p), ctx.clone())?
