@@ -149,6 +149,7 @@ pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600
 impl DiagBuffers {
     /// A clean record and abort word on `gpu`, for kernels whose waits give up after `timeout`
     /// (what [`DiagBuffers::wait`] allows a launch).
+    ///
     /// `timeout` is an op's `timeout` option: a typed error outside
     /// [`MIN_TIMEOUT`]..=[`MAX_TIMEOUT`], before anything launches.
     pub fn new(gpu: &crate::Gpu, timeout: std::time::Duration) -> Result<Self> {

@@ -743,9 +743,16 @@ const fn clamp_u64(x: u64, lo: u64, hi: u64) -> u64 {
 pub const FLAG_STRIDE: u32 = 32;
 
 impl AgGemmParams {
-    /// Flag words per rank: `ready[world]` then `data[world][chunks]`, [`FLAG_STRIDE`] apart.
-    pub const fn flag_words(world: u32, chunks: u32) -> u32 {
-        (world + world * chunks) * FLAG_STRIDE
+    /// Flag words per rank: `ready[world]` then `data[world][chunks]`, [`FLAG_STRIDE`] apart;
+    /// `None` past 32 bits (the kernels index the flags in u32 words).
+    pub const fn flag_words(world: u32, chunks: u32) -> Option<u32> {
+        match chunks.checked_add(1) {
+            Some(c) => match world.checked_mul(c) {
+                Some(f) => f.checked_mul(FLAG_STRIDE),
+                None => None,
+            },
+            None => None,
+        }
     }
     /// Index of `ready[s]`.
     pub const fn ready_flag(s: u32) -> u32 {

@@ -133,10 +133,7 @@ impl Communicator {
         }
         // Checked here on one node too (where no FIFO is made), under the option's name: an
         // option accepted on one node and refused on two would surprise.
-        let cap = opts.fifo_capacity;
-        if cap < 2 || !cap.is_power_of_two() || cap > (1 << 30) {
-            return Err(crate::error::invalid("fifo_capacity", format!("{cap} must be a power of two in 2..=2^30")));
-        }
+        super::fifo::check_capacity("fifo_capacity", opts.fifo_capacity)?;
         let mut boot = Bootstrap::connect(world, opts.timeout)?;
         let Parts { heap, fifo, proxy, transport, rails } = match Self::bring_up(gpu, world, &opts, &mut boot) {
             Ok(parts) => parts,

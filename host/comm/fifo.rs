@@ -42,12 +42,11 @@ pub trait RingMemory: Send + Sync {
     }
 }
 
-fn check_capacity(capacity: u64) -> CommResult<()> {
+/// The ring's capacity rule, for the argument named `arg` (a ring's `capacity`, a communicator's
+/// `fifo_capacity`).
+pub(crate) fn check_capacity(arg: &'static str, capacity: u64) -> CommResult<()> {
     if capacity < 2 || !capacity.is_power_of_two() || capacity > (1 << 30) {
-        return Err(CommError::InvalidArgument {
-            arg: "capacity",
-            rule: format!("{capacity} must be a power of two in 2..=2^30"),
-        });
+        return Err(CommError::InvalidArgument { arg, rule: format!("{capacity} must be a power of two in 2..=2^30") });
     }
     Ok(())
 }
@@ -66,7 +65,7 @@ impl HostRing {
     /// allocated zeroed and untouched, so a large ring costs address space, not memory, until
     /// used; an allocation the system refuses is an error, not an abort.
     pub fn new(capacity: u64) -> CommResult<Self> {
-        check_capacity(capacity)?;
+        check_capacity("capacity", capacity)?;
         Ok(Self {
             words: zeroed_words(capacity)?,
             tail: AtomicU64::new(0),
@@ -253,7 +252,7 @@ pub struct Fifo {
 impl Fifo {
     /// A FIFO of `capacity` commands (a power of two) for `gpu`.
     pub fn new(gpu: &Gpu, capacity: u64) -> CommResult<Fifo> {
-        check_capacity(capacity)?;
+        check_capacity("capacity", capacity)?;
         let ring = gpu.mapped::<u64>(capacity as usize * WORDS)?;
         let positions = gpu.mapped::<u64>(2)?;
         let counters = gpu.upload(&[0u64, 0u64])?;

@@ -548,18 +548,16 @@ impl<'a> AgGemm<'a> {
         let row_bytes = 2 * shape.k;
         let gathered = comm.alloc(shape.m * row_bytes)?;
         let chunks = shard_rows.div_ceil(split.chunk_rows as usize) as u32;
-        // The flags are indexed in u32 words: `world x (chunks + 1)` flags must fit.
-        let words = (world.world_size as u64 * (chunks as u64 + 1)).saturating_mul(FLAG_STRIDE as u64);
-        if words > u32::MAX as u64 {
-            return Err(invalid(
+        let words = AgGemmParams::flag_words(world.world_size, chunks).ok_or_else(|| {
+            invalid(
                 "chunk_rows",
                 format!(
-                    "{} rows a flag give {chunks} chunks a shard: {words} flag words for {} ranks do not fit in 32 bits",
+                    "{} rows a flag give {chunks} chunks a shard: their flag words for {} ranks do not fit in 32 bits",
                     split.chunk_rows, world.world_size
                 ),
-            ));
-        }
-        let flags = comm.alloc(4 * AgGemmParams::flag_words(world.world_size, chunks) as usize)?;
+            )
+        })?;
+        let flags = comm.alloc(4 * words as usize)?;
         let order = row_order(shape.m as u32, shard_rows as u32, split.chunk_rows, &world, split.engines);
         let row_order_buf = gpu.upload(&order)?;
         let launches = gpu.upload(&[0u64])?;

@@ -706,9 +706,7 @@ pub(crate) fn plan(
     // TMA reads A and B (and stores bf16 C) from 16-byte aligned bases; said here, by name,
     // rather than as the tensor map's rule.
     for (arg, addr) in [("a", a), ("b", b), ("c", c.addr)] {
-        if addr % 16 != 0 {
-            return Err(invalid(arg, format!("address {addr:#x} must be 16-byte aligned (TMA moves it)")));
-        }
+        super::check_aligned16(arg, addr, "TMA moves it")?;
     }
     let tile_n = opts.tile_n.unwrap_or(TILE_N);
     let (m, n, kk) = (shape.m as u64, shape.n as u64, shape.k as u64);

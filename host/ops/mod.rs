@@ -42,6 +42,15 @@ impl Path {
     }
 }
 
+/// A typed error naming `arg` unless its device address `addr` is 16-byte aligned, which `why`
+/// needs (TMA and bulk copies move 16-byte units from 16-byte aligned bases).
+pub(crate) fn check_aligned16(arg: &'static str, addr: u64, why: &str) -> crate::Result<()> {
+    if !addr.is_multiple_of(16) {
+        return Err(crate::error::invalid(arg, format!("address {addr:#x} must be 16-byte aligned ({why})")));
+    }
+    Ok(())
+}
+
 /// An on/off choice of the fused form that only some ops and layouts have: the asked value
 /// (`Some(true)` where it is not `possible` is a typed error naming the option and its `rule`),
 /// else `default` where possible.

@@ -309,15 +309,8 @@ impl<'a> MoeDispatchGemm<'a> {
         need("topk_idx", idx.len(), tokens * k, &format!("[tokens {tokens}, top_k {k}]"))?;
         need("topk_weight", wt.len(), tokens * k, &format!("[tokens {tokens}, top_k {k}]"))?;
         need("w1", w1.len(), el * h * i, &format!("{el} local experts of [{h} x {i}]"))?;
-        if x.addr() % 16 != 0 {
-            return Err(invalid(
-                "x",
-                format!("address {:#x} must be 16-byte aligned (rows move by bulk copies)", x.addr()),
-            ));
-        }
-        if w1.addr() % 16 != 0 {
-            return Err(invalid("w1", format!("address {:#x} must be 16-byte aligned (TMA loads it)", w1.addr())));
-        }
+        super::check_aligned16("x", x.addr(), "rows move by bulk copies")?;
+        super::check_aligned16("w1", w1.addr(), "TMA loads it")?;
         let tuned = super::tuned::moe([tokens, h, i, e, k], &world);
         let run_records = opts.run_records.or(tuned.map(|t| t.run_records)).unwrap_or(32);
         if opts.chunk_tokens == 0 {

@@ -1083,6 +1083,30 @@ unsafe fn run_of(p: &MoeParams, tb: &Tables, j: u32) -> (u32, u32) {
     }
 }
 
+/// Pull item `j` of the runs (below [`runs_items`]) as [`run_of`] says, or `None` for an empty
+/// item (a run past its source's last): what the pull CTAs ([`pull_item`]) and the side threads
+/// ([`side_item`]) both take.
+///
+/// # Safety
+/// As for [`runs_items`].
+#[inline(always)]
+unsafe fn run_taken(p: &MoeParams, tb: &Tables, j: u32) -> Option<(u32, u32)> {
+    let (r, q) = run_of(p, tb, j);
+    (r < tb.get(tb.l.items + 2 + q)).then_some((r, q))
+}
+
+/// Records `r0..r1` of source `s` (whose records are at `from`: [`received`]) that its run `r`
+/// moves.
+///
+/// # Safety
+/// The file's contract; read after the layout was published (every source's counts are in).
+#[inline(always)]
+unsafe fn run_records_range(p: &MoeParams, from: u64, s: u32, r: u32) -> (u32, u32) {
+    let n = *((from + p.counts_at(s)) as *const u32).add(1);
+    let r0 = r * p.run_records;
+    (r0, (r0 + p.run_records).min(n))
+}
+
 /// Who runs [`pull`], and until when.
 #[derive(Clone, Copy)]
 enum Puller {
@@ -1236,10 +1260,9 @@ unsafe fn pull_item(
         return;
     }
     // Run `r` of the source at receive position `q`: records r0..r1.
-    let (r, q) = run_of(p, tb, item - x_items);
-    if r >= tb.get(l.items + 2 + q) {
+    let Some((r, q)) = run_taken(p, tb, item - x_items) else {
         return;
-    }
+    };
     let s = source_at(p, q);
     let (src, ready_flag, ready) = rows_of(p, s, epoch);
     let verdict = dyn_smem_base() + VERDICT_SMEM;
@@ -1268,9 +1291,7 @@ unsafe fn pull_item(
     let staged = dyn_smem_base() + REC_SMEM;
     let srec = |r: u32| staged + r * rec_bytes;
     let from = received(p, s);
-    let n = *((from + p.counts_at(s)) as *const u32).add(1);
-    let r0 = r * p.run_records;
-    let r1 = (r0 + p.run_records).min(n);
+    let (r0, r1) = run_records_range(p, from, s, r);
     let sc = Scatter { p, src_rank: s, bases: dyn_smem_base() + BASE_SMEM };
     let mut b0 = r0;
     while b0 < r1 {
@@ -1423,10 +1444,9 @@ unsafe fn side_pull(p: &MoeParams, tb: &Tables, smem: u32, t: u32) {
 #[inline(always)]
 unsafe fn side_item(p: &MoeParams, tb: &Tables, j: u32, smem: u32, t: u32, b: &Bound) {
     let l = tb.l;
-    let (r, q) = run_of(p, tb, j);
-    if r >= tb.get(l.items + 2 + q) {
+    let Some((r, q)) = run_taken(p, tb, j) else {
         return;
-    }
+    };
     let s = source_at(p, q);
     if t == 0 {
         let epoch = ld_shared_u32(smem + SIDE_EPOCH);
@@ -1450,9 +1470,7 @@ unsafe fn side_item(p: &MoeParams, tb: &Tables, j: u32, smem: u32, t: u32, b: &B
     }
     let (src, _, _) = rows_of(p, s, 0);
     let from = received(p, s);
-    let n = *((from + p.counts_at(s)) as *const u32).add(1);
-    let r0 = r * p.run_records;
-    let r1 = (r0 + p.run_records).min(n);
+    let (r0, r1) = run_records_range(p, from, s, r);
     let (lane, rb) = (t % 32, p.row_bytes());
     let vecs = (rb / 16) as u32;
     let mut i = r0 + t / 32;
