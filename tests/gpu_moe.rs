@@ -83,7 +83,9 @@ fn on_gpu_zero(option: &str, cases: &[(u32, u32, &[&str])]) {
 #[test]
 fn own_tokens_gathered() {
     // MoeOptions::gather: own tokens read where they are by the grouped GEMM's producer; one
-    // rank, two ranks on one GPU, two emulated nodes on one GPU; both layouts, skewed routing.
+    // rank, two ranks on one GPU, two emulated nodes on one GPU; both layouts, skewed, empty
+    // and one-token routings, top-k 8; the tiles drawn with the pull CTAs joining (the
+    // default) and walked statically (`--no-join`).
     if gpu_or_skip("own_tokens_gathered").is_none() {
         return;
     }
@@ -92,7 +94,10 @@ fn own_tokens_gathered() {
         &[
             (1, 1, &["--config", "2000x512x264x16x3", "--graph"]),
             (1, 1, &["--config", "900x256x136x8x2", "--routing", "skewed", "--layout", "nk", "--f32"]),
+            (1, 1, &["--config", "1100x256x264x32x8", "--routing", "empty", "--no-join"]),
+            (1, 1, &["--config", "1x200x136x8x4", "--pull-ctas", "2"]),
             (2, 1, &["--config", "700x256x264x16x3", "--pull-ctas", "4"]),
+            (2, 1, &["--config", "201x128x72x16x8", "--routing", "last", "--pull-ctas", "3", "--no-join"]),
             (2, 2, &["--config", "1500x256x264x16x3", "--layout", "nk", "--vary", "700"]),
         ],
     );

@@ -149,8 +149,7 @@ pub struct MoeOptions {
     /// In a fused launch the pull CTAs run tiles once no row is left to move, every CTA drawing
     /// its next tile from a counter (`MOE_JOIN`). Default (`None`): the tuned table's choice for
     /// the nearest measured config ([`super::tuned::moe`]; lines measured before the option
-    /// say off), else on; off with the gathering producer ([`MoeOptions::gather`]), which walks
-    /// its tiles statically and cannot join.
+    /// say off), else on.
     pub join: Option<bool>,
     /// One node: the copy engines copy this rank's tokens into every local peer's `rx` once
     /// the launch says the peers are done with the last ones (a stream of this op's, forked from
@@ -328,14 +327,8 @@ impl<'a> MoeDispatchGemm<'a> {
             ));
         }
         // The tuned line's choice where one applies (lines from before the option say off),
-        // else on; never with the gathering producer.
-        let join = opts.join.unwrap_or(!opts.gather && tuned.is_none_or(|t| t.join));
-        if join && opts.gather {
-            return Err(invalid(
-                "join",
-                "the gathering producer (gather) walks its tiles statically: pull CTAs cannot join it",
-            ));
-        }
+        // else on.
+        let join = opts.join.unwrap_or(tuned.is_none_or(|t| t.join));
         if opts.side_pull && opts.gather {
             return Err(invalid(
                 "side_pull",

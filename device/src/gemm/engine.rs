@@ -81,7 +81,6 @@ pub unsafe fn compute_cta<
     let wg = tid / 128;
     const { assert!(!(G::GATHER && E::HELPER), "gathering producers leave no helper threads") };
     const { assert!(!(G::GATHER && G::WRITES_A), "gathering producers leave no writer thread") };
-    const { assert!(!(G::GATHER && S::DYNAMIC), "gathering producers take static walks") };
     const { assert!(!(G::SIDE && (G::GATHER || E::HELPER)), "the side thread is a helper's lane") };
     if tid == 0 {
         // A gathered A adds one `cp.async` arrival per producer thread to every fill; the A
@@ -89,9 +88,10 @@ pub unsafe fn compute_cta<
         let readers = EMPTY_ARRIVALS + G::WRITES_A as u32;
         smem.pipeline().init_counts(if G::GATHER { 1 + 128 } else { 1 }, readers);
         epi.init(&smem);
-        // A dynamic walk's positions are read by every consumer warp, the A writer and the
-        // epilogue's helpers.
-        Feed::init::<S>(smem.tile_ring(), EMPTY_ARRIVALS + G::WRITES_A as u32 + 2 * E::HELPER as u32);
+        // A dynamic walk's positions are read by every consumer warp, the A writer, the
+        // epilogue's helpers and a gathering producer's warps 1 to 3.
+        let readers = EMPTY_ARRIVALS + G::WRITES_A as u32 + 2 * E::HELPER as u32 + 3 * G::GATHER as u32;
+        Feed::init::<S>(smem.tile_ring(), readers);
     }
     sync_threads();
     // A static walk starts at `blockIdx.x`, read in each branch after `setmaxnreg`: a value live
@@ -243,7 +243,9 @@ const GATHER_BARRIER: u32 = 8;
 /// The producer warpgroup when A is gathered ([`InputGate::GATHER`]): thread `t` (of 128) copies
 /// one 16-byte piece of eight of the tile's rows per k-block with `cp.async` (rows `t / 8 + 16 j`,
 /// piece `t % 8`, stored where the 128-byte swizzle of a TMA box would put it, so the consumers
-/// read the stage unchanged); thread 0 also waits on the gate and loads B by TMA.
+/// read the stage unchanged); thread 0 also waits on the gate and loads B by TMA. A dynamic walk
+/// is drawn by thread 0, which hands each position to its warp; warps 1 to 3 read it from the
+/// ring as the consumers do.
 #[inline(always)]
 unsafe fn produce_gathered<const TRANS_B: u32, const STAGES: u32, A: Accumulators, S: TileScheduler, G: InputGate>(
     ops: &Operands,
@@ -267,8 +269,19 @@ unsafe fn produce_gathered<const TRANS_B: u32, const STAGES: u32, A: Accumulator
     let at = swizzle128(r0, piece * 16);
     let any = gate.a_any();
     let mut st = PipeState::start();
-    // A static walk (asserted in `compute_cta`): every thread knows it without the ring.
-    while let Some(i) = tiles.produce(sched, b) {
+    loop {
+        // A static walk: every thread knows it without the ring.
+        let i = if !S::DYNAMIC {
+            tiles.produce(sched, b)
+        } else if t < 32 {
+            let drawn = if t == 0 { tiles.produce(sched, b).unwrap_or(u32::MAX) } else { 0 };
+            Some(shfl_idx(drawn, 0)).filter(|&i| i != u32::MAX)
+        } else {
+            tiles.consume(b, true)
+        };
+        let Some(i) = i else {
+            break;
+        };
         let (kb0, kb1) = sched.k_range(i, k_blocks);
         if S::MAY_BE_EMPTY && kb0 == kb1 {
             continue;
@@ -306,6 +319,9 @@ unsafe fn produce_gathered<const TRANS_B: u32, const STAGES: u32, A: Accumulator
             }
             cp_async_arrive_noinc(full);
             st.advance();
+            if S::DYNAMIC && t == 0 && kb1 - kb == sched.claim_ahead() {
+                tiles.claim(sched);
+            }
         }
     }
 }

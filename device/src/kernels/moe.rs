@@ -1681,58 +1681,22 @@ impl<const G: bool> InputGate for RowGate<'_, G> {
     }
 }
 
-/// Whether the pull CTAs claim tiles after the pull ([`MOE_JOIN`]): fused launches of the
-/// laid-out form only (a gathering producer walks statically).
+/// Whether the pull CTAs claim tiles after the pull ([`MOE_JOIN`]): fused launches only.
 #[inline(always)]
-fn joins<const GATHER: bool>(p: &MoeParams) -> bool {
-    !GATHER && p.mode == MOE_FUSED && p.flags & MOE_JOIN != 0
+fn joins(p: &MoeParams) -> bool {
+    p.mode == MOE_FUSED && p.flags & MOE_JOIN != 0
 }
 
 /// How many k-blocks before a tile's last load a drawing producer claims its next tile
 /// (`TileScheduler::claim_ahead`; AllGather + GEMM's default).
 const CLAIM_AHEAD: u32 = 4;
 
-/// The tiles' walk: the grouped order, drawn from the tile counters by the compute CTAs and,
-/// with [`MOE_JOIN`], the pull CTAs, else walked statically by the compute CTAs (through the
-/// engine's ring; the gathering producer's walk is static by type).
-#[derive(Clone, Copy)]
-struct Walk<const GATHER: bool>(Claimed<GroupedTiles>);
-
-impl<const G: bool> TileScheduler for Walk<G> {
-    #[inline(always)]
-    fn count(&self) -> u32 {
-        self.0.count()
-    }
-    #[inline(always)]
-    fn tile(&self, index: u32) -> Tile {
-        self.0.tile(index)
-    }
-    #[inline(always)]
-    fn k_range(&self, index: u32, k_blocks: u32) -> (u32, u32) {
-        self.0.k_range(index, k_blocks)
-    }
-    const MAY_BE_EMPTY: bool = <Claimed<GroupedTiles> as TileScheduler>::MAY_BE_EMPTY;
-    // Only this differs from the walk it wraps: drawn unless the producer gathers.
-    const DYNAMIC: bool = !G;
-    #[inline(always)]
-    fn counters(&self) -> *mut u32 {
-        self.0.counters()
-    }
-    #[inline(always)]
-    fn claim_ahead(&self) -> u32 {
-        self.0.claim_ahead()
-    }
-    #[inline(always)]
-    fn static_join(&self) -> (u32, u32) {
-        self.0.static_join()
-    }
-}
-
-/// The launch's [`Walk`] and the CTAs that walk it (the compute CTAs, with [`MOE_JOIN`] and the
-/// pull CTAs). Rebuilt from the parameters at each use: a value live across the engine's
-/// register reallocation spills in the producer.
+/// The launch's tile walk (the grouped order, drawn from the tile counters by the compute CTAs
+/// and, with [`MOE_JOIN`], the pull CTAs) and the CTAs that draw it. Rebuilt from the
+/// parameters at each use: a value live across the engine's register reallocation spills in
+/// the producer.
 #[inline(always)]
-fn walk<const GATHER: bool>(p: &MoeParams, tb: &Tables) -> (Walk<GATHER>, u32) {
+fn walk(p: &MoeParams, tb: &Tables) -> (Claimed<GroupedTiles>, u32) {
     let l = tb.l;
     let sched = GroupedTiles {
         group_off: tb.at(l.expert_off),
@@ -1741,12 +1705,12 @@ fn walk<const GATHER: bool>(p: &MoeParams, tb: &Tables) -> (Walk<GATHER>, u32) {
         tile_m: TILE_M,
     };
     let roles = p.gemm.roles;
-    let (counters, ctas) = if joins::<GATHER>(p) {
+    let (counters, ctas) = if joins(p) {
         (tb.at(MoeScratch::TILE_COUNTERS), roles.compute + roles.intra_comm)
     } else {
         (core::ptr::null_mut(), roles.compute)
     };
-    (Walk(Claimed { inner: sched, counters, ahead: CLAIM_AHEAD, join: (u32::MAX, 0) }), ctas)
+    (Claimed { inner: sched, counters, ahead: CLAIM_AHEAD, join: (u32::MAX, 0) }, ctas)
 }
 
 /// Run the grouped GEMM's tiles on this CTA (every thread): a compute CTA, or a pull CTA that
@@ -1763,7 +1727,7 @@ unsafe fn tiles<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams, tb: Table
     }
     let b = Bound { timeout_ns: p.gemm.timeout_ns, diag: &p.gemm.diag, rank: p.rank, role: Role::Compute as u32 };
     let gate = RowGate::<GATHER> { p, tb, wait: p.mode != MOE_GEMM_ONLY, epoch };
-    let (walk, ctas) = walk::<GATHER>(p, &tb);
+    let (walk, ctas) = walk(p, &tb);
     store_c_cta::<TRANS_B, _, _>(&p.gemm, &walk, &gate, ctas, b);
 }
 
@@ -1773,8 +1737,8 @@ unsafe fn tiles<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams, tb: Table
 /// # Safety
 /// Once per CTA and launch, instead of [`tiles`].
 #[inline(always)]
-unsafe fn forfeit_tiles<const GATHER: bool>(p: &MoeParams, tb: &Tables) {
-    let (walk, ctas) = walk::<GATHER>(p, tb);
+unsafe fn forfeit_tiles(p: &MoeParams, tb: &Tables) {
+    let (walk, ctas) = walk(p, tb);
     Feed::forfeit(&walk, ctas);
 }
 
@@ -1819,7 +1783,7 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
             sync_threads();
             if ld_shared_u32(scratch) == 0 {
                 if tid == 0 {
-                    forfeit_tiles::<GATHER>(p, &tb);
+                    forfeit_tiles(p, &tb);
                 }
                 return; // no layout: the wait reported why
             }
@@ -1829,7 +1793,7 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
                     // GEMM waits for the pull (a token's rows fill all its experts at once).
                     // Its first tile: that of its static walk, about the position it draws
                     // first when the CTAs draw.
-                    let (sched, _) = walk::<GATHER>(p, &tb);
+                    let (sched, _) = walk(p, &tb);
                     let mut first_walk = TileIter::new(block_idx_x(), roles.compute, sched.count());
                     let first = first_walk.next().map_or(u32::MAX, |i| sched.tile(i).m);
                     pull(p, &tb, Puller::Helper { first }, epoch, &bound(Role::Compute), ring.as_mut());
@@ -1837,7 +1801,7 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
                 // The GEMM's set-up reuses the ring's shared memory.
                 if !BulkRing::hand_over(ring, scratch) {
                     if tid == 0 {
-                        forfeit_tiles::<GATHER>(p, &tb);
+                        forfeit_tiles(p, &tb);
                     }
                     return; // a wait gave up mid-copy (reported): the ring's memory is not free
                 }
@@ -1874,20 +1838,20 @@ unsafe fn moe<const TRANS_B: u32, const GATHER: bool>(p: &MoeParams) {
                 }
                 sync_threads();
                 if ld_shared_u32(dyn_smem_base() + VERDICT_SMEM) == 0 {
-                    if tid == 0 && joins::<GATHER>(p) {
-                        forfeit_tiles::<GATHER>(p, &tb);
+                    if tid == 0 && joins(p) {
+                        forfeit_tiles(p, &tb);
                     }
                     return; // no layout this launch: the wait reported why
                 }
             }
             pull(p, &tb, Puller::Pull { ctas: roles.intra_comm }, epoch, &b, ring.as_mut());
-            if joins::<GATHER>(p) {
+            if joins(p) {
                 // No pull item left: take tiles where the walk is, unless a timed-out copy may
                 // still land in the shared memory.
                 if BulkRing::hand_over(ring.take(), dyn_smem_base() + VERDICT_SMEM) {
                     tiles::<TRANS_B, GATHER>(p, tb, epoch);
                 } else if tid == 0 {
-                    forfeit_tiles::<GATHER>(p, &tb);
+                    forfeit_tiles(p, &tb);
                 }
             }
             if tid == 0 && p.nodes() > 1 {
