@@ -22,6 +22,8 @@ for rep in a b; do
   [ $rep = a ] && ( export MKERNEL_MODULE=$H/bin/head.cubin; bb head-$rep )
 done
 [ $ok -eq 1 ] && bb side4-a --side-pull true --pull-ctas 4 --configs $DS
+# Twenty-ninth session: the gathered form (own rows read where they are) now joins the drawn walk.
+bb gath-a --gather --configs $DS
 l=$(( LIMIT - 40 - SECONDS )); [ $l -gt 90 ] && l=90
 [ $l -gt 20 ] && { PYTHONUNBUFFERED=1 timeout $l python3 $H/torch_baselines.py moe --json $L/torch-moe-w$W.jsonl > $L/torch-moe-w$W.log 2>&1; stamp "torch moe w$W rc=$?"; }
 l=$(( LIMIT - 8 - SECONDS ))
