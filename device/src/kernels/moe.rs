@@ -1616,6 +1616,10 @@ struct RowGate<'a, const GATHER: bool> {
 
 impl<const G: bool> InputGate for RowGate<'_, G> {
     const GATHER: bool = G;
+    // A gathering producer's eight row addresses a thread spill at 40 registers. On the static
+    // walk 56 had made the DeepSeek-like `[E, H, I]` GEMM 21-33% slower (L2 hit rate 49% -> 42%;
+    // PERF.md, 2026-11-25); on the drawn walk it is 1-5% faster (twenty-ninth session).
+    const WIDE_PRODUCER: bool = G;
     // The laid-out form's spare warps may move rows ([`MOE_SIDE_PULL`]).
     const SIDE: bool = !G;
 
@@ -1631,9 +1635,6 @@ impl<const G: bool> InputGate for RowGate<'_, G> {
     fn trace_epoch(&self) -> u32 {
         self.epoch
     }
-    // The 40-register producer, although its row addresses spill: at 56 (no spill) the grouped
-    // GEMM alone ran 1-5% faster on three of four proxies but 21-33% slower with DeepSeek-like
-    // `[E, H, I]` weights (L2 hit rate 49% -> 42%; PERF.md, 2026-11-25).
 
     #[inline(always)]
     unsafe fn a_row(&self, tile: Tile, r: u32) -> u64 {
