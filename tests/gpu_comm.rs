@@ -2,7 +2,8 @@
 //! round trips, and the GPU-driven all-gather across processes in several layouts (payloads
 //! encode their source rank and launch; odd shard sizes; checked launches with new data and no
 //! barrier between them, then 50 back to back with no host wait whose inputs cycle through three
-//! rounds, each launch's output copied and checked). Layouts that need two
+//! rounds, each launch's output copied and checked; then ops dropped with a launch in flight
+//! and rebuilt in their heap memory, the last one checked). Layouts that need two
 //! GPUs skip loudly on one unless MKERNEL_REQUIRE_GPUS=2, which turns the skip into a failure.
 use mkernel::testing::{gpu_or_skip, gpus_or_skip, run_ranks};
 use std::time::Duration;

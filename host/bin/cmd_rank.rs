@@ -414,7 +414,10 @@ pub fn rank_check(c: RankCheckCmd) -> anyhow::Result<()> {
                 AllGatherOptions { intra_ctas, copy: copy.into(), in_place, chunk_bytes: chunk_bytes as u64, timeout };
             match absent_rank {
                 Some(absent) => allgather_absent(&world, shard_bytes, opts, absent),
-                None => allgather_check(&world, shard_bytes, (iters, graph), opts),
+                None => {
+                    allgather_check(&world, shard_bytes, (iters, graph), opts.clone())?;
+                    allgather_rebuilt(&world, shard_bytes, opts)
+                }
             }
         }
         RankCheckCmd::AgGemm(a) => crate::cmd_ag_gemm::check(&world, a),
@@ -577,6 +580,44 @@ fn allgather_check(
         if graph.is_some() { ", graph" } else { "" },
         comm.proxy_stats()
     );
+    Ok(())
+}
+
+/// Ops dropped while their launch may still run, each followed by a new one in the same heap
+/// (whose room holds one op, so the new one takes the dropped one's memory: the communicator
+/// first drains this GPU's streams and meets the other ranks, as a peer's last flags of the old
+/// launch may still be on their way here). Every new op's first launch must be right.
+fn allgather_rebuilt(world: &World, shard: usize, opts: AllGatherOptions) -> anyhow::Result<()> {
+    const REBUILDS: u32 = 3;
+    let gpu = Gpu::new(world.device)?;
+    let comm = allgather_comm(world, &gpu, shard, &opts)?;
+    let w = world.world_size as usize;
+    for k in 0..REBUILDS {
+        let ag = AllGather::new(&comm, &gpu, shard, opts.clone())?;
+        let it = 1000 + k;
+        ag.output().fill_bytes(0xa5)?;
+        ag.input().copy_from(&(0..shard).map(|i| pattern(world.rank, it, i)).collect::<Vec<u8>>())?;
+        ag.launch(&gpu)?;
+        if k + 1 < REBUILDS {
+            continue; // dropped unwaited
+        }
+        ag.wait(&gpu)?;
+        let out = ag.output().to_vec()?;
+        for r in 0..w {
+            if let Some(i) = (0..shard).find(|&i| out[r * shard + i] != pattern(r as u32, it, i)) {
+                bail!("rank {}: rebuilt op {k}: byte {i} of rank {r}'s shard is wrong", world.rank);
+            }
+        }
+    }
+    // Past half a MiB a shard, two ops with inputs outgrow the heap (2 x world shards + 1 MiB).
+    let reuses = comm.heap_reuses();
+    ensure!(
+        shard < 1 << 19 || opts.in_place || reuses > 0,
+        "rank {}: no rebuilt op reused a dropped op's memory",
+        world.rank
+    );
+    comm.barrier()?;
+    println!("allgather rebuilt ok: rank {}, {REBUILDS} ops, {reuses} reuses of dropped ops' memory", world.rank);
     Ok(())
 }
 

@@ -107,6 +107,8 @@ pub struct Communicator {
     boot: Mutex<Bootstrap>,
     heap: SymmBuffer,
     alloc: Mutex<HeapAlloc>,
+    /// Allocations that waited to reuse dropped regions ([`Communicator::alloc`]).
+    reuses: std::sync::atomic::AtomicU64,
     transport: &'static str,
     rails: Vec<String>,
     timeout: Duration,
@@ -147,6 +149,7 @@ impl Communicator {
             world: world.clone(),
             boot: Mutex::new(boot),
             alloc: Mutex::new(HeapAlloc::new(heap.len())),
+            reuses: Default::default(),
             heap,
             fifo,
             proxy,
@@ -241,24 +244,55 @@ impl Communicator {
     }
 
     /// Collective: `bytes` of the heap at the same offset on every rank, zeroed and mapped into
-    /// every rank of this node; freed when dropped. Every rank must make the same allocations in
-    /// the same order.
+    /// every rank of this node; retired when dropped. Every rank must make the same allocations
+    /// and drops in the same order.
+    ///
+    /// Dropped regions are reused only when the free ones are used up, and only after every rank
+    /// has drained its GPU's streams and met the others at a barrier: a launch of the op that
+    /// held them may still be running when it is dropped, here or on a peer whose last flags
+    /// land in this rank's copy (as may the next launch of this rank's other ops: the barrier
+    /// waits for them too).
     pub fn alloc(&self, bytes: usize) -> crate::Result<HeapRegion<'_>> {
-        let offset = {
-            let mut a = self.alloc.lock().unwrap_or_else(|p| p.into_inner());
-            a.alloc(bytes, HEAP_ALIGN).ok_or_else(|| {
-                let rule = format!(
-                    "{bytes} bytes do not fit the symmetric heap ({} of {} bytes used, largest free range {}): raise CommOptions::heap_bytes",
-                    a.used(),
-                    a.capacity(),
-                    a.largest_free()
-                );
-                crate::error::invalid("heap_bytes", rule)
-            })?
+        let offset = match self.reserve(bytes, false)? {
+            Some(offset) => offset,
+            None => {
+                crate::gpu::drain_blocking_streams()?;
+                self.barrier()?;
+                self.reuses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.reserve(bytes, true)?.expect("reserve(.., true) gives an offset or an error")
+            }
         };
         let region = HeapRegion { comm: self, offset, bytes: bytes.max(1) };
         region.bytes_view().fill_bytes(0)?;
         Ok(region)
+    }
+
+    /// How many allocations so far waited (drained this GPU's streams and met the other ranks)
+    /// to reuse the memory of dropped regions.
+    pub fn heap_reuses(&self) -> u64 {
+        self.reuses.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Reserve `bytes` in the heap's free ranges, after reclaiming the retired ones with
+    /// `reclaim`. `Ok(None)`: only retired ranges could hold it (so `reclaim` was false).
+    fn reserve(&self, bytes: usize, reclaim: bool) -> crate::Result<Option<usize>> {
+        let mut a = self.alloc.lock().unwrap_or_else(|p| p.into_inner());
+        if reclaim {
+            a.reclaim();
+        }
+        if let Some(offset) = a.alloc(bytes, HEAP_ALIGN) {
+            return Ok(Some(offset));
+        }
+        if !reclaim && a.retired() > 0 {
+            return Ok(None);
+        }
+        let rule = format!(
+            "{bytes} bytes do not fit the symmetric heap ({} of {} bytes used, largest free range {}): raise CommOptions::heap_bytes",
+            a.used(),
+            a.capacity(),
+            a.largest_free()
+        );
+        Err(crate::error::invalid("heap_bytes", rule))
     }
 
     /// The FIFO kernels push to (all zeros, unused, on a single node).
@@ -358,7 +392,7 @@ impl HeapRegion<'_> {
 
 impl Drop for HeapRegion<'_> {
     fn drop(&mut self) {
-        self.comm.alloc.lock().unwrap_or_else(|p| p.into_inner()).free(self.offset);
+        self.comm.alloc.lock().unwrap_or_else(|p| p.into_inner()).retire(self.offset);
     }
 }
 

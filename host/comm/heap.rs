@@ -2,6 +2,11 @@
 //! neighbouring free ranges merged. Pure bookkeeping: every rank makes the same calls in the same
 //! order (allocation is collective), so every rank computes the same offsets and a buffer sits at
 //! the same offset of every rank's heap.
+//!
+//! A freed allocation is retired, not free: a launch that used it may still be running, here or
+//! on a peer that writes into this rank's copy. [`HeapAlloc::alloc`] takes free ranges only;
+//! retired ones come back with [`HeapAlloc::reclaim`], which the communicator calls once no
+//! launch can touch them (`Communicator::alloc`).
 use std::collections::BTreeMap;
 
 /// Free ranges by start offset.
@@ -10,6 +15,7 @@ pub struct HeapAlloc {
     capacity: usize,
     free: BTreeMap<usize, usize>,
     live: BTreeMap<usize, usize>,
+    retired: BTreeMap<usize, usize>,
 }
 
 impl HeapAlloc {
@@ -19,11 +25,11 @@ impl HeapAlloc {
         if capacity > 0 {
             free.insert(0, capacity);
         }
-        Self { capacity, free, live: BTreeMap::new() }
+        Self { capacity, free, live: BTreeMap::new(), retired: BTreeMap::new() }
     }
 
-    /// Reserve `bytes` (at least 1) at an offset that is a multiple of `align` (a power of two);
-    /// `None` when no free range fits.
+    /// Reserve `bytes` (at least 1) at an offset that is a multiple of `align` (a power of two)
+    /// from the free ranges; `None` when none fits (retired ranges are not free).
     pub fn alloc(&mut self, bytes: usize, align: usize) -> Option<usize> {
         debug_assert!(align.is_power_of_two());
         let bytes = bytes.max(1);
@@ -44,9 +50,26 @@ impl HeapAlloc {
         Some(at)
     }
 
-    /// Return the allocation at `offset` (ignored when there is none).
-    pub fn free(&mut self, offset: usize) {
-        let Some(len) = self.live.remove(&offset) else { return };
+    /// Retire the allocation at `offset` (ignored when there is none): it is reused only after
+    /// [`HeapAlloc::reclaim`].
+    pub fn retire(&mut self, offset: usize) {
+        if let Some(len) = self.live.remove(&offset) {
+            self.retired.insert(offset, len);
+        }
+    }
+
+    /// Make every retired range free again (the caller knows nothing still uses them); the bytes
+    /// reclaimed.
+    pub fn reclaim(&mut self) -> usize {
+        let retired = std::mem::take(&mut self.retired);
+        for (&offset, &len) in &retired {
+            self.release(offset, len);
+        }
+        retired.values().sum()
+    }
+
+    /// Put `[offset, offset + len)` back among the free ranges, merged with its neighbours.
+    fn release(&mut self, offset: usize, len: usize) {
         let (mut start, mut end) = (offset, offset + len);
         if let Some((&ps, &pl)) = self.free.range(..start).next_back() {
             if ps + pl == start {
@@ -71,6 +94,11 @@ impl HeapAlloc {
         self.live.values().sum()
     }
 
+    /// Bytes retired and not yet reclaimed.
+    pub fn retired(&self) -> usize {
+        self.retired.values().sum()
+    }
+
     /// The largest allocation that would succeed now (alignment 1).
     pub fn largest_free(&self) -> usize {
         self.free.values().copied().max().unwrap_or(0)
@@ -89,12 +117,17 @@ mod tests {
         let c = h.alloc(10, 4096).unwrap();
         assert_eq!((a, b, c), (0, 256, 4096));
         assert_eq!(h.used(), 1110);
-        h.free(b);
-        assert_eq!(h.alloc(500, 256), Some(256), "first fit reuses the hole");
-        h.free(256);
-        h.free(a);
-        h.free(c);
+        h.retire(b);
+        assert_eq!(h.alloc(500, 256), Some(1280), "a retired range is not free");
+        assert_eq!(h.retired(), 1000);
+        assert_eq!(h.reclaim(), 1000);
+        assert_eq!(h.alloc(500, 256), Some(256), "first fit reuses the reclaimed hole");
+        for o in [256, a, c, 1280] {
+            h.retire(o);
+        }
         assert_eq!(h.used(), 0);
+        assert_eq!(h.largest_free(), (1 << 20) - 4106, "the free tail only, until reclaimed");
+        h.reclaim();
         assert_eq!(h.largest_free(), 1 << 20, "everything merged back");
         assert_eq!(h.alloc(1 << 20, 256), Some(0));
         assert_eq!(h.alloc(1, 1), None);
@@ -109,7 +142,9 @@ mod tests {
             let mut live = Vec::new();
             for i in 0..200usize {
                 if i % 3 == 2 {
-                    h.free(live.remove(i % live.len()));
+                    h.retire(live.remove(i % live.len()));
+                } else if i % 17 == 0 {
+                    h.reclaim();
                 } else if let Some(o) = h.alloc(17 * (i % 11) + 1, 1 << (i % 9)) {
                     assert_eq!(o % (1 << (i % 9)), 0);
                     live.push(o);
@@ -128,6 +163,7 @@ mod tests {
         assert_eq!(h.alloc(usize::MAX - 10, 256), None);
         assert_eq!(h.alloc(4097, 1), None);
         assert!(h.alloc(4096, 1).is_some());
-        h.free(12345); // not an allocation: ignored
+        h.retire(12345); // not an allocation: ignored
+        assert_eq!(h.retired(), 0);
     }
 }

@@ -91,6 +91,14 @@ fn legacy_stream_sync() -> Result<()> {
     check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) })
 }
 
+/// Wait until every blocking stream of the calling thread's current context has drained (the
+/// legacy default stream orders after them; every `Gpu` stream is blocking): no kernel or copy
+/// queued before this call is still running. Refused once a stream was found stuck.
+pub(crate) fn drain_blocking_streams() -> Result<()> {
+    refuse_if_stuck("cuStreamSynchronize")?;
+    legacy_stream_sync()
+}
+
 fn bytes_of<T>(len: usize) -> usize {
     len * std::mem::size_of::<T>()
 }

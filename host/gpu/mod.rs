@@ -12,6 +12,7 @@ mod watch;
 pub(crate) use driver::write_u32_async;
 pub use error::{GpuError, Result};
 pub use kernels::Kernel;
+pub(crate) use memory::drain_blocking_streams;
 pub(crate) use memory::{leak_instead, record_drop_failure};
 pub use memory::{leaked_frees, take_drop_errors, DeviceBuffer, DeviceSlice, MappedBuffer};
 pub use tensor_map::{EncodeTensorMap, L2Promotion, Swizzle, TensorMap, Tile2d, Tile4d, TmaDtype};
