@@ -237,6 +237,21 @@ fn strangers_on_the_port_do_not_disturb_the_join() {
 }
 
 #[test]
+fn groups_one_after_another_on_one_port() {
+    // A group ends (every bootstrap dropped) and the next starts at once on the same port: rank
+    // 0's listener is closed when its bootstrap is gone, so the new one binds it, and no rank
+    // of the new group reaches the old one. The port is below Linux's ephemeral range: another
+    // test's `free_port` cannot take it between two rounds.
+    let port = (21_000..22_000).find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()).unwrap();
+    for round in 0..5 {
+        let hs = [rank(0, 3, port, 3), rank(1, 3, port, 3), rank(2, 3, port, 3)];
+        for (r, h) in hs.into_iter().enumerate() {
+            h.join().unwrap().unwrap_or_else(|e| panic!("round {round}, rank {r}: {e}"));
+        }
+    }
+}
+
+#[test]
 fn duplicate_rank_in_world_2_fails_every_rank() {
     // The group is complete when the duplicate arrives: it is told at once, and the group's next
     // step fails on every rank with the cause.

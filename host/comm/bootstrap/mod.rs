@@ -147,18 +147,22 @@ struct Acceptor {
     /// or of starting a connection's handshake: said when the join fails.
     trouble: Arc<Mutex<Option<String>>>,
     timeout: Duration,
+    /// The accepting thread: joined on drop (after a clean group), so the listener is closed
+    /// and the port free for the next group when the bootstrap is gone.
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Acceptor {
     fn start(listener: TcpListener, world: u32, timeout: Duration, tx: Sender<Event>) -> CommResult<Acceptor> {
         listener.set_nonblocking(true).map_err(io("set_nonblocking"))?;
-        let a = Acceptor {
+        let mut a = Acceptor {
             stop: Default::default(),
             joined: Default::default(),
             strangers: Default::default(),
             failed: Default::default(),
             trouble: Default::default(),
             timeout,
+            thread: None,
         };
         let shared = (a.joined.clone(), a.strangers.clone(), a.failed.clone());
         let (stop, trouble) = (a.stop.clone(), a.trouble.clone());
@@ -186,10 +190,12 @@ impl Acceptor {
                 }
             }
         };
-        std::thread::Builder::new()
-            .name("mkernel-bootstrap-accept".into())
-            .spawn(accept)
-            .map_err(io("rank 0: starting the acceptor"))?;
+        a.thread = Some(
+            std::thread::Builder::new()
+                .name("mkernel-bootstrap-accept".into())
+                .spawn(accept)
+                .map_err(io("rank 0: starting the acceptor"))?,
+        );
         Ok(a)
     }
 
@@ -219,8 +225,13 @@ impl Acceptor {
 
 impl Drop for Acceptor {
     fn drop(&mut self) {
+        // After a failed join the thread lingers to tell newcomers (it ends by itself).
         if lock(&self.failed).is_none() {
             self.stop.store(true, Ordering::Release);
+            // It polls `stop` every 2 ms (the listener does not block): a bounded wait.
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
         }
     }
 }
@@ -288,6 +299,9 @@ fn abort_all<T>(peers: &mut [Option<TcpStream>], seq: u64, err: CommError) -> Co
     Err(err)
 }
 
+/// How long rank 0 tries again to listen on a port in use before it reports the port served.
+const BIND_RETRY: Duration = Duration::from_millis(300);
+
 fn root_err(what: String) -> CommError {
     CommError::Bootstrap { rank: 0, what }
 }
@@ -310,10 +324,18 @@ impl Bootstrap {
 
     fn serve(w: &World, timeout: Duration) -> CommResult<Role> {
         let addr = format!("{}:{}", w.master_addr, w.master_port);
-        let listener = match TcpListener::bind(&addr) {
-            Ok(l) => l,
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Err(Self::port_taken(w, timeout, &addr)),
-            Err(e) => return Err(io(format!("rank 0: listening on {addr}"))(e)),
+        // A port busy for a moment (the last group's listener still held by a child this process
+        // was forking) is tried again for a while before it counts as served by someone else.
+        let busy_until = Instant::now() + timeout.min(BIND_RETRY);
+        let listener = loop {
+            match TcpListener::bind(&addr) {
+                Ok(l) => break l,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < busy_until => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Err(Self::port_taken(w, timeout, &addr)),
+                Err(e) => return Err(io(format!("rank 0: listening on {addr}"))(e)),
+            }
         };
         let (tx, rx) = channel();
         let acceptor = Acceptor::start(listener, w.world_size, timeout, tx.clone())?;
