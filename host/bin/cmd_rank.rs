@@ -415,8 +415,10 @@ pub fn rank_check(c: RankCheckCmd) -> anyhow::Result<()> {
             match absent_rank {
                 Some(absent) => allgather_absent(&world, shard_bytes, opts, absent),
                 None => {
-                    allgather_check(&world, shard_bytes, (iters, graph), opts.clone())?;
-                    allgather_rebuilt(&world, shard_bytes, opts)
+                    let gpu = Gpu::new(world.device)?;
+                    let comm = allgather_comm(&world, &gpu, shard_bytes, &opts)?;
+                    allgather_check((&world, &gpu, &comm), shard_bytes, (iters, graph), opts.clone())?;
+                    allgather_rebuilt((&world, &gpu, &comm), shard_bytes, opts)
                 }
             }
         }
@@ -487,19 +489,17 @@ fn allgather_absent(world: &World, shard: usize, opts: AllGatherOptions, absent:
 }
 
 fn allgather_check(
-    world: &World,
+    (world, gpu, comm): (&World, &Gpu, &Communicator),
     shard: usize,
     (iters, graph): (u32, bool),
     opts: AllGatherOptions,
 ) -> anyhow::Result<()> {
-    let gpu = Gpu::new(world.device)?;
-    let comm = allgather_comm(world, &gpu, shard, &opts)?;
-    let ag = AllGather::new(&comm, &gpu, shard, opts)?;
-    let capture = || gpu.capture(|| ag.launch(&gpu).map_err(|e| mkernel::GpuError::Module(e.to_string())));
+    let ag = AllGather::new(comm, gpu, shard, opts)?;
+    let capture = || gpu.capture(|| ag.launch(gpu).map_err(|e| mkernel::GpuError::Module(e.to_string())));
     let graph = if graph { Some(capture()?) } else { None };
     let launch = || match &graph {
-        Some(g) => Ok(g.launch(&gpu)?),
-        None => ag.launch(&gpu),
+        Some(g) => Ok(g.launch(gpu)?),
+        None => ag.launch(gpu),
     };
     let w = world.world_size as usize;
     let verify = |ag: &AllGather, it: u32| -> anyhow::Result<()> {
@@ -531,7 +531,7 @@ fn allgather_check(
         ag.output().fill_bytes(poison(it as usize))?;
         ag.input().copy_from(&mine)?; // after the poison: may alias it
         launch()?;
-        ag.wait(&gpu)?;
+        ag.wait(gpu)?;
         verify(&ag, it)?;
     }
     // Many launches back to back, no host synchronisation and no reset in between, the inputs
@@ -549,20 +549,20 @@ fn allgather_check(
         .collect();
     const BACK_TO_BACK: usize = 50;
     let output = [Captured::of("output", &ag.output(), shard)];
-    let history = History::new(&gpu, &output, BACK_TO_BACK, 1)?;
+    let history = History::new(gpu, &output, BACK_TO_BACK, 1)?;
     history.back_to_back(
-        &gpu,
+        gpu,
         BACK_TO_BACK,
         |n| {
             // SAFETY: the output, the input (which may alias the output's own slice: poisoned
             // first) and the round's upload outlive the wait that ends each batch.
             unsafe {
-                enqueue_fill(&gpu, &ag.output(), poison(n))?;
-                enqueue_copy(&gpu, &ag.input(), &inputs[n % N].as_slice())?;
+                enqueue_fill(gpu, &ag.output(), poison(n))?;
+                enqueue_copy(gpu, &ag.input(), &inputs[n % N].as_slice())?;
             }
             Ok(launch()?)
         },
-        || Ok(ag.wait(&gpu)?),
+        || Ok(ag.wait(gpu)?),
         |n, slot| {
             let what = format!("rank {}: back-to-back launch {n} (round {} of {N})", world.rank, n % N);
             // Row r of the output is rank r's shard.
@@ -583,25 +583,28 @@ fn allgather_check(
     Ok(())
 }
 
-/// Ops dropped while their launch may still run, each followed by a new one in the same heap
-/// (whose room holds one op, so the new one takes the dropped one's memory: the communicator
-/// first drains this GPU's streams and meets the other ranks, as a peer's last flags of the old
-/// launch may still be on their way here). Every new op's first launch must be right.
-fn allgather_rebuilt(world: &World, shard: usize, opts: AllGatherOptions) -> anyhow::Result<()> {
+/// After [`allgather_check`]'s op on the same communicator: ops dropped while their launch may
+/// still run, each followed by a new one in the same heap (whose room holds one op, so the new
+/// one takes the dropped one's memory: the communicator first drains this GPU's streams and
+/// meets the other ranks, as a peer's last flags of the old launch may still be on their way
+/// here). The last op's launch is waited for and checked.
+fn allgather_rebuilt(
+    (world, gpu, comm): (&World, &Gpu, &Communicator),
+    shard: usize,
+    opts: AllGatherOptions,
+) -> anyhow::Result<()> {
     const REBUILDS: u32 = 3;
-    let gpu = Gpu::new(world.device)?;
-    let comm = allgather_comm(world, &gpu, shard, &opts)?;
     let w = world.world_size as usize;
     for k in 0..REBUILDS {
-        let ag = AllGather::new(&comm, &gpu, shard, opts.clone())?;
+        let ag = AllGather::new(comm, gpu, shard, opts.clone())?;
         let it = 1000 + k;
         ag.output().fill_bytes(0xa5)?;
         ag.input().copy_from(&(0..shard).map(|i| pattern(world.rank, it, i)).collect::<Vec<u8>>())?;
-        ag.launch(&gpu)?;
+        ag.launch(gpu)?;
         if k + 1 < REBUILDS {
             continue; // dropped unwaited
         }
-        ag.wait(&gpu)?;
+        ag.wait(gpu)?;
         let out = ag.output().to_vec()?;
         for r in 0..w {
             if let Some(i) = (0..shard).find(|&i| out[r * shard + i] != pattern(r as u32, it, i)) {
