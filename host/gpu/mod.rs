@@ -550,7 +550,22 @@ impl Gpu {
     /// Record the work `work` enqueues on this handle's stream into a CUDA graph (nothing runs
     /// while capturing); replay it with [`Graph::launch`]. Kernels whose epochs come from device
     /// counters (every mkernel op) are correct under replay.
-    pub fn capture(&self, work: impl FnOnce() -> Result<()>) -> Result<Graph> {
+    ///
+    /// The graph keeps the borrows of `work` (its lifetime `'w`): a replay reads the buffers and
+    /// parameter blocks the recorded launches named, so the graph cannot outlive the op or
+    /// buffers the closure borrowed.
+    ///
+    /// ```compile_fail
+    /// # fn f(gpu: &mkernel::Gpu) -> mkernel::gpu::Result<()> {
+    /// let graph = {
+    ///     let out = gpu.alloc::<u8>(1 << 20)?;
+    ///     // SAFETY: `out` outlives the fill... only if the graph cannot outlive `out`.
+    ///     gpu.capture(|| unsafe { gpu.fill_async(out.addr(), 0, 1 << 20) })?
+    /// }; // `out` is freed here: the graph may not escape
+    /// graph.launch(gpu)
+    /// # }
+    /// ```
+    pub fn capture<'w>(&self, work: impl FnOnce() -> Result<()> + 'w) -> Result<Graph<'w>> {
         self.make_current()?;
         let stream = self.stream.as_inner();
         let relaxed = sys::CUstreamCaptureMode_enum::CU_STREAM_CAPTURE_MODE_RELAXED;
@@ -574,7 +589,7 @@ impl Gpu {
             unsafe { sys::cuGraphDestroy(graph) };
             return Err(e);
         }
-        Ok(Graph { graph, exec, kernels: kernels.max(1) })
+        Ok(Graph { graph, exec, kernels: kernels.max(1), _work: std::marker::PhantomData })
     }
 
     /// Make work enqueued on this handle's stream from now on wait for everything enqueued on
@@ -603,15 +618,17 @@ impl Gpu {
     }
 }
 
-/// A captured, instantiated CUDA graph (see [`Gpu::capture`]).
-pub struct Graph {
+/// A captured, instantiated CUDA graph (see [`Gpu::capture`]), valid while what its recorded
+/// work borrowed (`'w`) is.
+pub struct Graph<'w> {
     graph: sys::CUgraph,
     exec: sys::CUgraphExec,
     /// Launches on the capturing handle's stream that a replay queues (the bounded wait's count).
     kernels: u64,
+    _work: std::marker::PhantomData<&'w ()>,
 }
 
-impl Graph {
+impl Graph<'_> {
     /// Replay the graph on `gpu`'s stream (asynchronous).
     pub fn launch(&self, gpu: &Gpu) -> Result<()> {
         gpu.make_current()?;
@@ -621,7 +638,7 @@ impl Graph {
     }
 }
 
-impl Drop for Graph {
+impl Drop for Graph<'_> {
     fn drop(&mut self) {
         // SAFETY: both handles are ours and destroyed once; failures (a dead context) leave
         // nothing to do, so they are ignored rather than turned into a panic.
