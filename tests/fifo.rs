@@ -230,6 +230,58 @@ fn shutdown_is_bounded_when_the_flush_never_returns() {
     }
 }
 
+/// A transport that counts its flushes and the commands posted before each.
+struct CountingFlush {
+    posted: u64,
+    flushed_after: Arc<Mutex<Vec<u64>>>,
+}
+
+impl mkernel::comm::transport::Transport for CountingFlush {
+    fn name(&self) -> &'static str {
+        "counting-flush"
+    }
+    fn post(&mut self, cmds: &[FifoCmd]) -> Result<(), CommError> {
+        self.posted += cmds.len() as u64;
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), CommError> {
+        self.flushed_after.lock().unwrap().push(self.posted);
+        Ok(())
+    }
+    fn unreleased(&mut self) -> Result<u64, CommError> {
+        Ok(0)
+    }
+}
+
+#[test]
+fn a_flush_completes_what_was_pushed_before_it() {
+    // `Proxy::flush` (what the communicator does before reusing a dropped op's heap memory):
+    // it returns once the transport was flushed after every command pushed before the call;
+    // bounded when the flush never returns.
+    let ring = Arc::new(HostRing::new(64).unwrap());
+    let flushed_after = Arc::new(Mutex::new(Vec::new()));
+    let t = CountingFlush { posted: 0, flushed_after: flushed_after.clone() };
+    let proxy = Proxy::start(ring.clone(), Box::new(t), ProxyConfig::default()).unwrap();
+    for round in 1..=3u64 {
+        for i in 0..50 {
+            ring.push(cmd(0, i), Duration::from_secs(1)).unwrap();
+        }
+        proxy.flush(Duration::from_secs(5)).unwrap();
+        let seen = flushed_after.lock().unwrap().last().copied();
+        assert_eq!(seen, Some(50 * round), "round {round}: flushed before every command was posted");
+    }
+    proxy.shutdown().unwrap();
+    let (release, rx) = std::sync::mpsc::channel();
+    let stuck = StuckFlush { release: rx, cap: Duration::from_secs(20) };
+    let cfg = ProxyConfig { shutdown_timeout: Duration::from_millis(300), ..Default::default() };
+    let proxy = Proxy::start(Arc::new(HostRing::new(8).unwrap()), Box::new(stuck), cfg).unwrap();
+    let t0 = Instant::now();
+    let e = proxy.flush(Duration::from_millis(100)).unwrap_err().to_string();
+    assert!(e.contains("not done within"), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    let _ = release.send(());
+}
+
 #[test]
 fn shutdown_timeout_below_the_drain_is_rejected() {
     let cfg = ProxyConfig { shutdown_timeout: Duration::from_millis(1), ..Default::default() };

@@ -595,8 +595,12 @@ fn allgather_rebuilt(
 ) -> anyhow::Result<()> {
     const REBUILDS: u32 = 3;
     let w = world.world_size as usize;
+    let mut before = 0;
     for k in 0..REBUILDS {
         let ag = AllGather::new(comm, gpu, shard, opts.clone())?;
+        if k == 0 {
+            before = comm.heap_reuses();
+        }
         let it = 1000 + k;
         ag.output().fill_bytes(0xa5)?;
         ag.input().copy_from(&(0..shard).map(|i| pattern(world.rank, it, i)).collect::<Vec<u8>>())?;
@@ -612,12 +616,14 @@ fn allgather_rebuilt(
             }
         }
     }
-    // Past half a MiB a shard, two ops with inputs outgrow the heap (2 x world shards + 1 MiB).
-    let reuses = comm.heap_reuses();
+    // Past half a MiB a shard, two ops with inputs outgrow the heap (2 x world shards + 1 MiB):
+    // every op after the first must have taken memory of an op dropped with its launch in flight.
+    let reuses = comm.heap_reuses() - before;
     ensure!(
-        shard < 1 << 19 || opts.in_place || reuses > 0,
-        "rank {}: no rebuilt op reused a dropped op's memory",
-        world.rank
+        shard < 1 << 19 || opts.in_place || reuses >= u64::from(REBUILDS - 1),
+        "rank {}: {reuses} of the {} ops built after an unwaited drop reused its memory",
+        world.rank,
+        REBUILDS - 1
     );
     comm.barrier()?;
     println!("allgather rebuilt ok: rank {}, {REBUILDS} ops, {reuses} reuses of dropped ops' memory", world.rank);

@@ -109,6 +109,8 @@ pub struct Communicator {
     alloc: Mutex<HeapAlloc>,
     /// Allocations that waited to reuse dropped regions ([`Communicator::alloc`]).
     reuses: std::sync::atomic::AtomicU64,
+    /// The GPU the heap is on (whose context `alloc` makes current).
+    device: u32,
     transport: &'static str,
     rails: Vec<String>,
     timeout: Duration,
@@ -150,6 +152,7 @@ impl Communicator {
             boot: Mutex::new(boot),
             alloc: Mutex::new(HeapAlloc::new(heap.len())),
             reuses: Default::default(),
+            device: gpu.info().ordinal,
             heap,
             fifo,
             proxy,
@@ -244,22 +247,32 @@ impl Communicator {
     }
 
     /// Collective: `bytes` of the heap at the same offset on every rank, zeroed and mapped into
-    /// every rank of this node; retired when dropped. Every rank must make the same allocations
-    /// and drops in the same order.
+    /// every rank of this node; retired when dropped. Every rank must make the same allocations,
+    /// drops and launches in the same order.
     ///
     /// Dropped regions are reused only when the free ones are used up, and only after every rank
-    /// has drained its GPU's streams and met the others at a barrier: a launch of the op that
-    /// held them may still be running when it is dropped, here or on a peer whose last flags
-    /// land in this rank's copy (as may the next launch of this rank's other ops: the barrier
-    /// waits for them too).
+    /// has drained its GPU's streams and its proxy (commands to other nodes completed, their
+    /// flags raised) and met the others at a barrier: a launch of the op that held them may
+    /// still be running when it is dropped, here or on a peer whose last flags land in this
+    /// rank's copy. The drain also waits for this rank's other launches, which end only once
+    /// their peers launched too (hence the order above; a device wait bounds it otherwise). A
+    /// failure on the way (a stuck stream, a rank gone from the barrier) is returned and leaves
+    /// the dropped regions retired.
     pub fn alloc(&self, bytes: usize) -> crate::Result<HeapRegion<'_>> {
+        // The heap's context, for the drain and the zero fill (the caller's thread may have
+        // another one current).
+        crate::gpu::make_device_current(self.device)?;
         let offset = match self.reserve(bytes, false)? {
             Some(offset) => offset,
             None => {
                 crate::gpu::drain_blocking_streams()?;
+                if let Some(p) = &self.proxy {
+                    p.flush(self.timeout)?;
+                }
                 self.barrier()?;
+                let offset = self.reserve(bytes, true)?.expect("reserve(.., true) gives an offset or an error");
                 self.reuses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.reserve(bytes, true)?.expect("reserve(.., true) gives an offset or an error")
+                offset
             }
         };
         let region = HeapRegion { comm: self, offset, bytes: bytes.max(1) };

@@ -34,6 +34,10 @@ struct Shared {
     bytes: AtomicU64,
     batches: AtomicU64,
     max_batch: AtomicU64,
+    /// Flushes asked for ([`Proxy::flush`]) and the last one done: the thread flushes the
+    /// transport once the ring is empty and then publishes the request it served.
+    flush_asked: AtomicU64,
+    flush_done: AtomicU64,
     error: Mutex<Option<String>>,
 }
 
@@ -140,6 +144,27 @@ impl Proxy {
         Ok(())
     }
 
+    /// Complete every command pushed before this call: once the ring is empty the thread
+    /// flushes the transport (its writes landed, its deferred flags raised). Waits at most
+    /// `limit`; the proxy's error if it stopped.
+    pub fn flush(&self, limit: Duration) -> CommResult<()> {
+        let ticket = self.shared.flush_asked.fetch_add(1, Ordering::AcqRel) + 1;
+        let start = Instant::now();
+        while self.shared.flush_done.load(Ordering::Acquire) < ticket {
+            self.check()?;
+            if self.thread.as_ref().is_none_or(|t| t.is_finished()) {
+                return Err(proxy_err("flush: the proxy thread has ended".into()));
+            }
+            if start.elapsed() > limit {
+                return Err(proxy_err(format!(
+                    "flush: not done within {limit:?} (a transport flush that never returns?)"
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Ok(())
+    }
+
     /// Drain, flush the transport, stop the thread; the final counters or the proxy's error.
     pub fn shutdown(mut self) -> CommResult<ProxyStats> {
         self.stop_and_join()?;
@@ -232,6 +257,13 @@ fn run(ring: &dyn RingMemory, transport: &mut dyn Transport, cfg: ProxyConfig, s
         } else {
             transport.progress()?;
             publish_released(ring, transport, consumer.position())?;
+            // Every command pushed before the request is posted (the ring is empty): complete them.
+            let asked = sh.flush_asked.load(Ordering::Acquire);
+            if asked > sh.flush_done.load(Ordering::Relaxed) {
+                transport.flush()?;
+                publish_released(ring, transport, consumer.position())?;
+                sh.flush_done.store(asked, Ordering::Release);
+            }
         }
         if sh.stop.load(Ordering::Acquire) {
             // Keep draining until the ring has been quiet for drain_timeout, but not past the

@@ -270,6 +270,19 @@ impl LaunchConfig {
     }
 }
 
+/// Make device `ordinal`'s context current on the calling thread, as any method of a [`Gpu`] of
+/// it does (for code that holds no handle: the communicator's heap). An error when no `Gpu` of
+/// it was made in this process.
+pub(crate) fn make_device_current(ordinal: u32) -> Result<()> {
+    let state = devices().lock().unwrap_or_else(|p| p.into_inner()).get(&ordinal).cloned();
+    let state = state.ok_or_else(|| GpuError::InvalidArgument {
+        arg: "device",
+        rule: format!("device {ordinal} was never opened by a Gpu in this process"),
+    })?;
+    // SAFETY: the context is alive for as long as `state`.
+    check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(state.ctx.as_raw()) })
+}
+
 /// A handle on one GPU: its (shared, primary) context and module, plus a stream of its own.
 /// Cheap to create once the device is open; make one per thread that launches work.
 pub struct Gpu {
