@@ -90,8 +90,8 @@ pub unsafe fn compute_cta<
         epi.init(&smem);
         // A dynamic walk's positions are read by every consumer warp, the A writer, the
         // epilogue's helpers and a gathering producer's warps 1 to 3.
-        let readers = EMPTY_ARRIVALS + G::WRITES_A as u32 + 2 * E::HELPER as u32 + 3 * G::GATHER as u32;
-        Feed::init::<S>(smem.tile_ring(), readers);
+        let walkers = readers + 2 * E::HELPER as u32 + 3 * G::GATHER as u32;
+        Feed::init::<S>(smem.tile_ring(), walkers);
     }
     sync_threads();
     // A static walk starts at `blockIdx.x`, read in each branch after `setmaxnreg`: a value live
