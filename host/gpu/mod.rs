@@ -101,6 +101,14 @@ struct DeviceState {
     info: DeviceInfo,
 }
 
+impl DeviceState {
+    /// Make this device's context current on the calling thread.
+    fn make_current(&self) -> Result<()> {
+        // SAFETY: the context is alive for as long as `self`.
+        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.ctx.as_raw()) })
+    }
+}
+
 // SAFETY: CUDA contexts, modules and functions are thread-safe driver handles.
 unsafe impl Send for DeviceState {}
 // SAFETY: as for Send; the mutable parts (the function table) sit behind a mutex.
@@ -279,8 +287,7 @@ pub(crate) fn make_device_current(ordinal: u32) -> Result<()> {
         arg: "device",
         rule: format!("device {ordinal} was never opened by a Gpu in this process"),
     })?;
-    // SAFETY: the context is alive for as long as `state`.
-    check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(state.ctx.as_raw()) })
+    state.make_current()
 }
 
 /// A handle on one GPU: its (shared, primary) context and module, plus a stream of its own.
@@ -308,8 +315,7 @@ impl Gpu {
                 }
             }
         };
-        // SAFETY: the context is alive for as long as `state`.
-        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(state.ctx.as_raw()) })?;
+        state.make_current()?;
         // A blocking stream: the synchronous copies and memsets of `DeviceBuffer` run on the legacy
         // default stream, and a blocking stream orders them before (and after) its own launches.
         // (A non-blocking stream could start a kernel before its inputs or tensor maps landed.)
@@ -319,8 +325,7 @@ impl Gpu {
 
     /// Make this GPU's context current on the calling thread (every method does it first).
     pub fn make_current(&self) -> Result<()> {
-        // SAFETY: the context is alive for as long as `self`.
-        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.state.ctx.as_raw()) })
+        self.state.make_current()
     }
 
     /// What this device is.
