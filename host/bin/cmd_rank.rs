@@ -502,22 +502,6 @@ fn allgather_check(
         None => ag.launch(gpu),
     };
     let w = world.world_size as usize;
-    let verify = |ag: &AllGather, it: u32| -> anyhow::Result<()> {
-        let out = ag.output().to_vec()?;
-        for r in 0..w {
-            for i in 0..shard {
-                let want = pattern(r as u32, it, i);
-                if out[r * shard + i] != want {
-                    bail!(
-                        "rank {}: launch {it}: byte {i} of rank {r}'s shard is wrong ({} vs {want})",
-                        world.rank,
-                        out[r * shard + i]
-                    );
-                }
-            }
-        }
-        Ok(())
-    };
     // New data every launch and no barrier between launches: a rank writes into a peer's output
     // only once that peer entered the same launch (its `ready` flag), so the peer's check of the
     // previous launch is over by then; and a launch ends only after the proxy's WRITEs for other
@@ -532,7 +516,7 @@ fn allgather_check(
         ag.input().copy_from(&mine)?; // after the poison: may alias it
         launch()?;
         ag.wait(gpu)?;
-        verify(&ag, it)?;
+        verify_gathered(world, &ag, it, &format!("launch {it}"))?;
     }
     // Many launches back to back, no host synchronisation and no reset in between, the inputs
     // cycling through three rounds (`ALTERNATING_ROUNDS`), each written on the stream right after
@@ -583,6 +567,24 @@ fn allgather_check(
     Ok(())
 }
 
+/// Every rank's shard in `ag`'s output is the one rank `r` wrote for launch `it`
+/// (`pattern(r, it, i)`); `what` names the launch in the error.
+fn verify_gathered(world: &World, ag: &AllGather, it: u32, what: &str) -> anyhow::Result<()> {
+    let shard = ag.shard_bytes();
+    let out = ag.output().to_vec()?;
+    for (r, got) in out.chunks(shard).enumerate() {
+        if let Some(i) = (0..shard).find(|&i| got[i] != pattern(r as u32, it, i)) {
+            bail!(
+                "rank {}: {what}: byte {i} of rank {r}'s shard is wrong ({} vs {})",
+                world.rank,
+                got[i],
+                pattern(r as u32, it, i)
+            );
+        }
+    }
+    Ok(())
+}
+
 /// After [`allgather_check`]'s op on the same communicator: ops dropped while their launch may
 /// still run, each followed by a new one in the same heap (whose room holds one op, so the new
 /// one takes the dropped one's memory: the communicator first drains this GPU's streams and
@@ -594,7 +596,6 @@ fn allgather_rebuilt(
     opts: AllGatherOptions,
 ) -> anyhow::Result<()> {
     const REBUILDS: u32 = 3;
-    let w = world.world_size as usize;
     let mut before = 0;
     for k in 0..REBUILDS {
         let ag = AllGather::new(comm, gpu, shard, opts.clone())?;
@@ -609,12 +610,7 @@ fn allgather_rebuilt(
             continue; // dropped unwaited
         }
         ag.wait(gpu)?;
-        let out = ag.output().to_vec()?;
-        for r in 0..w {
-            if let Some(i) = (0..shard).find(|&i| out[r * shard + i] != pattern(r as u32, it, i)) {
-                bail!("rank {}: rebuilt op {k}: byte {i} of rank {r}'s shard is wrong", world.rank);
-            }
-        }
+        verify_gathered(world, &ag, it, &format!("rebuilt op {k}"))?;
     }
     // Past half a MiB a shard, two ops with inputs outgrow the heap (2 x world shards + 1 MiB):
     // every op after the first must have taken memory of an op dropped with its launch in flight.
