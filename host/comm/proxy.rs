@@ -234,6 +234,9 @@ fn run(ring: &dyn RingMemory, transport: &mut dyn Transport, cfg: ProxyConfig, s
     let drain_bound = cfg.shutdown_timeout.saturating_sub(cfg.drain_timeout);
     let mut idle_polls = 0u32;
     loop {
+        // Read before the poll: a flush request seen here covers only commands pushed before it,
+        // and those are in the ring by now, so a poll that finds it empty has taken them all.
+        let flush_asked = sh.flush_asked.load(Ordering::Acquire);
         batch.clear();
         let busy = consumer.poll(ring, &mut batch, cfg.max_batch) > 0;
         if busy {
@@ -257,12 +260,12 @@ fn run(ring: &dyn RingMemory, transport: &mut dyn Transport, cfg: ProxyConfig, s
         } else {
             transport.progress()?;
             publish_released(ring, transport, consumer.position())?;
-            // Every command pushed before the request is posted (the ring is empty): complete them.
-            let asked = sh.flush_asked.load(Ordering::Acquire);
-            if asked > sh.flush_done.load(Ordering::Relaxed) {
+            // Every command pushed before the request is posted (the ring was empty after it was
+            // read): complete them.
+            if flush_asked > sh.flush_done.load(Ordering::Relaxed) {
                 transport.flush()?;
                 publish_released(ring, transport, consumer.position())?;
-                sh.flush_done.store(asked, Ordering::Release);
+                sh.flush_done.store(flush_asked, Ordering::Release);
             }
         }
         if sh.stop.load(Ordering::Acquire) {
